@@ -1,0 +1,37 @@
+#pragma once
+// Pieces every kvscope-cli subcommand shares: compute options, prompt and
+// sampling options, JSON output.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <c10/core/TensorOptions.h>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/args.h"
+#include "core/decode/sampling.h"
+#include "core/model/tokenizer/tokenizer.h"
+
+namespace kvscope::cli {
+
+// float32 on CPU: chosen once here and passed down.
+c10::TensorOptions computeOptions();
+
+// --prompt TEXT (encoded with the tokenizer's default special tokens) or
+// --prompt-ids 1,2,3. Exactly one must be given.
+std::vector<int64_t> promptIds(Args& args, const Tokenizer& tokenizer);
+
+// --greedy, or --temperature T [--top-k K] [--top-p P]. Greedy when none given.
+SamplingSettings samplingSettings(Args& args);
+
+// The JSON result: one object on one line, the last line of stdout.
+void printJson(const nlohmann::json& result);
+
+// The model directory named by `option`, or the bundled model of `role`
+// ("target" or "drafter") when the option is absent.
+std::string modelDirectory(Args& args, const std::string& option, const std::string& role);
+
+// Reads a whole file as bytes (no newline added or stripped).
+std::string readFileBytes(const std::string& path);
+
+}  // namespace kvscope::cli

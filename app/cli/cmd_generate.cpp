@@ -1,0 +1,38 @@
+// kvscope-cli generate: plain autoregressive decoding (the baseline).
+#include <iostream>
+
+#include "app/cli/cli_common.h"
+#include "app/cli/commands.h"
+#include "core/decode/autoregressive.h"
+#include "core/error.h"
+#include "core/model/model_bundle.h"
+
+namespace kvscope::cli {
+
+int runGenerate(Args& args) {
+  const bool json = args.flag("json");
+  const std::string dir = modelDirectory(args, "model", "target");
+  GenerateOptions options;
+  options.max_new_tokens = args.integer("max-new", 32);
+  options.ignore_eos = args.flag("ignore-eos");
+  options.seed = static_cast<uint64_t>(args.integer("seed", 0));
+  const std::string cache = args.value("cache").value_or("on");
+  if (cache != "on" && cache != "off") throw Error("--cache must be on or off, got '" + cache + "'");
+  options.use_cache = cache == "on";
+  options.sampling = samplingSettings(args);
+  const ModelBundle bundle = loadModelBundle(dir, computeOptions());
+  const auto prompt = promptIds(args, *bundle.tokenizer);
+  args.finish();
+
+  const auto result = generateAutoregressive(*bundle.model, prompt, options, bundle.eos_ids);
+  const std::string text = bundle.tokenizer->decode(result.ids);
+  if (!json) std::cout << bundle.tokenizer->decode(prompt) << text << "\n";
+  printJson({{"ids", result.ids},
+             {"text", text},
+             {"prompt_ids", prompt},
+             {"forward_calls", result.forward_calls},
+             {"stopped_at_eos", result.stopped_at_eos}});
+  return 0;
+}
+
+}  // namespace kvscope::cli

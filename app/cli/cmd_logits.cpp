@@ -1,0 +1,29 @@
+// kvscope-cli logits --model DIR --ids 1,2,3 --mode nocache|cached|prefill_then_step
+#include <torch/torch.h>
+
+#include "app/cli/cli_common.h"
+#include "app/cli/commands.h"
+#include "core/error.h"
+#include "core/model/causal_lm.h"
+#include "core/model/scoring.h"
+
+namespace kvscope::cli {
+
+int runLogits(Args& args) {
+  args.flag("json");
+  const std::string dir = modelDirectory(args, "model", "target");
+  const auto ids = args.idList("ids");
+  const FeedMode mode = parseFeedMode(args.value("mode").value_or("nocache"));
+  args.finish();
+  if (!ids) throw Error("missing required option --ids");
+  const auto model = loadCausalLM(dir, computeOptions());
+  const auto logits = sequenceLogits(*model, *ids, mode);  // [L, vocab]
+  const auto argmax = logits.argmax(1).contiguous();
+  const auto last = logits[-1].contiguous();
+  printJson({{"mode", feedModeName(mode)},
+             {"argmax", std::vector<int64_t>(argmax.data_ptr<int64_t>(), argmax.data_ptr<int64_t>() + argmax.numel())},
+             {"last_logits", std::vector<float>(last.data_ptr<float>(), last.data_ptr<float>() + last.numel())}});
+  return 0;
+}
+
+}  // namespace kvscope::cli

@@ -1,0 +1,89 @@
+#include "core/cache/kv_cache.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+
+namespace kvscope {
+
+KvCache::KvCache(int64_t num_layers, int64_t kv_heads, int64_t head_dim, c10::TensorOptions storage,
+                 int64_t initial_capacity)
+    : kv_heads_(kv_heads), head_dim_(head_dim), storage_(storage) {
+  require(num_layers > 0 && kv_heads > 0 && head_dim > 0, "KvCache: layers, heads and head_dim must be positive");
+  layers_.resize(num_layers);
+  for (Layer& layer : layers_) {
+    layer.k = torch::zeros({kv_heads, std::max<int64_t>(initial_capacity, 1), head_dim}, storage_);
+    layer.v = torch::zeros_like(layer.k);
+  }
+}
+
+const KvCache::Layer& KvCache::layerAt(int64_t layer) const {
+  if (layer < 0 || layer >= numLayers()) {
+    throw Error("KvCache: layer " + std::to_string(layer) + " out of range (" + std::to_string(numLayers()) + " layers)");
+  }
+  return layers_[layer];
+}
+
+int64_t KvCache::length(int64_t layer) const { return layerAt(layer).length; }
+
+int64_t KvCache::capacity(int64_t layer) const { return layerAt(layer).k.size(1); }
+
+bool KvCache::uniformLength() const {
+  return std::all_of(layers_.begin(), layers_.end(),
+                     [&](const Layer& l) { return l.length == layers_.front().length; });
+}
+
+void KvCache::ensureCapacity(Layer& layer, int64_t needed) {
+  const int64_t capacity = layer.k.size(1);
+  if (needed <= capacity) return;
+  // Geometric growth: amortised O(1) per appended row.
+  const int64_t grown = std::max(needed, 2 * capacity);
+  auto k = torch::zeros({kv_heads_, grown, head_dim_}, storage_);
+  auto v = torch::zeros_like(k);
+  k.narrow(1, 0, layer.length).copy_(layer.k.narrow(1, 0, layer.length));
+  v.narrow(1, 0, layer.length).copy_(layer.v.narrow(1, 0, layer.length));
+  layer.k = k;
+  layer.v = v;
+}
+
+void KvCache::append(int64_t layer_index, const at::Tensor& k, const at::Tensor& v) {
+  layerAt(layer_index);
+  Layer& layer = layers_[layer_index];
+  require(k.dim() == 3 && k.size(0) == kv_heads_ && k.size(2) == head_dim_ && v.sizes() == k.sizes(),
+          "KvCache::append: expected k and v of shape [" + std::to_string(kv_heads_) + ", n, " +
+              std::to_string(head_dim_) + "]");
+  const int64_t n = k.size(1);
+  ensureCapacity(layer, layer.length + n);
+  layer.k.narrow(1, layer.length, n).copy_(k);
+  layer.v.narrow(1, layer.length, n).copy_(v);
+  layer.length += n;
+}
+
+at::Tensor KvCache::keys(int64_t layer) const {
+  const Layer& l = layerAt(layer);
+  return l.k.narrow(1, 0, l.length);
+}
+
+at::Tensor KvCache::values(int64_t layer) const {
+  const Layer& l = layerAt(layer);
+  return l.v.narrow(1, 0, l.length);
+}
+
+void KvCache::cropLayer(int64_t layer_index, int64_t new_length) {
+  layerAt(layer_index);
+  Layer& layer = layers_[layer_index];
+  if (new_length < 0 || new_length > layer.length) {
+    throw Error("KvCache::crop: cannot crop layer " + std::to_string(layer_index) + " of length " +
+                std::to_string(layer.length) + " to " + std::to_string(new_length));
+  }
+  layer.length = new_length;
+}
+
+void KvCache::crop(int64_t new_length) {
+  for (int64_t l = 0; l < numLayers(); ++l) cropLayer(l, new_length);
+}
+
+void KvCache::clear() { crop(0); }
+
+}  // namespace kvscope

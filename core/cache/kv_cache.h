@@ -1,0 +1,64 @@
+#pragma once
+// Per-layer K and V storage for one sequence (batch 1).
+//
+// Each layer holds K and V of shape [kv_heads, capacity, head_dim],
+// preallocated and grown geometrically, plus a length: rows [0, length) are
+// valid. Appending writes in place (no torch::cat per decode step); cropping
+// only changes the length, so it is O(1) and crop(n) always keeps exactly n
+// rows (unlike `[:-k]` slicing, where k = 0 wipes everything).
+// Lengths are per layer because some real bugs crop only some layers; a
+// correct engine keeps them equal.
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/TensorOptions.h>
+
+namespace kvscope {
+
+class KvCache {
+ public:
+  KvCache(int64_t num_layers, int64_t kv_heads, int64_t head_dim, c10::TensorOptions storage,
+          int64_t initial_capacity = 64);
+
+  int64_t numLayers() const { return static_cast<int64_t>(layers_.size()); }
+  int64_t kvHeads() const { return kv_heads_; }
+  int64_t headDim() const { return head_dim_; }
+  c10::ScalarType storageDtype() const { return storage_.dtype().toScalarType(); }
+
+  // Valid rows of layer 0; see uniformLength() when layers may differ.
+  int64_t length() const { return length(0); }
+  int64_t length(int64_t layer) const;
+  // True when every layer holds the same number of rows.
+  bool uniformLength() const;
+  int64_t capacity(int64_t layer) const;
+
+  // Writes k, v ([kv_heads, n, head_dim]) at rows [length, length + n) of the
+  // layer and advances its length by n.
+  void append(int64_t layer, const at::Tensor& k, const at::Tensor& v);
+
+  // Views of the valid rows: [kv_heads, length, head_dim], storage dtype.
+  at::Tensor keys(int64_t layer) const;
+  at::Tensor values(int64_t layer) const;
+
+  // Keeps the first new_length rows of every layer (0 <= new_length <= length).
+  void crop(int64_t new_length);
+  void cropLayer(int64_t layer, int64_t new_length);
+  void clear();
+
+ private:
+  struct Layer {
+    at::Tensor k;  // [kv_heads, capacity, head_dim]
+    at::Tensor v;  // [kv_heads, capacity, head_dim]
+    int64_t length = 0;
+  };
+  void ensureCapacity(Layer& layer, int64_t needed);
+  const Layer& layerAt(int64_t layer) const;
+
+  int64_t kv_heads_;
+  int64_t head_dim_;
+  c10::TensorOptions storage_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace kvscope

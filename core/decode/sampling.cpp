@@ -1,0 +1,66 @@
+#include "core/decode/sampling.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <sstream>
+
+#include "core/error.h"
+
+namespace kvscope {
+
+void SamplingSettings::validate() const {
+  if (greedy) return;
+  if (!(temperature > 0.0)) throw Error("sampling: temperature must be > 0, got " + std::to_string(temperature));
+  if (top_k < 0) throw Error("sampling: top-k must be >= 0, got " + std::to_string(top_k));
+  if (!(top_p > 0.0 && top_p <= 1.0)) throw Error("sampling: top-p must be in (0, 1], got " + std::to_string(top_p));
+}
+
+std::string SamplingSettings::describe() const {
+  if (greedy) return "greedy";
+  std::ostringstream out;
+  out << "temperature " << temperature;
+  if (top_k > 0) out << ", top-k " << top_k;
+  if (top_p < 1.0) out << ", top-p " << top_p;
+  return out.str();
+}
+
+at::Tensor processedProbs(const at::Tensor& logits, const SamplingSettings& s) {
+  auto scores = logits.to(torch::kFloat32);  // [vocab]
+  if (s.greedy) {
+    auto probs = torch::zeros_like(scores);
+    probs[scores.argmax().item<int64_t>()] = 1.0f;
+    return probs;
+  }
+  scores = scores / s.temperature;
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  if (s.top_k > 0 && s.top_k < scores.size(0)) {
+    // Keep the k highest scores (and anything tied with the k-th, as HF does).
+    auto kth = std::get<0>(scores.topk(s.top_k)).min();
+    scores = scores.masked_fill(scores < kth, minus_inf);
+  }
+  if (s.top_p < 1.0) {
+    // HF TopPLogitsWarper: sort ascending, drop the tokens whose cumulative
+    // probability stays <= 1 - top_p; always keep the most likely one.
+    auto [sorted, order] = scores.sort(/*dim=*/0, /*descending=*/false);
+    auto cumulative = sorted.softmax(0).cumsum(0);
+    auto remove_sorted = cumulative <= (1.0 - s.top_p);
+    remove_sorted[-1] = false;
+    auto remove = torch::zeros_like(remove_sorted).scatter(0, order, remove_sorted);
+    scores = scores.masked_fill(remove, minus_inf);
+  }
+  return scores.softmax(0);
+}
+
+int64_t sampleFrom(const at::Tensor& probs, at::Generator& generator) {
+  return torch::multinomial(probs, 1, /*replacement=*/false, generator).item<int64_t>();
+}
+
+double uniform(at::Generator& generator) {
+  return torch::rand({1}, generator, torch::kFloat64).item<double>();
+}
+
+at::Generator makeGenerator(uint64_t seed) {
+  return at::make_generator<at::CPUGeneratorImpl>(seed);
+}
+
+}  // namespace kvscope

@@ -1,0 +1,38 @@
+#pragma once
+// Turning logits into a next-token distribution and drawing from it.
+// The same processing (temperature, then top-k, then top-p, as Hugging Face
+// applies its warpers) is used for the target's p and the drafter's q, so
+// speculative sampling stays exact.
+#include <cstdint>
+#include <string>
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+namespace kvscope {
+
+struct SamplingSettings {
+  bool greedy = true;
+  double temperature = 1.0;  // > 0
+  int64_t top_k = 0;         // 0: off
+  double top_p = 1.0;        // in (0, 1]; 1: off
+
+  // Throws Error naming the bad parameter.
+  void validate() const;
+  std::string describe() const;
+};
+
+// logits: [vocab] -> probabilities [vocab] (float32) after temperature,
+// top-k and top-p. Greedy settings give a one-hot at the argmax (ties: the
+// lowest id, as torch.argmax).
+at::Tensor processedProbs(const at::Tensor& logits, const SamplingSettings& settings);
+
+// Draws one id from probs [vocab] with the generator.
+int64_t sampleFrom(const at::Tensor& probs, at::Generator& generator);
+
+// A uniform draw in [0, 1) from the generator.
+double uniform(at::Generator& generator);
+
+at::Generator makeGenerator(uint64_t seed);
+
+}  // namespace kvscope

@@ -1,0 +1,23 @@
+#pragma once
+// One exception type for everything the core rejects: bad files, bad
+// parameters, broken invariants. The message always names what was being
+// done and the problem ("loading model.safetensors: tensor 'x' ...").
+#include <stdexcept>
+#include <string>
+
+namespace kvscope {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+// Throws Error("<context>: <problem>").
+[[noreturn]] void fail(const std::string& context, const std::string& problem);
+
+// Throws Error(message) unless the condition holds.
+inline void require(bool condition, const std::string& message) {
+  if (!condition) throw Error(message);
+}
+
+}  // namespace kvscope

@@ -1,0 +1,41 @@
+#include "core/model/attention.h"
+
+#include <limits>
+
+namespace kvscope {
+
+std::pair<at::Tensor, at::Tensor> keysAndValues(const at::Tensor& k, const at::Tensor& v, int64_t layer,
+                                                KvCache* cache) {
+  if (cache == nullptr) return {k, v};
+  cache->append(layer, k, v);
+  // A half-precision cache is read back in the compute dtype, as real
+  // engines that store fp16 K/V do.
+  return {cache->keys(layer).to(k.scalar_type()), cache->values(layer).to(v.scalar_type())};
+}
+
+at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, double scale,
+                           int64_t layer, ProbeSink* probes) {
+  const int64_t heads = q.size(0), n = q.size(1), head_dim = q.size(2);
+  const int64_t kv_heads = keys.size(0), total = keys.size(1);
+  const int64_t group = heads / kv_heads;
+
+  // Group query heads by the kv head they share: [kv_heads, group, n, head_dim].
+  auto grouped_q = q.reshape({kv_heads, group, n, head_dim});
+  auto scores = torch::matmul(grouped_q, keys.unsqueeze(1).transpose(-1, -2)) * scale;  // [kv, g, n, T]
+
+  // Causal mask: query i may see key j iff j <= T - n + i.
+  auto query_index = torch::arange(n, torch::kInt64).unsqueeze(1) + (total - n);  // [n, 1]
+  auto key_index = torch::arange(total, torch::kInt64).unsqueeze(0);              // [1, T]
+  auto hidden = key_index > query_index;                                          // [n, T]
+  scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
+
+  auto weights = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());  // [kv, g, n, T]
+  auto output = torch::matmul(weights, values.unsqueeze(1));                        // [kv, g, n, D]
+  auto per_head_weights = weights.reshape({heads, n, total});
+  auto per_head_output = output.reshape({heads, n, head_dim});
+  probe(probes, Probe::AttentionWeights, layer, per_head_weights);
+  probe(probes, Probe::AttentionOutput, layer, per_head_output);
+  return per_head_output;
+}
+
+}  // namespace kvscope

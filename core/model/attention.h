@@ -1,0 +1,25 @@
+#pragma once
+// Scaled dot-product attention over a KV cache, shared by every architecture.
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
+
+#include "core/cache/kv_cache.h"
+#include "core/model/probe.h"
+
+namespace kvscope {
+
+// Appends this forward's k, v ([kv_heads, n, head_dim]) to the cache (when
+// there is one) and returns the keys and values attention must see:
+// [kv_heads, keys, head_dim] in the compute dtype.
+std::pair<at::Tensor, at::Tensor> keysAndValues(const at::Tensor& k, const at::Tensor& v, int64_t layer,
+                                                KvCache* cache);
+
+// q: [heads, n, head_dim]; keys, values: [kv_heads, T, head_dim] with heads a
+// multiple of kv_heads (GQA/MQA: query head h reads kv head h / group).
+// Query i sits at key index T - n + i and sees keys 0 .. T - n + i.
+// Returns [heads, n, head_dim]. Records AttentionWeights and AttentionOutput.
+at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, double scale,
+                           int64_t layer, ProbeSink* probes);
+
+}  // namespace kvscope

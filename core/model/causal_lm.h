@@ -1,0 +1,76 @@
+#pragma once
+// A causal language model (GPT-2 or Llama family) with an explicit-position
+// forward that feeds only the tokens not yet in the cache.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/TensorOptions.h>
+
+#include "core/cache/kv_cache.h"
+#include "core/model/model_config.h"
+#include "core/model/probe.h"
+
+namespace kvscope {
+
+// A parameter as the checkpoint names it.
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+
+  const ModelConfig& config() const { return config_; }
+  const c10::TensorOptions& options() const { return options_; }
+
+  // tokens: [n] int64 ids at positions start_pos .. start_pos + n - 1.
+  // With a cache, its length must equal start_pos (it holds exactly the
+  // tokens before these); the forward appends n rows to every layer.
+  // Without a cache, start_pos must be 0 and tokens is the whole sequence.
+  // Returns logits [n, vocab] in the compute dtype.
+  at::Tensor forward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
+                     ProbeSink* probes = nullptr) const;
+
+  // An empty cache shaped for this model, storing K/V in `storage` dtype
+  // (default: the compute dtype).
+  std::unique_ptr<KvCache> makeCache(c10::optional<c10::ScalarType> storage = c10::nullopt) const;
+
+  // Parameters under their checkpoint names (tied weights listed once).
+  virtual NamedTensors namedParameters() const = 0;
+  int64_t parameterCount() const;
+
+ protected:
+  CausalLM(ModelConfig config, c10::TensorOptions options)
+      : config_(std::move(config)), options_(options) {}
+  // Architecture-specific body; arguments already checked.
+  virtual at::Tensor forwardImpl(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
+                                 ProbeSink* probes) const = 0;
+
+  ModelConfig config_;
+  c10::TensorOptions options_;
+
+ private:
+  void checkForwardArguments(const at::Tensor& tokens, int64_t start_pos, const KvCache* cache) const;
+};
+
+// The parameters an architecture expects, with shapes, under HF names.
+std::vector<TensorSpec> expectedTensors(const ModelConfig& config);
+
+// Builds a model of config's architecture from named tensors (HF names).
+// Throws Error naming a missing tensor or a shape mismatch.
+std::unique_ptr<CausalLM> buildCausalLM(const ModelConfig& config, const NamedTensors& tensors,
+                                        const c10::TensorOptions& options, const std::string& source);
+
+// Loads config.json (+ generation_config.json) and the safetensors weights of
+// a Hugging Face directory.
+std::unique_ptr<CausalLM> loadCausalLM(const std::string& dir, const c10::TensorOptions& options);
+
+}  // namespace kvscope

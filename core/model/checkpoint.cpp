@@ -1,0 +1,155 @@
+#include "core/model/checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace kvscope {
+namespace fs = std::filesystem;
+
+namespace {
+
+c10::ScalarType torchDtype(StDType dtype, const std::string& context) {
+  switch (dtype) {
+    case StDType::F64: return torch::kFloat64;
+    case StDType::F32: return torch::kFloat32;
+    case StDType::F16: return torch::kFloat16;
+    case StDType::BF16: return torch::kBFloat16;
+    case StDType::I64: return torch::kInt64;
+    case StDType::I32: return torch::kInt32;
+    case StDType::I16: return torch::kInt16;
+    case StDType::I8: return torch::kInt8;
+    case StDType::U8: return torch::kUInt8;
+    case StDType::BOOL: return torch::kBool;
+  }
+  fail(context, "unsupported dtype");
+}
+
+StDType stDtype(c10::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat64: return StDType::F64;
+    case torch::kFloat32: return StDType::F32;
+    case torch::kFloat16: return StDType::F16;
+    case torch::kBFloat16: return StDType::BF16;
+    case torch::kInt64: return StDType::I64;
+    case torch::kInt32: return StDType::I32;
+    case torch::kInt16: return StDType::I16;
+    case torch::kInt8: return StDType::I8;
+    case torch::kUInt8: return StDType::U8;
+    case torch::kBool: return StDType::BOOL;
+    default: break;
+  }
+  throw Error(std::string("saveTensors: unsupported tensor dtype ") + c10::toString(dtype));
+}
+
+// Maps shard files named by model.safetensors.index.json.
+std::vector<std::string> shardFiles(const fs::path& index_path) {
+  std::ifstream in(index_path);
+  if (!in) fail(index_path.string(), "cannot open file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  auto index = nlohmann::json::parse(buffer.str(), nullptr, false);
+  if (index.is_discarded() || !index.is_object()) fail(index_path.string(), "not a JSON object");
+  if (!index.contains("weight_map") || !index["weight_map"].is_object()) {
+    fail(index_path.string(), "missing 'weight_map' object");
+  }
+  std::vector<std::string> files;
+  for (const auto& [tensor, file] : index["weight_map"].items()) {
+    if (!file.is_string()) fail(index_path.string(), "weight_map entry for '" + tensor + "' is not a file name");
+    const std::string name = file.get<std::string>();
+    if (name.find('/') != std::string::npos || name.find("..") != std::string::npos) {
+      fail(index_path.string(), "shard name '" + name + "' must be a plain file name");
+    }
+    if (std::find(files.begin(), files.end(), name) == files.end()) files.push_back(name);
+  }
+  if (files.empty()) fail(index_path.string(), "weight_map is empty");
+  return files;
+}
+
+}  // namespace
+
+Checkpoint Checkpoint::open(const std::string& dir) {
+  Checkpoint ckpt;
+  ckpt.dir_ = dir;
+  const fs::path root(dir);
+  std::vector<std::string> files;
+  if (fs::exists(root / "model.safetensors")) {
+    files.push_back("model.safetensors");
+  } else if (fs::exists(root / "model.safetensors.index.json")) {
+    files = shardFiles(root / "model.safetensors.index.json");
+  } else {
+    fail(dir, "no model.safetensors or model.safetensors.index.json in the directory");
+  }
+  for (const std::string& name : files) {
+    auto file = SafetensorsFile::open((root / name).string());
+    for (const StTensorInfo& info : file->tensors()) {
+      if (ckpt.where_.count(info.name)) fail(file->path(), "tensor '" + info.name + "' also appears in another shard");
+      ckpt.where_[info.name] = ckpt.files_.size();
+    }
+    ckpt.files_.push_back(std::move(file));
+  }
+  return ckpt;
+}
+
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  for (const auto& entry : where_) out.push_back(entry.first);
+  return out;
+}
+
+const StTensorInfo& Checkpoint::info(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) fail(dir_, "missing tensor '" + name + "'");
+  return *files_[it->second]->find(name);
+}
+
+const std::string& Checkpoint::fileOf(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) fail(dir_, "missing tensor '" + name + "'");
+  return files_[it->second]->path();
+}
+
+at::Tensor Checkpoint::load(const std::string& name, const c10::TensorOptions& options) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) fail(dir_, "missing tensor '" + name + "'");
+  const SafetensorsFile& file = *files_[it->second];
+  return toTensor(file, *file.find(name), options);
+}
+
+at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const c10::TensorOptions& options) {
+  const auto dtype = torchDtype(info.dtype, file.path());
+  // from_blob wants a mutable pointer; the mapping is read-only, so the view
+  // is only read and immediately copied.
+  auto* bytes = const_cast<uint8_t*>(file.data(info));
+  auto view = torch::from_blob(bytes, info.shape, torch::TensorOptions().dtype(dtype));
+  const bool floating = c10::isFloatingType(dtype);
+  return view.to(floating ? options : options.dtype(dtype), /*non_blocking=*/false, /*copy=*/true);
+}
+
+void saveTensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                 const std::map<std::string, std::string>& metadata, StDType storage) {
+  const auto storage_dtype = torchDtype(storage, path);
+  std::vector<at::Tensor> keep_alive;
+  std::vector<StWriteTensor> out;
+  keep_alive.reserve(tensors.size());
+  for (const auto& [name, tensor] : tensors) {
+    at::Tensor t = tensor.detach().to(torch::kCPU);
+    if (c10::isFloatingType(t.scalar_type())) t = t.to(storage_dtype);
+    t = t.contiguous();
+    keep_alive.push_back(t);
+    StWriteTensor w;
+    w.name = name;
+    w.dtype = stDtype(t.scalar_type());
+    w.shape = t.sizes().vec();
+    w.data = t.data_ptr();
+    w.nbytes = t.numel() * t.element_size();
+    out.push_back(std::move(w));
+  }
+  writeSafetensors(path, out, metadata);
+}
+
+}  // namespace kvscope

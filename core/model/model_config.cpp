@@ -1,0 +1,217 @@
+#include "core/model/model_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace kvscope {
+namespace {
+
+using nlohmann::json;
+
+const char* kSupported = "GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM";
+
+int64_t requireInt(const json& j, const char* key, const std::string& source) {
+  if (!j.contains(key) || j[key].is_null()) fail(source, std::string("missing required field '") + key + "'");
+  if (!j[key].is_number_integer()) fail(source, std::string("field '") + key + "' must be an integer");
+  int64_t value = j[key].get<int64_t>();
+  if (value <= 0) fail(source, std::string("field '") + key + "' must be positive, got " + std::to_string(value));
+  return value;
+}
+
+int64_t optionalInt(const json& j, const char* key, int64_t fallback, const std::string& source) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_number_integer()) fail(source, std::string("field '") + key + "' must be an integer");
+  return j[key].get<int64_t>();
+}
+
+double optionalNumber(const json& j, const char* key, double fallback, const std::string& source) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_number()) fail(source, std::string("field '") + key + "' must be a number");
+  return j[key].get<double>();
+}
+
+bool optionalBool(const json& j, const char* key, bool fallback, const std::string& source) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_boolean()) fail(source, std::string("field '") + key + "' must be true or false");
+  return j[key].get<bool>();
+}
+
+// eos_token_id / bos_token_id: null, an int, or a list of ints (Llama 3).
+std::vector<int64_t> tokenIdList(const json& j, const char* key, const std::string& source) {
+  std::vector<int64_t> ids;
+  if (!j.contains(key) || j[key].is_null()) return ids;
+  const json& v = j[key];
+  if (v.is_number_integer()) {
+    ids.push_back(v.get<int64_t>());
+  } else if (v.is_array()) {
+    for (const json& e : v) {
+      if (!e.is_number_integer()) fail(source, std::string("field '") + key + "' must hold integers");
+      ids.push_back(e.get<int64_t>());
+    }
+  } else {
+    fail(source, std::string("field '") + key + "' must be an integer or a list of integers");
+  }
+  return ids;
+}
+
+std::string architectureName(const json& j, const std::string& source) {
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string()) {
+    return j["architectures"][0].get<std::string>();
+  }
+  // Older configs carry only model_type.
+  if (j.contains("model_type") && j["model_type"].is_string()) {
+    const std::string type = j["model_type"].get<std::string>();
+    if (type == "gpt2") return "GPT2LMHeadModel";
+    if (type == "llama") return "LlamaForCausalLM";
+    if (type == "qwen2") return "Qwen2ForCausalLM";
+    if (type == "mistral") return "MistralForCausalLM";
+    fail(source, "unsupported model_type '" + type + "' (supported: " + kSupported + ")");
+  }
+  fail(source, "missing required field 'architectures' (or 'model_type')");
+}
+
+RopeScaling parseRopeScaling(const json& j, const std::string& source) {
+  RopeScaling scaling;
+  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return scaling;
+  const json& rs = j["rope_scaling"];
+  if (!rs.is_object()) fail(source, "field 'rope_scaling' must be an object or null");
+  std::string type;
+  if (rs.contains("rope_type") && rs["rope_type"].is_string()) type = rs["rope_type"];
+  else if (rs.contains("type") && rs["type"].is_string()) type = rs["type"];
+  else fail(source, "rope_scaling has no 'rope_type' or 'type'");
+  if (type == "default") return scaling;
+  if (type != "linear" && type != "llama3") {
+    fail(source, "unsupported rope_scaling type '" + type + "' (supported: linear, llama3)");
+  }
+  scaling.type = type == "linear" ? RopeScaling::Type::Linear : RopeScaling::Type::Llama3;
+  if (!rs.contains("factor") || !rs["factor"].is_number()) fail(source, "rope_scaling '" + type + "' needs a numeric 'factor'");
+  scaling.factor = rs["factor"].get<double>();
+  if (scaling.factor <= 0) fail(source, "rope_scaling factor must be positive");
+  if (scaling.type == RopeScaling::Type::Llama3) {
+    for (const char* key : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+      if (!rs.contains(key) || !rs[key].is_number()) fail(source, std::string("rope_scaling 'llama3' needs '") + key + "'");
+    }
+    scaling.low_freq_factor = rs["low_freq_factor"].get<double>();
+    scaling.high_freq_factor = rs["high_freq_factor"].get<double>();
+    scaling.original_max_position_embeddings = rs["original_max_position_embeddings"].get<int64_t>();
+    if (scaling.high_freq_factor <= scaling.low_freq_factor) fail(source, "rope_scaling: high_freq_factor must exceed low_freq_factor");
+  }
+  return scaling;
+}
+
+void parseGpt2(const json& j, ModelConfig& c, const std::string& source) {
+  c.arch = Architecture::Gpt2;
+  c.vocab_size = requireInt(j, "vocab_size", source);
+  c.hidden_size = requireInt(j, "n_embd", source);
+  c.num_layers = requireInt(j, "n_layer", source);
+  c.num_heads = requireInt(j, "n_head", source);
+  c.num_kv_heads = c.num_heads;
+  c.max_position_embeddings = requireInt(j, "n_positions", source);
+  c.intermediate_size = optionalInt(j, "n_inner", 4 * c.hidden_size, source);
+  c.activation = j.value("activation_function", std::string("gelu_new"));
+  c.norm_eps = optionalNumber(j, "layer_norm_epsilon", 1e-5, source);
+  c.tie_word_embeddings = optionalBool(j, "tie_word_embeddings", true, source);
+  c.scale_attn_weights = optionalBool(j, "scale_attn_weights", true, source);
+  c.scale_attn_by_inverse_layer_idx = optionalBool(j, "scale_attn_by_inverse_layer_idx", false, source);
+  if (c.hidden_size % c.num_heads != 0) fail(source, "n_embd is not a multiple of n_head");
+  c.head_dim = c.hidden_size / c.num_heads;
+}
+
+void parseLlamaFamily(const json& j, ModelConfig& c, const std::string& source) {
+  c.arch = Architecture::Llama;
+  c.vocab_size = requireInt(j, "vocab_size", source);
+  c.hidden_size = requireInt(j, "hidden_size", source);
+  c.num_layers = requireInt(j, "num_hidden_layers", source);
+  c.num_heads = requireInt(j, "num_attention_heads", source);
+  c.intermediate_size = requireInt(j, "intermediate_size", source);
+  c.num_kv_heads = optionalInt(j, "num_key_value_heads", c.num_heads, source);
+  c.max_position_embeddings = optionalInt(j, "max_position_embeddings", 2048, source);
+  c.activation = j.value("hidden_act", std::string("silu"));
+  c.norm_eps = optionalNumber(j, "rms_norm_eps", 1e-6, source);
+  c.rope_theta = optionalNumber(j, "rope_theta", 10000.0, source);
+  c.rope_scaling = parseRopeScaling(j, source);
+  c.tie_word_embeddings = optionalBool(j, "tie_word_embeddings", false, source);
+  const bool attention_bias = optionalBool(j, "attention_bias", false, source);
+  c.qkv_bias = c.model_type == "qwen2" || attention_bias;  // Qwen2 always has q/k/v biases
+  c.o_bias = attention_bias;
+  c.mlp_bias = optionalBool(j, "mlp_bias", false, source);
+  if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0) {
+    fail(source, "num_attention_heads (" + std::to_string(c.num_heads) +
+                     ") is not a multiple of num_key_value_heads (" + std::to_string(c.num_kv_heads) + ")");
+  }
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    c.head_dim = requireInt(j, "head_dim", source);
+  } else {
+    if (c.hidden_size % c.num_heads != 0) fail(source, "hidden_size is not a multiple of num_attention_heads");
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.head_dim % 2 != 0) fail(source, "head_dim must be even for rotary embeddings");
+  if (c.activation != "silu") fail(source, "unsupported hidden_act '" + c.activation + "' (supported: silu)");
+}
+
+}  // namespace
+
+ModelConfig parseModelConfig(const json& j, const std::string& source) {
+  if (!j.is_object()) fail(source, "config is not a JSON object");
+  ModelConfig c;
+  c.architecture_name = architectureName(j, source);
+  c.model_type = j.value("model_type", std::string());
+  if (c.architecture_name == "GPT2LMHeadModel") {
+    parseGpt2(j, c, source);
+    const std::string& act = c.activation;
+    if (act != "gelu_new" && act != "gelu" && act != "relu" && act != "gelu_pytorch_tanh") {
+      fail(source, "unsupported activation_function '" + act + "'");
+    }
+  } else if (c.architecture_name == "LlamaForCausalLM" || c.architecture_name == "Qwen2ForCausalLM" ||
+             c.architecture_name == "MistralForCausalLM") {
+    if (c.model_type.empty()) c.model_type = c.architecture_name == "Qwen2ForCausalLM" ? "qwen2" : "llama";
+    parseLlamaFamily(j, c, source);
+  } else {
+    fail(source, "unsupported architecture '" + c.architecture_name + "' (supported: " + kSupported + ")");
+  }
+  c.bos_token_ids = tokenIdList(j, "bos_token_id", source);
+  c.eos_token_ids = tokenIdList(j, "eos_token_id", source);
+  return c;
+}
+
+namespace {
+json readJsonFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  json j = json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail(path, "not valid JSON");
+  return j;
+}
+}  // namespace
+
+ModelConfig loadModelConfig(const std::string& path) {
+  return parseModelConfig(readJsonFile(path), path);
+}
+
+void mergeGenerationConfig(ModelConfig& config, const std::string& path) {
+  if (!std::filesystem::exists(path)) return;
+  const json j = readJsonFile(path);
+  if (!j.is_object()) fail(path, "not a JSON object");
+  auto eos = tokenIdList(j, "eos_token_id", path);
+  if (!eos.empty()) config.eos_token_ids = eos;
+  auto bos = tokenIdList(j, "bos_token_id", path);
+  if (!bos.empty()) config.bos_token_ids = bos;
+}
+
+std::string describe(const ModelConfig& c) {
+  std::ostringstream out;
+  out << c.architecture_name << ": " << c.num_layers << " layers, hidden " << c.hidden_size << ", heads "
+      << c.num_heads << "/" << c.num_kv_heads << " (q/kv), head_dim " << c.head_dim << ", mlp "
+      << c.intermediate_size << ", vocab " << c.vocab_size << ", context " << c.max_position_embeddings;
+  return out.str();
+}
+
+}  // namespace kvscope

@@ -1,0 +1,35 @@
+#pragma once
+// Named probe points inside the forward pass. A ProbeSink says which points it
+// wants; the forward asks before copying anything, so a forward with no sink
+// (or a sink that wants nothing) does no extra work.
+#include <cstdint>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+namespace kvscope {
+
+enum class Probe {
+  Query,             // [heads, n, head_dim], after RoPE
+  Key,               // [kv_heads, n, head_dim], the rows this forward writes, after RoPE
+  Value,             // [kv_heads, n, head_dim], the rows this forward writes
+  AttentionWeights,  // [heads, n, keys] softmax weights over all visible keys
+  AttentionOutput,   // [heads, n, head_dim] weighted values, before the output projection
+};
+
+const char* probeName(Probe probe);
+
+class ProbeSink {
+ public:
+  virtual ~ProbeSink() = default;
+  virtual bool wants(Probe probe, int64_t layer) const = 0;
+  // `value` is the live tensor; keep a clone if it must outlive the call.
+  virtual void record(Probe probe, int64_t layer, const at::Tensor& value) = 0;
+};
+
+// Records only when a sink is present and wants the point.
+inline void probe(ProbeSink* sink, Probe point, int64_t layer, const at::Tensor& value) {
+  if (sink != nullptr && sink->wants(point, layer)) sink->record(point, layer, value);
+}
+
+}  // namespace kvscope

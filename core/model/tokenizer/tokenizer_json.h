@@ -1,0 +1,31 @@
+#pragma once
+// Small helpers for reading tokenizer.json / tokenizer_config.json with
+// errors that name the file and the field.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace kvscope {
+
+// Parses a JSON file. Throws Error("<path>: cannot open file") or
+// Error("<path>: malformed JSON: ...").
+nlohmann::json readJsonFile(const std::string& path);
+
+// The "type" string of a component object (normalizer, decoder, ...).
+// what names the component for the error ("normalizer", "decoder", ...).
+std::string componentType(const nlohmann::json& node, const std::string& context,
+                          const std::string& what);
+
+// node[key] as T, or fallback when the key is absent or null.
+template <typename T>
+T valueOr(const nlohmann::json& node, const char* key, T fallback) {
+  const auto it = node.find(key);
+  if (it == node.end() || it->is_null()) return fallback;
+  return it->template get<T>();
+}
+
+// A token given as a plain string or as an AddedToken object
+// ({"content": ...}); empty when null or absent.
+std::string tokenContent(const nlohmann::json& node);
+
+}  // namespace kvscope

@@ -1,0 +1,3 @@
+// Precompiled header for kvscope_core: the heavy libtorch headers, parsed once.
+#pragma once
+#include <torch/torch.h>

@@ -1,0 +1,140 @@
+// Bad model directories and bad forward arguments: each gives an Error that
+// names the file (or argument) and the problem; nothing crashes.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/model/causal_lm.h"
+#include "core/model/checkpoint.h"
+
+namespace kvscope {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kLlama = fs::path(KVSCOPE_FIXTURES) / "models" / "llama-tiny";
+
+class ModelErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kvscope-model-errors-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    fs::copy_file(kLlama / "config.json", dir_ / "config.json");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Rewrites the fixture weights through `edit` into dir_/model.safetensors.
+  void writeWeights(const std::function<void(NamedTensors&)>& edit) {
+    const Checkpoint ckpt = Checkpoint::open(kLlama.string());
+    NamedTensors tensors;
+    for (const auto& name : ckpt.names()) tensors.emplace_back(name, ckpt.load(name, torch::kFloat32));
+    edit(tensors);
+    saveTensors((dir_ / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  }
+
+  void expectLoadError(const std::string& phrase) {
+    try {
+      loadCausalLM(dir_.string(), torch::kFloat32);
+      FAIL() << "expected an error mentioning " << phrase;
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find(dir_.string()), std::string::npos) << message;
+      EXPECT_NE(message.find(phrase), std::string::npos) << message;
+    }
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ModelErrors, MissingTensor) {
+  writeWeights([](NamedTensors& t) {
+    t.erase(std::remove_if(t.begin(), t.end(), [](const auto& e) { return e.first == "model.norm.weight"; }),
+            t.end());
+  });
+  expectLoadError("missing tensor 'model.norm.weight'");
+}
+
+TEST_F(ModelErrors, TensorShapeDisagreesWithConfig) {
+  writeWeights([](NamedTensors& t) {
+    for (auto& e : t) {
+      if (e.first == "model.layers.0.self_attn.k_proj.weight") e.second = torch::zeros({16, 64});
+    }
+  });
+  expectLoadError("tensor 'model.layers.0.self_attn.k_proj.weight' has shape [16, 64]");
+}
+
+TEST_F(ModelErrors, NoWeightsFile) { expectLoadError("no model.safetensors"); }
+
+TEST_F(ModelErrors, ConfigMissingRequiredField) {
+  writeWeights([](NamedTensors&) {});
+  std::ofstream(dir_ / "config.json") << R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 512})";
+  expectLoadError("missing required field 'hidden_size'");
+}
+
+TEST_F(ModelErrors, UnknownArchitecture) {
+  writeWeights([](NamedTensors&) {});
+  std::ofstream(dir_ / "config.json") << R"({"architectures": ["T5ForConditionalGeneration"]})";
+  expectLoadError("unsupported architecture 'T5ForConditionalGeneration'");
+}
+
+TEST_F(ModelErrors, BrokenSafetensors) {
+  std::ofstream(dir_ / "model.safetensors", std::ios::binary) << "garbage";
+  expectLoadError("model.safetensors");
+}
+
+TEST_F(ModelErrors, ShardedCheckpointLoadsLikeSingleFile) {
+  const Checkpoint ckpt = Checkpoint::open(kLlama.string());
+  NamedTensors first, second;
+  nlohmann::json map;
+  for (const auto& name : ckpt.names()) {
+    const bool in_first = name.find("layers.1") == std::string::npos;
+    (in_first ? first : second).emplace_back(name, ckpt.load(name, torch::kFloat32));
+    map[name] = in_first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  saveTensors((dir_ / "model-00001-of-00002.safetensors").string(), first, {});
+  saveTensors((dir_ / "model-00002-of-00002.safetensors").string(), second, {}, StDType::BF16);
+  std::ofstream(dir_ / "model.safetensors.index.json") << nlohmann::json{{"weight_map", map}}.dump();
+  torch::InferenceMode guard;
+  auto sharded = loadCausalLM(dir_.string(), torch::kFloat32);
+  auto single = loadCausalLM(kLlama.string(), torch::kFloat32);
+  auto ids = torch::tensor({1, 5, 9, 300}, torch::kInt64);
+  // Layer 1 went through bf16 storage: close, not identical.
+  EXPECT_LE((sharded->forward(ids, 0, nullptr) - single->forward(ids, 0, nullptr)).abs().max().item<double>(), 0.5);
+  EXPECT_EQ(sharded->parameterCount(), single->parameterCount());
+}
+
+TEST(ForwardErrors, IdOutOfVocabulary) {
+  auto model = loadCausalLM(kLlama.string(), torch::kFloat32);
+  try {
+    model->forward(torch::tensor({1, 512}, torch::kInt64), 0, nullptr);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 512 is outside the vocabulary (size 512)"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(model->forward(torch::tensor({-1}, torch::kInt64), 0, nullptr), Error);
+}
+
+TEST(ForwardErrors, SequenceLongerThanContext) {
+  auto model = loadCausalLM(kLlama.string(), torch::kFloat32);
+  EXPECT_THROW(model->forward(torch::zeros({257}, torch::kInt64), 0, nullptr), Error);
+}
+
+TEST(ForwardErrors, StartPositionMustMatchCache) {
+  torch::InferenceMode guard;
+  auto model = loadCausalLM(kLlama.string(), torch::kFloat32);
+  auto cache = model->makeCache();
+  model->forward(torch::tensor({1, 2, 3}, torch::kInt64), 0, cache.get());
+  EXPECT_THROW(model->forward(torch::tensor({4}, torch::kInt64), 2, cache.get()), Error);
+  EXPECT_THROW(model->forward(torch::tensor({4}, torch::kInt64), 1, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace kvscope
