@@ -2,12 +2,14 @@
 #include <iostream>
 
 #include "app/cli/cli_common.h"
-#include "app/cli/commands.h"
+#include "app/cli/command_registry.h"
 #include "core/decode/autoregressive.h"
 #include "core/error.h"
 #include "core/model/model_bundle.h"
 
 namespace kvscope::cli {
+
+namespace {
 
 int runGenerate(Args& args) {
   const bool json = args.flag("json");
@@ -35,4 +37,8 @@ int runGenerate(Args& args) {
   return 0;
 }
 
+const CommandRegistrar kRegister{"generate", "generate [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) --max-new N [--cache on|off]\n"
+    "           [--ignore-eos] [--greedy | --temperature T --top-k K --top-p P] [--seed S] [--json]", runGenerate};
+
+}  // namespace
 }  // namespace kvscope::cli

@@ -3,12 +3,14 @@
 #include <iostream>
 
 #include "app/cli/cli_common.h"
-#include "app/cli/commands.h"
+#include "app/cli/command_registry.h"
 #include "core/error.h"
 #include "core/model/checkpoint.h"
 #include "core/model/model_bundle.h"
 
 namespace kvscope::cli {
+
+namespace {
 
 int runInspect(Args& args) {
   const bool json = args.flag("json");
@@ -56,4 +58,7 @@ int runInspect(Args& args) {
   return 0;
 }
 
+const CommandRegistrar kRegister{"inspect", "inspect DIR [--json]", runInspect};
+
+}  // namespace
 }  // namespace kvscope::cli

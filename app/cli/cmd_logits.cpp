@@ -2,12 +2,14 @@
 #include <torch/torch.h>
 
 #include "app/cli/cli_common.h"
-#include "app/cli/commands.h"
+#include "app/cli/command_registry.h"
 #include "core/error.h"
 #include "core/model/causal_lm.h"
 #include "core/model/scoring.h"
 
 namespace kvscope::cli {
+
+namespace {
 
 int runLogits(Args& args) {
   args.flag("json");
@@ -26,4 +28,7 @@ int runLogits(Args& args) {
   return 0;
 }
 
+const CommandRegistrar kRegister{"logits", "logits [--model DIR] --ids 1,2,3 --mode nocache|cached|prefill_then_step", runLogits};
+
+}  // namespace
 }  // namespace kvscope::cli

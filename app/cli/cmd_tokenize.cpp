@@ -1,9 +1,11 @@
 // kvscope-cli tokenize / detokenize.
 #include "app/cli/cli_common.h"
-#include "app/cli/commands.h"
+#include "app/cli/command_registry.h"
 #include "core/error.h"
 
 namespace kvscope::cli {
+
+namespace {
 
 int runTokenize(Args& args) {
   args.flag("json");  // the result is JSON either way
@@ -29,4 +31,8 @@ int runDetokenize(Args& args) {
   return 0;
 }
 
+const CommandRegistrar kRegisterTokenize{"tokenize", "tokenize [--model DIR] (--text T | --text-file F)", runTokenize};
+const CommandRegistrar kRegisterDetokenize{"detokenize", "detokenize [--model DIR] --ids 1,2,3", runDetokenize};
+
+}  // namespace
 }  // namespace kvscope::cli

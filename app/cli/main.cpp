@@ -1,50 +1,35 @@
-// kvscope-cli: the headless driver of the kvscope core.
+// kvscope-cli: the headless driver of the kvscope core. Subcommands live in
+// app/cli/cmd_*.cpp and register themselves (command_registry.h).
 #include <exception>
-#include <functional>
 #include <iostream>
-#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
-#include "app/cli/args.h"
-#include "app/cli/commands.h"
+#include "app/cli/command_registry.h"
 #include "core/error.h"
 
-namespace {
+namespace kvscope::cli {
 
-using Command = std::function<int(kvscope::cli::Args&)>;
-
-struct CommandEntry {
-  Command run;
-  const char* usage;
-};
-
-const std::map<std::string, CommandEntry>& commands() {
-  using namespace kvscope::cli;
-  static const std::map<std::string, CommandEntry> table = {
-      {"inspect", {runInspect, "inspect DIR [--json]"}},
-      {"tokenize", {runTokenize, "tokenize [--model DIR] (--text T | --text-file F)"}},
-      {"detokenize", {runDetokenize, "detokenize [--model DIR] --ids 1,2,3"}},
-      {"logits", {runLogits, "logits [--model DIR] --ids 1,2,3 --mode nocache|cached|prefill_then_step"}},
-      {"generate",
-       {runGenerate,
-        "generate [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) --max-new N [--cache on|off] [--ignore-eos]\n"
-        "           [--greedy | --temperature T --top-k K --top-p P] [--seed S] [--json]"}},
-  };
-  return table;
+std::map<std::string, CommandEntry>& commandRegistry() {
+  static std::map<std::string, CommandEntry> registry;
+  return registry;
 }
+
+}  // namespace kvscope::cli
+
+namespace {
 
 // Options that never take a value.
 const std::set<std::string> kFlags = {"json", "ignore-eos", "greedy", "adaptive", "resume", "help"};
 
 void printUsage(std::ostream& out) {
   out << "usage: kvscope-cli COMMAND [options]\n\ncommands:\n";
-  for (const auto& [name, entry] : commands()) out << "  " << entry.usage << "\n";
-  out << "\nWithout --model, commands use the bundled target model. With --json, the last line of stdout\n"
-         "is one JSON object.\n";
+  for (const auto& [name, entry] : kvscope::cli::commandRegistry()) out << "  " << entry.usage << "\n";
+  out << "\nWithout --model/--target/--drafter, commands use the bundled models. With --json, the last line\n"
+         "of stdout is one JSON object.\n";
 }
 
 }  // namespace
@@ -57,8 +42,9 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string name = argv[1];
-  const auto it = commands().find(name);
-  if (it == commands().end()) {
+  const auto& registry = kvscope::cli::commandRegistry();
+  const auto it = registry.find(name);
+  if (it == registry.end()) {
     std::cerr << "kvscope-cli: unknown command '" << name << "'\n";
     printUsage(std::cerr);
     return 2;

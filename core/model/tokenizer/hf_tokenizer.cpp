@@ -52,14 +52,17 @@ std::unique_ptr<HfTokenizer> HfTokenizer::fromJson(const nlohmann::json& tokeniz
 // BOS/EOS: tokenizer_config.json first (what transformers reports), then
 // the post-processor's leading token for BOS and common names for EOS.
 void HfTokenizer::readSpecialIds(const nlohmann::json& config) {
-  if (config.is_object()) {
-    if (config.contains("bos_token")) bos_id_ = tokenToId(tokenContent(config.at("bos_token")));
-    if (config.contains("eos_token")) eos_id_ = tokenToId(tokenContent(config.at("eos_token")));
-  }
+  auto configured = [&](const char* key) -> std::optional<int64_t> {
+    if (!config.is_object() || !config.contains(key)) return std::nullopt;
+    const std::string content = tokenContent(config.at(key));  // "" for null
+    return content.empty() ? std::nullopt : tokenToId(content);
+  };
+  bos_id_ = configured("bos_token");
+  eos_id_ = configured("eos_token");
   if (!bos_id_ && post_processor_ && !post_processor_->prefixIds().empty()) {
     bos_id_ = post_processor_->prefixIds().front();
   }
-  if (eos_id_ || (config.is_object() && config.contains("eos_token"))) return;
+  if (eos_id_) return;
   for (const char* name : kCommonEosTokens) {
     const AddedToken* token = added_.byContent(name);
     if (token && token->special) {

@@ -63,7 +63,9 @@ class ByteLevelPreTokenizer : public PreTokenizer {
  public:
   ByteLevelPreTokenizer(bool add_prefix_space, bool use_regex, const std::string& context)
       : add_prefix_space_(add_prefix_space) {
-    if (use_regex) regex_ = std::make_unique<TextPattern>(TextPattern::regex(kGpt2SplitRegex, context));
+    if (use_regex) {
+      regex_ = std::make_unique<TextPattern>(TextPattern::regex(kGpt2SplitRegex, context));
+    }
   }
   std::vector<PreToken> split(const PreToken& piece) const override;
 
@@ -143,9 +145,9 @@ PrependScheme parsePrependScheme(const nlohmann::json& node, const std::string& 
 
 std::unique_ptr<PreTokenizer> makeMetaspace(const nlohmann::json& node,
                                             const std::string& context) {
-  return std::make_unique<MetaspacePreTokenizer>(valueOr<std::string>(node, "replacement", "\u2581"),
-                                                 parsePrependScheme(node, context),
-                                                 valueOr(node, "split", true));
+  return std::make_unique<MetaspacePreTokenizer>(
+      valueOr<std::string>(node, "replacement", "\u2581"), parsePrependScheme(node, context),
+      valueOr(node, "split", true));
 }
 
 std::unique_ptr<PreTokenizer> makeSplit(const nlohmann::json& node, const std::string& context) {

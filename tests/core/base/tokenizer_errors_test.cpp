@@ -2,6 +2,8 @@
 // and the problem, never a crash.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -60,6 +62,21 @@ TEST_F(TokenizerErrorTest, MinimalFileLoads) {
   const auto tok = Tokenizer::fromFile(write("tokenizer.json", minimal().dump()));
   EXPECT_EQ(tok->encode("ab"), (std::vector<int64_t>{2}));
   EXPECT_EQ(tok->decode({2, 0}), "aba");
+}
+
+TEST_F(TokenizerErrorTest, ConfigWithNullAndObjectSpecialTokens) {
+  nlohmann::json t = minimal();
+  t["added_tokens"] = {{{"id", 3}, {"content", "</s>"}, {"special", true}}};
+  write("tokenizer.json", t.dump());
+  write("tokenizer_config.json",
+        R"({"bos_token": null, "eos_token": {"__type": "AddedToken", "content": "</s>"}})");
+  const auto tok = Tokenizer::fromDirectory(dir_.string());
+  EXPECT_EQ(tok->bosId(), std::nullopt);
+  EXPECT_EQ(tok->eosId(), 3);
+  EXPECT_EQ(tok->vocabSize(), 4);
+  EXPECT_EQ(tok->encode("a</s>b"), (std::vector<int64_t>{0, 3, 1}));
+  EXPECT_EQ(tok->decode({0, 3, 1}), "ab");
+  EXPECT_EQ(tok->decode({0, 3, 1}, false), "a</s>b");
 }
 
 TEST_F(TokenizerErrorTest, UnknownModelType) {

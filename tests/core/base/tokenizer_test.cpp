@@ -98,8 +98,19 @@ TEST_P(TokenizerFixtureTest, DecodeKeepsSpecialTokens) {
             data().at("decoded_with_special").get<std::string>());
 }
 
-TEST_P(TokenizerFixtureTest, RoundTrip) {
-  if (!data().at("roundtrip").get<bool>()) GTEST_SKIP() << "reference does not round-trip";
+// Only the cases whose reference decode gives the text back (not those
+// containing special-token literals, which decode() drops).
+std::vector<EncodingCase> roundTripCases() {
+  std::vector<EncodingCase> cases;
+  for (EncodingCase& c : loadCases()) {
+    if (c.data.at("roundtrip").get<bool>()) cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+class TokenizerRoundTripTest : public TokenizerFixtureTest {};
+
+TEST_P(TokenizerRoundTripTest, DecodeOfEncodeGivesText) {
   const std::string expected =
       GetParam().nfc ? normalizeUnicode(text(), NormalForm::NFC) : text();
   EXPECT_EQ(tok().decode(tok().encode(text())), expected);
@@ -107,6 +118,8 @@ TEST_P(TokenizerFixtureTest, RoundTrip) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TokenizerFixtureTest, testing::ValuesIn(loadCases()),
+                         caseName);
+INSTANTIATE_TEST_SUITE_P(Fixtures, TokenizerRoundTripTest, testing::ValuesIn(roundTripCases()),
                          caseName);
 
 TEST(TokenizerFixtures, AllFixturesPresent) {

@@ -1,0 +1,52 @@
+#pragma once
+// The life of every cache entry of a session: which cache, position, token,
+// the round and phase it was written, and when and why it was removed.
+// Each entry's K/V rows (all layers) are stored once, at birth, so the cache
+// as it stood after any round can be rebuilt without a snapshot per round.
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "core/trace/trace_types.h"
+
+namespace kvscope {
+
+class KvLedger {
+ public:
+  // n new entries at positions [from_position, from_position + n):
+  // k, v are [layers, kv_heads, n, head_dim].
+  void recordBirths(CacheRole cache, int64_t from_position, const std::vector<int64_t>& tokens,
+                    const at::Tensor& k, const at::Tensor& v, int64_t round, Phase phase);
+  // Every live entry of `cache` at a position >= new_length dies. Entries at
+  // positions >= first_wrong_position die as `reason`; correct entries cut
+  // below it (over-pruning) die as Refeed.
+  void recordCrop(CacheRole cache, int64_t new_length, int64_t round, Phase phase, DeathReason reason,
+                  int64_t first_wrong_position);
+
+  const std::vector<LedgerEntry>& entries() const { return entries_; }
+  // Indices into entries() of `cache` that were alive at some point of
+  // `round` (alive at its start, or born in it), ordered by position then birth.
+  std::vector<int64_t> entriesOfRound(CacheRole cache, int64_t round) const;
+  // Live entries of `cache` at the end of `round`, ordered by position.
+  std::vector<int64_t> liveAfterRound(CacheRole cache, int64_t round) const;
+  int64_t liveCount(CacheRole cache) const;
+
+  at::Tensor keys(int64_t row) const { return k_rows_.at(row); }    // [layers, kv_heads, head_dim]
+  at::Tensor values(int64_t row) const { return v_rows_.at(row); }  // [layers, kv_heads, head_dim]
+  // Rows of the given entries stacked: [layers, kv_heads, entries, head_dim].
+  at::Tensor stackKeys(const std::vector<int64_t>& entry_indices) const;
+  at::Tensor stackValues(const std::vector<int64_t>& entry_indices) const;
+
+  // For the trace file: all rows of one cache, in entry order, and restore.
+  const std::vector<at::Tensor>& keyRows() const { return k_rows_; }
+  const std::vector<at::Tensor>& valueRows() const { return v_rows_; }
+  void restore(std::vector<LedgerEntry> entries, std::vector<at::Tensor> k_rows, std::vector<at::Tensor> v_rows);
+
+ private:
+  std::vector<LedgerEntry> entries_;
+  std::vector<at::Tensor> k_rows_;
+  std::vector<at::Tensor> v_rows_;
+};
+
+}  // namespace kvscope
