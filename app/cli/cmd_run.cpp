@@ -1,0 +1,87 @@
+// kvscope-cli run: speculative decoding, one JSON line per round with --json,
+// coloured text and metrics otherwise; optionally a .kvtrace of the session.
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "app/cli/cli_common.h"
+#include "app/cli/command_registry.h"
+#include "app/cli/session_setup.h"
+#include "app/cli/token_printer.h"
+#include "core/decode/autoregressive.h"
+#include "core/trace/trace_file.h"
+#include "core/trace/trace_json.h"
+
+namespace kvscope::cli {
+namespace {
+
+// Plain autoregressive decoding with the same settings, for the measured speedup.
+double baselineMilliseconds(const SessionSetup& setup) {
+  GenerateOptions options;
+  options.max_new_tokens = setup.options.max_new_tokens;
+  options.use_cache = setup.options.use_cache;
+  options.ignore_eos = setup.options.ignore_eos;
+  options.sampling = setup.options.sampling;
+  options.seed = setup.options.seed;
+  const auto start = std::chrono::steady_clock::now();
+  generateAutoregressive(*setup.target->model, setup.prompt, options, setup.target->eos_ids);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+int runRun(Args& args) {
+  const bool json = args.flag("json");
+  const auto trace_path = args.value("trace");
+  const bool baseline = !args.flag("no-baseline");
+  SessionSetup setup = parseSessionSetup(args);
+  args.finish();
+
+  auto session = setup.makeSession(setup.options.use_cache);
+  const auto start = std::chrono::steady_clock::now();
+  size_t printed = 0;
+  while (!session->finished()) {
+    session->stepRound();
+    for (; json && printed < session->rounds().size(); ++printed) {
+      if (session->rounds()[printed].index > 0) std::cout << toJson(session->rounds()[printed]).dump() << "\n";
+    }
+  }
+  const double session_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const Metrics metrics = session->metrics();
+  const double baseline_ms = baseline ? baselineMilliseconds(setup) : 0.0;
+
+  if (trace_path) {
+    writeTrace(*trace_path, captureTrace(*session, setup.target->tokenizer.get(),
+                                         nlohmann::json::object({{"target_dir", setup.target->dir}, {"drafter_dir", setup.drafter_label}})));
+  }
+  const auto ids = session->generated();
+  if (!json) {
+    printColouredRounds(std::cout, *session, *setup.target->tokenizer, isatty(STDOUT_FILENO) != 0);
+    printMetrics(std::cout, metrics);
+    if (baseline) {
+      std::cout << "measured speedup over autoregressive decoding: " << baseline_ms / session_ms << " (" << baseline_ms
+                << " ms vs " << session_ms << " ms)\n";
+    }
+    if (trace_path) std::cout << "trace written to " << *trace_path << "\n";
+  }
+  nlohmann::json result = toJson(metrics);
+  result["ids"] = ids;
+  result["text"] = setup.target->tokenizer->decode(ids);
+  result["prompt_ids"] = setup.prompt;
+  result["session_ms"] = session_ms;
+  if (baseline) {
+    result["baseline_ms"] = baseline_ms;
+    result["measured_speedup"] = baseline_ms / session_ms;
+  }
+  printJson(result);
+  return 0;
+}
+
+const CommandRegistrar kRegister{
+    "run",
+    "run [--target DIR] [--drafter DIR | --ngram N] (--prompt TEXT | --prompt-ids 1,2,3) [--gamma G | --adaptive]\n"
+    "           [--max-new N] [--cache on|off] [--greedy | --temperature T --top-k K --top-p P] [--seed S]\n"
+    "           [--bookkeeping exact|seed] [--ignore-eos] [--trace out.kvtrace] [--no-baseline] [--json]",
+    runRun};
+
+}  // namespace
+}  // namespace kvscope::cli

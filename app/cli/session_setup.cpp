@@ -1,0 +1,58 @@
+#include "app/cli/session_setup.h"
+
+#include "app/cli/cli_common.h"
+#include "core/error.h"
+
+namespace kvscope::cli {
+
+namespace {
+std::shared_ptr<ModelBundle> loadShared(const std::string& dir) {
+  return std::make_shared<ModelBundle>(loadModelBundle(dir, computeOptions()));
+}
+
+// Keeps the bundle alive as long as the model is used.
+std::shared_ptr<const CausalLM> sharedModel(const std::shared_ptr<ModelBundle>& bundle) {
+  return std::shared_ptr<const CausalLM>(bundle, bundle->model.get());
+}
+}  // namespace
+
+SessionSetup parseSessionSetup(Args& args) {
+  SessionSetup setup;
+  setup.target = loadShared(modelDirectory(args, "target", "target"));
+  const auto ngram = args.value("ngram");
+  const auto drafter_dir = args.value("drafter");
+  if (ngram && drafter_dir) throw Error("give either --drafter DIR or --ngram N, not both");
+  if (ngram) {
+    const int64_t n = args.integer("ngram", 3);
+    setup.drafter_impl = std::make_shared<NgramDrafter>(n);
+    setup.drafter_label = "n-gram (n <= " + std::to_string(n) + ")";
+  } else {
+    const std::string dir = drafter_dir ? *drafter_dir : modelDirectory(args, "drafter", "drafter");
+    setup.drafter = loadShared(dir);
+    setup.drafter_impl = std::make_shared<ModelDrafter>(sharedModel(setup.drafter), dir);
+    setup.drafter_label = dir;
+  }
+  setup.prompt = promptIds(args, *setup.target->tokenizer);
+  SessionOptions& o = setup.options;
+  o.adaptive_gamma = args.flag("adaptive");
+  o.gamma = args.integer("gamma", 4);
+  o.max_new_tokens = args.integer("max-new", 64);
+  const std::string cache = args.value("cache").value_or("on");
+  if (cache != "on" && cache != "off") throw Error("--cache must be on or off, got '" + cache + "'");
+  o.use_cache = cache == "on";
+  o.sampling = samplingSettings(args);
+  o.seed = static_cast<uint64_t>(args.integer("seed", 0));
+  o.bookkeeping = parseBookkeeping(args.value("bookkeeping").value_or("exact"));
+  o.ignore_eos = args.flag("ignore-eos");
+  o.validate();
+  return setup;
+}
+
+std::unique_ptr<Session> SessionSetup::makeSession(bool use_cache) const {
+  SessionOptions o = options;
+  o.use_cache = use_cache;
+  return std::make_unique<Session>(std::shared_ptr<const CausalLM>(target, target->model.get()), drafter_impl, prompt,
+                                   o, target->eos_ids);
+}
+
+}  // namespace kvscope::cli

@@ -1,0 +1,28 @@
+#pragma once
+// Builds a speculative Session from the options shared by `run`, `diff` and
+// `audit`: --target DIR (--drafter DIR | --ngram N) (--prompt T | --prompt-ids ...)
+// --gamma G | --adaptive, --max-new N, --cache on|off, sampling, --seed,
+// --bookkeeping exact|seed, --ignore-eos.
+#include <memory>
+#include <string>
+
+#include "app/cli/args.h"
+#include "core/decode/session.h"
+#include "core/model/model_bundle.h"
+
+namespace kvscope::cli {
+
+struct SessionSetup {
+  std::shared_ptr<ModelBundle> target;
+  std::shared_ptr<ModelBundle> drafter;  // null for the n-gram drafter
+  std::shared_ptr<const Drafter> drafter_impl;
+  std::vector<int64_t> prompt;
+  SessionOptions options;
+  std::string drafter_label;
+
+  std::unique_ptr<Session> makeSession(bool use_cache) const;
+};
+
+SessionSetup parseSessionSetup(Args& args);
+
+}  // namespace kvscope::cli

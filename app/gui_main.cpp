@@ -1,0 +1,42 @@
+// kvscope: the desktop debugger. Opens the main window with the bundled
+// models (or the given ones) loaded and a sample prompt, ready to step.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QSettings>
+
+#include <spdlog/spdlog.h>
+
+#include "ui/logging/LogBridge.h"
+#include "ui/windows/MainWindow.h"
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName(QStringLiteral("kvscope"));
+  QApplication::setApplicationName(QStringLiteral("kvscope"));
+  QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+
+  QCommandLineParser parser;
+  parser.setApplicationDescription(QStringLiteral("KV cache debugger for speculative decoding"));
+  parser.addHelpOption();
+  parser.addVersionOption();
+  QCommandLineOption target({QStringLiteral("t"), QStringLiteral("target")},
+                            QStringLiteral("Target model directory (Hugging Face layout)."), QStringLiteral("dir"));
+  QCommandLineOption drafter({QStringLiteral("d"), QStringLiteral("drafter")},
+                             QStringLiteral("Drafter model directory."), QStringLiteral("dir"));
+  QCommandLineOption ngram(QStringLiteral("ngram-drafter"), QStringLiteral("Use the n-gram (prompt lookup) drafter."));
+  QCommandLineOption default_layout(QStringLiteral("default-layout"), QStringLiteral("Ignore the saved window layout."));
+  parser.addOptions({target, drafter, ngram, default_layout});
+  parser.process(app);
+
+  kvscope::ui::LogBridge::install();
+  spdlog::info("kvscope {} starting", QApplication::applicationVersion().toStdString());
+
+  kvscope::ui::MainWindowOptions options;
+  options.models.target_dir = parser.value(target).toStdString();
+  options.models.drafter_dir = parser.value(drafter).toStdString();
+  if (parser.isSet(ngram)) options.models.drafter_kind = kvscope::DrafterKind::Ngram;
+  options.restore_layout = !parser.isSet(default_layout);
+  kvscope::ui::MainWindow window(options);
+  window.show();
+  return app.exec();
+}

@@ -1,0 +1,46 @@
+#include "core/decode/speculative_acceptance.h"
+
+#include "core/decode/sampling.h"
+
+namespace kvscope {
+
+AcceptanceResult acceptSampled(const std::vector<int64_t>& drafts, const at::Tensor& q, const at::Tensor& p,
+                               at::Generator& generator) {
+  AcceptanceResult result;
+  const int64_t k = static_cast<int64_t>(drafts.size());
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t d = drafts[i];
+    const double p_d = p[i][d].item<double>();
+    const double q_d = q[i][d].item<double>();
+    const double u = uniform(generator);
+    result.uniforms.push_back(u);
+    if (q_d > 0 && u < p_d / q_d) {
+      ++result.accepted;
+      continue;
+    }
+    // Rejected: the correction comes from the part of p that q under-covers.
+    auto residual = (p[i] - q[i]).clamp_min(0.0);  // [vocab]
+    const double mass = residual.sum().item<double>();
+    // mass == 0 only when p == q, where a rejection cannot happen except by
+    // float rounding; p itself is then the right distribution.
+    result.next_token = sampleFrom(mass > 0 ? residual / mass : p[i], generator);
+    return result;
+  }
+  result.bonus = true;
+  result.next_token = sampleFrom(p[k], generator);
+  return result;
+}
+
+AcceptanceResult acceptGreedy(const std::vector<int64_t>& drafts, const at::Tensor& p) {
+  AcceptanceResult result;
+  const int64_t k = static_cast<int64_t>(drafts.size());
+  const auto target_choice = p.argmax(1);  // [k + 1]
+  while (result.accepted < k && drafts[result.accepted] == target_choice[result.accepted].item<int64_t>()) {
+    ++result.accepted;
+  }
+  result.bonus = result.accepted == k;
+  result.next_token = target_choice[result.accepted].item<int64_t>();
+  return result;
+}
+
+}  // namespace kvscope

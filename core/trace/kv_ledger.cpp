@@ -1,0 +1,97 @@
+#include "core/trace/kv_ledger.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace kvscope {
+
+void KvLedger::recordBirths(CacheRole cache, int64_t from_position, const std::vector<int64_t>& tokens,
+                            const at::Tensor& k, const at::Tensor& v, int64_t round, Phase phase) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  require(k.dim() == 4 && k.size(2) == n && v.sizes() == k.sizes(),
+          "KvLedger: expected K/V rows [layers, kv_heads, n, head_dim] for " + std::to_string(n) + " tokens");
+  for (int64_t i = 0; i < n; ++i) {
+    LedgerEntry entry;
+    entry.cache = cache;
+    entry.position = from_position + i;
+    entry.token = tokens[i];
+    entry.born_round = round;
+    entry.born_phase = phase;
+    entry.row = static_cast<int64_t>(k_rows_.size());
+    k_rows_.push_back(k.select(2, i).to(torch::kFloat32).clone());  // [layers, kv_heads, head_dim]
+    v_rows_.push_back(v.select(2, i).to(torch::kFloat32).clone());
+    entries_.push_back(entry);
+  }
+}
+
+void KvLedger::recordCrop(CacheRole cache, int64_t new_length, int64_t round, Phase phase, DeathReason reason,
+                          int64_t first_wrong_position) {
+  for (LedgerEntry& e : entries_) {
+    if (e.cache != cache || e.died_round >= 0 || e.position < new_length) continue;
+    e.died_round = round;
+    e.died_phase = phase;
+    e.reason = e.position >= first_wrong_position ? reason : DeathReason::Refeed;
+  }
+}
+
+std::vector<int64_t> KvLedger::entriesOfRound(CacheRole cache, int64_t round) const {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const LedgerEntry& e = entries_[i];
+    const bool alive_during = e.born_round <= round && (e.died_round < 0 || e.died_round >= round);
+    if (e.cache == cache && alive_during) out.push_back(static_cast<int64_t>(i));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [&](int64_t a, int64_t b) { return entries_[a].position < entries_[b].position; });
+  return out;
+}
+
+std::vector<int64_t> KvLedger::liveAfterRound(CacheRole cache, int64_t round) const {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const LedgerEntry& e = entries_[i];
+    if (e.cache == cache && e.aliveAt(round)) out.push_back(static_cast<int64_t>(i));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [&](int64_t a, int64_t b) { return entries_[a].position < entries_[b].position; });
+  return out;
+}
+
+int64_t KvLedger::liveCount(CacheRole cache) const {
+  return std::count_if(entries_.begin(), entries_.end(),
+                       [&](const LedgerEntry& e) { return e.cache == cache && e.died_round < 0; });
+}
+
+namespace {
+at::Tensor stackRows(const std::vector<at::Tensor>& rows, const std::vector<LedgerEntry>& entries,
+                     const std::vector<int64_t>& indices) {
+  require(!indices.empty(), "KvLedger: no entries to stack");
+  std::vector<at::Tensor> picked;
+  picked.reserve(indices.size());
+  for (int64_t i : indices) picked.push_back(rows.at(entries.at(i).row));
+  return torch::stack(picked, 2);  // [layers, kv_heads, entries, head_dim]
+}
+}  // namespace
+
+at::Tensor KvLedger::stackKeys(const std::vector<int64_t>& entry_indices) const {
+  return stackRows(k_rows_, entries_, entry_indices);
+}
+
+at::Tensor KvLedger::stackValues(const std::vector<int64_t>& entry_indices) const {
+  return stackRows(v_rows_, entries_, entry_indices);
+}
+
+void KvLedger::restore(std::vector<LedgerEntry> entries, std::vector<at::Tensor> k_rows,
+                       std::vector<at::Tensor> v_rows) {
+  require(k_rows.size() == v_rows.size(), "KvLedger::restore: K and V row counts differ");
+  for (const LedgerEntry& e : entries) {
+    require(e.row >= 0 && e.row < static_cast<int64_t>(k_rows.size()),
+            "KvLedger::restore: entry row " + std::to_string(e.row) + " out of range");
+  }
+  entries_ = std::move(entries);
+  k_rows_ = std::move(k_rows);
+  v_rows_ = std::move(v_rows);
+}
+
+}  // namespace kvscope

@@ -1,0 +1,142 @@
+#include "core/trace/snapshot_builder.h"
+
+#include <torch/torch.h>
+
+#include <sstream>
+
+#include "core/decode/session.h"
+#include "core/model/tokenizer/tokenizer.h"
+
+namespace kvscope {
+
+namespace {
+
+std::vector<float> toFloats(const at::Tensor& tensor) {
+  const at::Tensor flat = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous().reshape({-1});
+  const float* data = flat.data_ptr<float>();
+  return std::vector<float>(data, data + flat.numel());
+}
+
+CacheGeometry geometryOf(const CausalLM* model) {
+  CacheGeometry geometry;
+  if (model == nullptr) return geometry;
+  const ModelConfig& config = model->config();
+  geometry.present = true;
+  geometry.layers = config.num_layers;
+  geometry.kv_heads = config.num_kv_heads;
+  geometry.heads = config.num_heads;
+  geometry.head_dim = config.head_dim;
+  return geometry;
+}
+
+std::shared_ptr<const AttentionData> convertAttention(const VerifyRecord& record) {
+  auto data = std::make_shared<AttentionData>();
+  data->first_query_position = record.first_query_position;
+  for (const at::Tensor& layer : record.attention) {
+    if (!layer.defined() || layer.dim() != 3) continue;
+    data->heads = layer.size(0);
+    data->queries = layer.size(1);
+    data->keys = layer.size(2);
+    data->layers.push_back(toFloats(layer));
+  }
+  if (record.logits.defined() && record.logits.dim() == 2) {
+    const at::Tensor probs = torch::softmax(record.logits.to(torch::kFloat32), -1);
+    const int64_t k = std::min<int64_t>(5, probs.size(1));
+    const auto top = probs.topk(k, -1);
+    const at::Tensor values = std::get<0>(top).contiguous();
+    const at::Tensor ids = std::get<1>(top).contiguous();
+    for (int64_t q = 0; q < probs.size(0); ++q) {
+      std::vector<std::pair<int64_t, float>> row;
+      for (int64_t i = 0; i < k; ++i) row.emplace_back(ids[q][i].item<int64_t>(), values[q][i].item<float>());
+      data->top_tokens.push_back(std::move(row));
+    }
+  }
+  return data;
+}
+
+}  // namespace
+
+void SnapshotBuilder::reset() {
+  rows_.clear();
+  attention_.clear();
+}
+
+void SnapshotBuilder::setNames(std::string target_name, std::string drafter_name) {
+  target_name_ = std::move(target_name);
+  drafter_name_ = std::move(drafter_name);
+}
+
+void SnapshotBuilder::setVocabulary(const Tokenizer& tokenizer) {
+  auto vocab = std::make_shared<std::vector<std::string>>();
+  const int64_t size = tokenizer.vocabSize();
+  vocab->reserve(static_cast<size_t>(size));
+  for (int64_t id = 0; id < size; ++id) {
+    try {
+      vocab->push_back(tokenizer.tokenText(id));
+    } catch (const std::exception&) {
+      vocab->push_back("<" + std::to_string(id) + ">");
+    }
+  }
+  vocab_ = std::move(vocab);
+}
+
+std::shared_ptr<const SessionSnapshot> SnapshotBuilder::build(const Session& session) {
+  auto snapshot = std::make_shared<SessionSnapshot>();
+  snapshot->target_name = target_name_;
+  snapshot->drafter_name = drafter_name_;
+  snapshot->target = geometryOf(&session.target());
+  snapshot->drafter = geometryOf(session.drafter() ? session.drafter()->model() : nullptr);
+  snapshot->vocab = vocab_;
+
+  const SessionOptions& options = session.options();
+  std::ostringstream summary;
+  summary << "gamma " << options.gamma << (options.adaptive_gamma ? " (adaptive)" : "") << ", "
+          << options.sampling.describe() << ", seed " << options.seed << ", cache "
+          << (options.use_cache ? "on" : "off") << ", " << bookkeepingName(options.bookkeeping) << " bookkeeping";
+  snapshot->options_summary = summary.str();
+  snapshot->greedy = options.sampling.greedy;
+  snapshot->use_cache = options.use_cache;
+
+  snapshot->finished = session.finished();
+  snapshot->next_phase = session.nextPhase();
+  snapshot->current_round = session.currentRound();
+  snapshot->current_gamma = session.currentGamma();
+
+  snapshot->sequence = session.sequence();
+  snapshot->origins = session.origins();
+  snapshot->prompt_length = session.promptLength();
+  snapshot->rounds = session.rounds();
+  snapshot->emitted_round.assign(snapshot->sequence.size(), 0);
+  for (const RoundRecord& round : snapshot->rounds) {
+    if (round.index < 1) continue;
+    for (size_t i = 0; i < round.emitted.size(); ++i) {
+      const size_t position = static_cast<size_t>(round.start_length) + i;
+      if (position < snapshot->emitted_round.size()) snapshot->emitted_round[position] = round.index;
+    }
+  }
+
+  const KvLedger& ledger = session.ledger();
+  snapshot->entries = ledger.entries();
+  const auto& k_rows = ledger.keyRows();
+  const auto& v_rows = ledger.valueRows();
+  const size_t row_count = std::min(k_rows.size(), v_rows.size());
+  if (rows_.size() > row_count) rows_.clear();  // the ledger was restored or replaced
+  while (rows_.size() < row_count) {
+    auto row = std::make_shared<KvRowData>();
+    row->k = toFloats(k_rows[rows_.size()]);
+    row->v = toFloats(v_rows[rows_.size()]);
+    rows_.push_back(std::move(row));
+  }
+  snapshot->rows = rows_;
+
+  for (const auto& [round, record] : session.verifyRecords()) {
+    if (attention_.count(round) == 0 && (!record.attention.empty() || record.logits.defined())) {
+      attention_[round] = convertAttention(record);
+    }
+  }
+  snapshot->attention = attention_;
+  snapshot->metrics = session.metrics();
+  return snapshot;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,32 @@
+#pragma once
+// Copies a Session into a SessionSnapshot (plain structs, float vectors).
+// Runs on the thread that owns the session. K/V rows and verify attention are
+// converted once and shared by every later snapshot.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/trace/snapshot.h"
+
+namespace kvscope {
+
+class Session;
+class Tokenizer;
+
+class SnapshotBuilder {
+ public:
+  // Forget everything converted so far (a new session).
+  void reset();
+  void setNames(std::string target_name, std::string drafter_name);
+  void setVocabulary(const Tokenizer& tokenizer);
+  std::shared_ptr<const SessionSnapshot> build(const Session& session);
+
+ private:
+  std::string target_name_;
+  std::string drafter_name_;
+  std::shared_ptr<const std::vector<std::string>> vocab_;
+  std::vector<std::shared_ptr<const KvRowData>> rows_;
+  std::map<int64_t, std::shared_ptr<const AttentionData>> attention_;
+};
+
+}  // namespace kvscope

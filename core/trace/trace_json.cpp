@@ -1,0 +1,145 @@
+#include "core/trace/trace_json.h"
+
+#include "core/error.h"
+
+namespace kvscope {
+
+using nlohmann::json;
+
+namespace {
+
+template <typename Enum, size_t N>
+Enum parseByName(const std::string& name, const Enum (&values)[N], const char* (*namer)(Enum), const char* what) {
+  for (Enum v : values) {
+    if (name == namer(v)) return v;
+  }
+  throw Error(std::string("unknown ") + what + " '" + name + "'");
+}
+
+template <typename T>
+T field(const json& j, const char* key) {
+  if (!j.contains(key)) throw Error(std::string("missing field '") + key + "'");
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    throw Error(std::string("field '") + key + "' has the wrong type");
+  }
+}
+
+}  // namespace
+
+Phase parsePhase(const std::string& name) {
+  static const Phase all[] = {Phase::Prefill, Phase::Draft, Phase::Verify, Phase::Accept, Phase::Prune};
+  return parseByName(name, all, phaseName, "phase");
+}
+
+CacheRole parseCacheRole(const std::string& name) {
+  static const CacheRole all[] = {CacheRole::Target, CacheRole::Drafter};
+  return parseByName(name, all, cacheRoleName, "cache");
+}
+
+TokenOrigin parseTokenOrigin(const std::string& name) {
+  static const TokenOrigin all[] = {TokenOrigin::Prompt, TokenOrigin::AcceptedDraft, TokenOrigin::Correction,
+                                    TokenOrigin::Bonus};
+  return parseByName(name, all, tokenOriginName, "token origin");
+}
+
+DeathReason parseDeathReason(const std::string& name) {
+  static const DeathReason all[] = {DeathReason::Alive, DeathReason::RejectedDraft, DeathReason::Refeed,
+                                    DeathReason::Eviction, DeathReason::Reset};
+  return parseByName(name, all, deathReasonName, "death reason");
+}
+
+json toJson(const CacheOp& op) {
+  return {{"cache", cacheRoleName(op.cache)}, {"phase", phaseName(op.phase)}, {"kind", cacheOpKindName(op.kind)},
+          {"from", op.from_length}, {"to", op.to_length}};
+}
+
+json toJson(const RoundRecord& r) {
+  json ops = json::array();
+  for (const CacheOp& op : r.cache_ops) ops.push_back(toJson(op));
+  return {{"round", r.index},         {"start_length", r.start_length}, {"gamma", r.gamma},
+          {"drafts", r.drafts},       {"q", r.q_draft},                 {"p", r.p_draft},
+          {"uniforms", r.uniforms},   {"accepted", r.accepted},         {"next_token", r.next_token},
+          {"bonus", r.bonus},         {"hit_eos", r.hit_eos},           {"emitted", r.emitted},
+          {"cache_ops", ops},         {"target_forwards", r.target_forwards},
+          {"drafter_forwards", r.drafter_forwards},
+          {"ms", {{"draft", r.draft_ms}, {"verify", r.verify_ms}, {"accept", r.accept_ms}, {"prune", r.prune_ms}}}};
+}
+
+RoundRecord roundFromJson(const json& j) {
+  RoundRecord r;
+  r.index = field<int64_t>(j, "round");
+  r.start_length = field<int64_t>(j, "start_length");
+  r.gamma = field<int64_t>(j, "gamma");
+  r.drafts = field<std::vector<int64_t>>(j, "drafts");
+  r.q_draft = field<std::vector<double>>(j, "q");
+  r.p_draft = field<std::vector<double>>(j, "p");
+  r.uniforms = field<std::vector<double>>(j, "uniforms");
+  r.accepted = field<int64_t>(j, "accepted");
+  r.next_token = field<int64_t>(j, "next_token");
+  r.bonus = field<bool>(j, "bonus");
+  r.hit_eos = field<bool>(j, "hit_eos");
+  r.emitted = field<std::vector<int64_t>>(j, "emitted");
+  r.target_forwards = field<int64_t>(j, "target_forwards");
+  r.drafter_forwards = field<int64_t>(j, "drafter_forwards");
+  const json ms = field<json>(j, "ms");
+  r.draft_ms = field<double>(ms, "draft");
+  r.verify_ms = field<double>(ms, "verify");
+  r.accept_ms = field<double>(ms, "accept");
+  r.prune_ms = field<double>(ms, "prune");
+  for (const json& op : field<json>(j, "cache_ops")) {
+    CacheOp c;
+    c.cache = parseCacheRole(field<std::string>(op, "cache"));
+    c.phase = parsePhase(field<std::string>(op, "phase"));
+    const std::string kind = field<std::string>(op, "kind");
+    c.kind = kind == "append" ? CacheOp::Kind::Append : kind == "crop" ? CacheOp::Kind::Crop : CacheOp::Kind::Clear;
+    c.from_length = field<int64_t>(op, "from");
+    c.to_length = field<int64_t>(op, "to");
+    r.cache_ops.push_back(c);
+  }
+  if (r.accepted < 0 || r.accepted > static_cast<int64_t>(r.drafts.size())) throw Error("round accepted count out of range");
+  return r;
+}
+
+json toJson(const LedgerEntry& e) {
+  return {{"cache", cacheRoleName(e.cache)}, {"position", e.position},       {"token", e.token},
+          {"born_round", e.born_round},      {"born_phase", phaseName(e.born_phase)},
+          {"died_round", e.died_round},      {"died_phase", phaseName(e.died_phase)},
+          {"reason", deathReasonName(e.reason)}, {"row", e.row}};
+}
+
+LedgerEntry ledgerEntryFromJson(const json& j) {
+  LedgerEntry e;
+  e.cache = parseCacheRole(field<std::string>(j, "cache"));
+  e.position = field<int64_t>(j, "position");
+  e.token = field<int64_t>(j, "token");
+  e.born_round = field<int64_t>(j, "born_round");
+  e.born_phase = parsePhase(field<std::string>(j, "born_phase"));
+  e.died_round = field<int64_t>(j, "died_round");
+  e.died_phase = parsePhase(field<std::string>(j, "died_phase"));
+  e.reason = parseDeathReason(field<std::string>(j, "reason"));
+  e.row = field<int64_t>(j, "row");
+  return e;
+}
+
+json toJson(const Metrics& m) {
+  return {{"rounds", m.rounds},
+          {"generated", m.generated},
+          {"drafted", m.drafted},
+          {"accepted", m.accepted},
+          {"alpha", m.alpha},
+          {"mean_accepted_length", m.mean_accepted_length},
+          {"mean_accepted_length_note", "tokens appended per round, including the correction or bonus token"},
+          {"mean_gamma", m.mean_gamma},
+          {"acceptance_at_position", m.acceptance_at_position},
+          {"target_calls", m.target_forwards},
+          {"drafter_calls", m.drafter_forwards},
+          {"target_ms", m.target_ms},
+          {"drafter_ms", m.drafter_ms},
+          {"total_ms", m.total_ms},
+          {"cost_ratio", m.cost_ratio},
+          {"theoretical_speedup", m.theoretical_speedup}};
+}
+
+}  // namespace kvscope

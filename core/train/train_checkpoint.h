@@ -1,0 +1,33 @@
+#pragma once
+// A resumable training checkpoint: a directory holding model.safetensors
+// (float32 weights), optimizer.pt (AdamW state) and state.json (step,
+// tokens, elapsed time, validation history). Saved into a temporary
+// directory and swapped in, so a run killed mid-save keeps the last one.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/optim/optimizer.h>
+
+#include "core/model/causal_lm.h"
+
+namespace kvscope {
+
+struct TrainState {
+  int64_t step = 0;
+  int64_t tokens = 0;
+  double seconds = 0;
+  std::vector<std::pair<int64_t, double>> val_history;
+};
+
+void saveTrainCheckpoint(const std::string& dir, const CausalLM& model, torch::optim::Optimizer& optimizer,
+                         const TrainState& state);
+
+// Loads the newest complete checkpoint under dir into model and optimizer;
+// nullopt when there is none. Throws Error when one exists but does not
+// match the model.
+std::optional<TrainState> loadTrainCheckpoint(const std::string& dir, CausalLM& model,
+                                              torch::optim::Optimizer& optimizer);
+
+}  // namespace kvscope

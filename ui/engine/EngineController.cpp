@@ -1,0 +1,65 @@
+#include "ui/engine/EngineController.h"
+
+#include <QMetaObject>
+
+namespace kvscope::ui {
+
+EngineController::EngineController(QObject* parent) : QObject(parent) {
+  qRegisterMetaType<kvscope::ui::SnapshotPtr>("kvscope::ui::SnapshotPtr");
+  thread_.setObjectName(QStringLiteral("kvscope-engine"));
+  worker_ = new EngineWorker(&cancel_);
+  worker_->moveToThread(&thread_);
+  connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
+  connect(worker_, &EngineWorker::busyChanged, this, [this](bool busy, const QString& what) {
+    busy_ = busy;
+    if (!busy && running_) {
+      running_ = false;
+      emit runningChanged(false);
+    }
+    emit busyChanged(busy, what);
+  });
+  connect(worker_, &EngineWorker::progress, this, &EngineController::progress);
+  connect(worker_, &EngineWorker::modelsLoaded, this, &EngineController::modelsLoaded);
+  connect(worker_, &EngineWorker::snapshotReady, this, &EngineController::snapshotReady);
+  connect(worker_, &EngineWorker::failed, this, &EngineController::failed);
+  thread_.start();
+}
+
+EngineController::~EngineController() {
+  cancel_ = true;
+  thread_.quit();
+  thread_.wait();
+}
+
+template <typename Job>
+void EngineController::post(Job job) {
+  QMetaObject::invokeMethod(worker_, std::move(job), Qt::QueuedConnection);
+}
+
+void EngineController::loadModels(const UiModelSpec& spec) {
+  post([worker = worker_, spec] { worker->loadModels(spec); });
+}
+
+void EngineController::startSession(const UiSessionSpec& spec, bool run_prefill) {
+  cancel_ = false;
+  post([worker = worker_, spec, run_prefill] { worker->startSession(spec, run_prefill); });
+}
+
+void EngineController::stepPhase() {
+  post([worker = worker_] { worker->stepPhase(); });
+}
+
+void EngineController::stepRound() {
+  post([worker = worker_] { worker->stepRound(); });
+}
+
+void EngineController::run() {
+  cancel_ = false;
+  running_ = true;
+  emit runningChanged(true);
+  post([worker = worker_] { worker->run(); });
+}
+
+void EngineController::stop() { cancel_ = true; }
+
+}  // namespace kvscope::ui

@@ -1,0 +1,49 @@
+#pragma once
+// The GUI-thread handle of the engine: owns the worker thread and the
+// EngineWorker on it, posts jobs to it, and re-emits its results. Stop sets
+// a cancel flag the worker checks between rounds; the GUI never waits.
+#include <QObject>
+#include <QThread>
+#include <atomic>
+
+#include "ui/engine/EngineWorker.h"
+
+namespace kvscope::ui {
+
+class EngineController : public QObject {
+  Q_OBJECT
+ public:
+  explicit EngineController(QObject* parent = nullptr);
+  ~EngineController() override;
+
+  bool busy() const { return busy_; }
+  bool running() const { return running_; }
+
+  void loadModels(const UiModelSpec& spec);
+  void startSession(const UiSessionSpec& spec, bool run_prefill = true);
+  void stepPhase();
+  void stepRound();
+  void run();
+  void stop();  // cancels a run after the round in progress
+
+ signals:
+  void busyChanged(bool busy, const QString& what);
+  void runningChanged(bool running);
+  void progress(int step, int total, const QString& what);
+  void modelsLoaded(const QString& target_dir, const QString& drafter_dir, const QString& drafter_name,
+                    const QStringList& notes);
+  void snapshotReady(kvscope::ui::SnapshotPtr snapshot, bool new_session);
+  void failed(const QString& what, const QString& message);
+
+ private:
+  template <typename Job>
+  void post(Job job);
+
+  QThread thread_;
+  EngineWorker* worker_ = nullptr;
+  std::atomic<bool> cancel_{false};
+  bool busy_ = false;
+  bool running_ = false;
+};
+
+}  // namespace kvscope::ui

@@ -1,0 +1,81 @@
+#include "ui/engine/EngineWorker.h"
+
+#include <QElapsedTimer>
+#include <exception>
+
+#include <spdlog/spdlog.h>
+
+namespace kvscope::ui {
+
+EngineWorker::EngineWorker(std::atomic<bool>* cancel) : engine_(std::make_unique<UiEngine>()), cancel_(cancel) {}
+
+EngineWorker::~EngineWorker() = default;
+
+template <typename Job>
+void EngineWorker::guarded(const QString& what, Job job) {
+  emit busyChanged(true, what);
+  try {
+    job();
+  } catch (const std::exception& error) {
+    spdlog::error("{}: {}", what.toStdString(), error.what());
+    emit failed(what, QString::fromUtf8(error.what()));
+  } catch (...) {
+    spdlog::error("{}: unknown error", what.toStdString());
+    emit failed(what, QStringLiteral("unknown error"));
+  }
+  emit busyChanged(false, QString());
+}
+
+void EngineWorker::loadModels(const UiModelSpec& spec) {
+  guarded(QStringLiteral("Loading models"), [&] {
+    const UiLoadResult result = engine_->loadModels(spec, [this](int step, int total, const std::string& what) {
+      emit progress(step, total, QString::fromStdString(what));
+    });
+    QStringList notes;
+    for (const std::string& note : result.notes) notes << QString::fromStdString(note);
+    emit modelsLoaded(QString::fromStdString(result.target_dir), QString::fromStdString(result.drafter_dir),
+                      QString::fromStdString(result.drafter_name), notes);
+  });
+}
+
+void EngineWorker::startSession(const UiSessionSpec& spec, bool run_prefill) {
+  guarded(QStringLiteral("Starting the session"), [&] {
+    engine_->startSession(spec);
+    if (run_prefill) engine_->stepPhase();
+    emit snapshotReady(engine_->snapshot(), true);
+  });
+}
+
+void EngineWorker::stepPhase() {
+  guarded(QStringLiteral("Step phase"), [&] {
+    engine_->stepPhase();
+    emit snapshotReady(engine_->snapshot(), false);
+  });
+}
+
+void EngineWorker::stepRound() {
+  guarded(QStringLiteral("Step round"), [&] {
+    engine_->stepRound();
+    emit snapshotReady(engine_->snapshot(), false);
+  });
+}
+
+void EngineWorker::run() {
+  guarded(QStringLiteral("Running"), [&] {
+    QElapsedTimer since_last;
+    since_last.start();
+    SnapshotPtr pending;
+    engine_->run(*cancel_, [&](SnapshotPtr snapshot) {
+      // At most ~20 snapshots a second reach the GUI; the last one always does.
+      pending = std::move(snapshot);
+      if (since_last.elapsed() >= 50) {
+        emit snapshotReady(std::move(pending), false);
+        pending.reset();
+        since_last.restart();
+      }
+    });
+    emit snapshotReady(engine_->snapshot(), false);
+  });
+}
+
+}  // namespace kvscope::ui

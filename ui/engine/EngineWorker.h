@@ -1,0 +1,46 @@
+#pragma once
+// Lives on the engine thread and owns the core (UiEngine and its Session).
+// The GUI calls it only through queued invocations; results come back as
+// signals carrying plain snapshots copied on this thread.
+#include <QObject>
+#include <QString>
+#include <QStringList>
+#include <atomic>
+#include <memory>
+
+#include "core/trace/ui_engine.h"
+#include "ui/context/DebuggerContext.h"
+
+namespace kvscope::ui {
+
+class EngineWorker : public QObject {
+  Q_OBJECT
+ public:
+  explicit EngineWorker(std::atomic<bool>* cancel);
+  ~EngineWorker() override;
+
+  // Each runs the job on this thread; call via EngineController.
+  void loadModels(const UiModelSpec& spec);
+  void startSession(const UiSessionSpec& spec, bool run_prefill);
+  void stepPhase();
+  void stepRound();
+  void run();
+
+ signals:
+  void busyChanged(bool busy, const QString& what);
+  void progress(int step, int total, const QString& what);
+  void modelsLoaded(const QString& target_dir, const QString& drafter_dir, const QString& drafter_name,
+                    const QStringList& notes);
+  void snapshotReady(kvscope::ui::SnapshotPtr snapshot, bool new_session);
+  void failed(const QString& what, const QString& message);
+
+ private:
+  // Runs job, reports exceptions as failed(what, ...), brackets it with busyChanged.
+  template <typename Job>
+  void guarded(const QString& what, Job job);
+
+  std::unique_ptr<UiEngine> engine_;
+  std::atomic<bool>* cancel_;
+};
+
+}  // namespace kvscope::ui

@@ -1,0 +1,51 @@
+#pragma once
+// Tokens drawn as coloured boxes that wrap like text. Each item has its own
+// background, an optional strike-through (a rejected draft) or dashed outline
+// (a draft not judged yet), and a tooltip. Clicking emits the item's position.
+#include <QString>
+#include <QVector>
+#include <QWidget>
+
+namespace kvscope::ui {
+
+struct TokenItem {
+  QString text;
+  QColor background;
+  bool struck = false;
+  bool pending = false;
+  bool selected = false;
+  qint64 position = -1;
+  QString tooltip;
+};
+
+class TokenStripWidget : public QWidget {
+  Q_OBJECT
+ public:
+  explicit TokenStripWidget(QWidget* parent = nullptr);
+
+  void setItems(QVector<TokenItem> items);
+  const QVector<TokenItem>& items() const { return items_; }
+  int itemAt(const QPoint& point) const;  // -1 when none
+  QRect itemRect(int index) const { return rects_.value(index); }
+
+  bool hasHeightForWidth() const override { return true; }
+  int heightForWidth(int width) const override;
+  QSize sizeHint() const override;
+
+ signals:
+  void positionClicked(qint64 position);
+
+ protected:
+  bool event(QEvent* event) override;
+  void paintEvent(QPaintEvent* event) override;
+  void mousePressEvent(QMouseEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
+
+ private:
+  int layoutItems(int width, QVector<QRect>* rects) const;
+
+  QVector<TokenItem> items_;
+  QVector<QRect> rects_;
+};
+
+}  // namespace kvscope::ui

@@ -1,0 +1,99 @@
+#pragma once
+// The debugger's main window: dockable panels over one DebuggerContext, the
+// engine controller (worker thread), the stepping toolbar with the round
+// scrubber, bookmarks, and the layout saved in QSettings.
+#include <QByteArray>
+#include <QMainWindow>
+
+#include "core/trace/ui_engine.h"
+#include "ui/context/DebuggerContext.h"
+#include "ui/engine/EngineController.h"
+
+class QAction;
+class QDockWidget;
+class QLabel;
+class QMenu;
+class QSlider;
+
+namespace kvscope::ui {
+
+class AttentionPanel;
+class KvCachePanel;
+class LogPanel;
+class SessionPanel;
+class TimelinePanel;
+class TokenStripPanel;
+
+struct MainWindowOptions {
+  bool load_on_start = true;  // load the default (or given) models and start a session
+  UiModelSpec models;         // empty dirs: bundled, else the test fixtures
+  bool restore_layout = true;
+};
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(const MainWindowOptions& options = {}, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  DebuggerContext& context() { return context_; }
+  EngineController& controller() { return controller_; }
+  SessionPanel* sessionPanel() const { return session_; }
+  TimelinePanel* timelinePanel() const { return timeline_; }
+  TokenStripPanel* tokenStripPanel() const { return tokens_; }
+  KvCachePanel* kvCachePanel() const { return kv_; }
+  AttentionPanel* attentionPanel() const { return attention_; }
+  LogPanel* logPanel() const { return log_; }
+  QSlider* scrubber() const { return scrubber_; }
+  QAction* stepPhaseAction() const { return step_phase_; }
+  QAction* stepRoundAction() const { return step_round_; }
+  QAction* runAction() const { return run_; }
+  QList<QDockWidget*> docks() const { return docks_; }
+
+  void resetLayout();
+  // Shown without blocking (tests find it among the top-level widgets).
+  void showError(const QString& what, const QString& message);
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  QDockWidget* addPanel(QWidget* panel, const QString& title, const QString& name);
+  void buildActions();
+  void buildLayout();
+  void connectEngine();
+  void updateActions();
+  void updateScrubber();
+  void rebuildBookmarkMenu();
+  void stepBy(int delta);
+
+  DebuggerContext context_;
+  EngineController controller_;
+  MainWindowOptions options_;
+  bool start_after_load_ = false;
+
+  SessionPanel* session_ = nullptr;
+  TimelinePanel* timeline_ = nullptr;
+  TokenStripPanel* tokens_ = nullptr;
+  KvCachePanel* kv_ = nullptr;
+  AttentionPanel* attention_ = nullptr;
+  LogPanel* log_ = nullptr;
+  QList<QDockWidget*> docks_;
+  QByteArray default_state_;
+
+  QAction* run_ = nullptr;
+  QAction* stop_ = nullptr;
+  QAction* step_phase_ = nullptr;
+  QAction* step_round_ = nullptr;
+  QAction* back_ = nullptr;
+  QAction* forward_ = nullptr;
+  QAction* latest_ = nullptr;
+  QAction* bookmark_ = nullptr;
+  QMenu* view_menu_ = nullptr;
+  QMenu* bookmark_menu_ = nullptr;
+  QSlider* scrubber_ = nullptr;
+  QLabel* cursor_label_ = nullptr;
+  QLabel* busy_label_ = nullptr;
+};
+
+}  // namespace kvscope::ui

@@ -1,0 +1,272 @@
+#include "ui/windows/SessionPanel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+namespace kvscope::ui {
+
+namespace {
+const QString kDefaultDir = QObject::tr("(bundled)");
+
+QComboBox* dirBox() {
+  auto* box = new QComboBox;
+  box->setEditable(true);
+  box->addItem(kDefaultDir);
+  box->setInsertPolicy(QComboBox::NoInsert);
+  box->setMinimumContentsLength(18);
+  box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  const QStringList recent = QSettings().value(QStringLiteral("recentModelDirs")).toStringList();
+  for (const QString& dir : recent) box->addItem(dir);
+  return box;
+}
+
+std::string dirOf(const QComboBox* box) {
+  const QString text = box->currentText().trimmed();
+  return text.isEmpty() || text == kDefaultDir ? std::string() : text.toStdString();
+}
+
+QWidget* withButton(QWidget* field, QPushButton* button) {
+  auto* row = new QWidget;
+  auto* layout = new QHBoxLayout(row);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(field, 1);
+  layout->addWidget(button);
+  return row;
+}
+}  // namespace
+
+QString SessionPanel::samplePrompt() { return QStringLiteral("Once upon a time, there was a little"); }
+
+SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(context, parent) {
+  // --- models ---
+  target_dir_ = dirBox();
+  target_dir_->setObjectName(QStringLiteral("targetDir"));
+  auto* target_browse = new QPushButton(tr("Browse\u2026"));
+  drafter_kind_ = new QComboBox;
+  drafter_kind_->addItem(tr("Model"), static_cast<int>(DrafterKind::Model));
+  drafter_kind_->addItem(tr("N-gram (prompt lookup)"), static_cast<int>(DrafterKind::Ngram));
+  drafter_kind_->addItem(tr("None (target only)"), static_cast<int>(DrafterKind::None));
+  drafter_dir_ = dirBox();
+  drafter_dir_->setObjectName(QStringLiteral("drafterDir"));
+  drafter_browse_ = new QPushButton(tr("Browse\u2026"));
+  ngram_ = new QSpinBox;
+  ngram_->setRange(1, 8);
+  ngram_->setValue(3);
+  load_ = new QPushButton(tr("Load models"));
+  load_->setObjectName(QStringLiteral("loadModels"));
+  progress_ = new QProgressBar;
+  progress_->setTextVisible(true);
+  progress_->setRange(0, 1);
+  progress_->setValue(0);
+  progress_->setFormat(tr("idle"));
+  loaded_ = new QLabel(tr("no models loaded"));
+  loaded_->setWordWrap(true);
+
+  auto* models = new QGroupBox(tr("Models"));
+  auto* model_form = new QFormLayout(models);
+  model_form->addRow(tr("Target"), withButton(target_dir_, target_browse));
+  model_form->addRow(tr("Drafter"), drafter_kind_);
+  model_form->addRow(tr("Drafter dir"), withButton(drafter_dir_, drafter_browse_));
+  model_form->addRow(tr("Max n-gram"), ngram_);
+  model_form->addRow(load_);
+  model_form->addRow(progress_);
+  model_form->addRow(loaded_);
+
+  // --- session ---
+  prompt_ = new QPlainTextEdit(samplePrompt());
+  prompt_->setObjectName(QStringLiteral("prompt"));
+  prompt_->setMaximumHeight(70);
+  gamma_ = new QSpinBox;
+  gamma_->setRange(1, 16);
+  gamma_->setValue(4);
+  adaptive_ = new QCheckBox(tr("adaptive"));
+  auto* gamma_row = new QWidget;
+  auto* gamma_layout = new QHBoxLayout(gamma_row);
+  gamma_layout->setContentsMargins(0, 0, 0, 0);
+  gamma_layout->addWidget(gamma_);
+  gamma_layout->addWidget(adaptive_);
+  max_new_ = new QSpinBox;
+  max_new_->setRange(1, 4096);
+  max_new_->setValue(48);
+  sampling_ = new QComboBox;
+  sampling_->addItems({tr("Greedy"), tr("Sample")});
+  temperature_ = new QDoubleSpinBox;
+  temperature_->setRange(0.05, 5.0);
+  temperature_->setSingleStep(0.1);
+  temperature_->setValue(1.0);
+  top_k_ = new QSpinBox;
+  top_k_->setRange(0, 100000);
+  top_k_->setSpecialValueText(tr("off"));
+  top_p_ = new QDoubleSpinBox;
+  top_p_->setRange(0.01, 1.0);
+  top_p_->setSingleStep(0.05);
+  top_p_->setValue(1.0);
+  seed_ = new QSpinBox;
+  seed_->setRange(0, 1 << 30);
+  use_cache_ = new QCheckBox(tr("KV cache on"));
+  use_cache_->setChecked(true);
+  bookkeeping_ = new QComboBox;
+  bookkeeping_->addItem(tr("exact (keep L'-1)"), QStringLiteral("exact"));
+  bookkeeping_->addItem(tr("seed (one fewer, re-fed)"), QStringLiteral("seed"));
+  ignore_eos_ = new QCheckBox(tr("ignore EOS"));
+  start_ = new QPushButton(tr("Start session"));
+  start_->setObjectName(QStringLiteral("startSession"));
+
+  auto* session = new QGroupBox(tr("Session"));
+  auto* form = new QFormLayout(session);
+  form->addRow(tr("Prompt"), prompt_);
+  form->addRow(tr("Gamma"), gamma_row);
+  form->addRow(tr("Max new tokens"), max_new_);
+  form->addRow(tr("Sampling"), sampling_);
+  form->addRow(tr("Temperature"), temperature_);
+  form->addRow(tr("Top-k"), top_k_);
+  form->addRow(tr("Top-p"), top_p_);
+  form->addRow(tr("Seed"), seed_);
+  form->addRow(tr("Cache"), use_cache_);
+  form->addRow(tr("Bookkeeping"), bookkeeping_);
+  form->addRow(QString(), ignore_eos_);
+  form->addRow(start_);
+
+  metrics_ = new QLabel;
+  metrics_->setObjectName(QStringLiteral("metrics"));
+  metrics_->setWordWrap(true);
+  metrics_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  layout->addWidget(models);
+  layout->addWidget(session);
+  layout->addWidget(metrics_);
+  layout->addStretch(1);
+
+  connect(target_browse, &QPushButton::clicked, this, [this] { browse(target_dir_); });
+  connect(drafter_browse_, &QPushButton::clicked, this, [this] { browse(drafter_dir_); });
+  connect(drafter_kind_, &QComboBox::currentIndexChanged, this, &SessionPanel::updateEnabled);
+  connect(sampling_, &QComboBox::currentIndexChanged, this, &SessionPanel::updateEnabled);
+  connect(load_, &QPushButton::clicked, this, [this] { emit loadRequested(modelSpec()); });
+  connect(start_, &QPushButton::clicked, this, [this] { emit startRequested(sessionSpec()); });
+  updateEnabled();
+}
+
+void SessionPanel::updateEnabled() {
+  const auto kind = static_cast<DrafterKind>(drafter_kind_->currentData().toInt());
+  drafter_dir_->setEnabled(kind == DrafterKind::Model);
+  drafter_browse_->setEnabled(kind == DrafterKind::Model);
+  ngram_->setEnabled(kind == DrafterKind::Ngram);
+  const bool sample = sampling_->currentIndex() == 1;
+  temperature_->setEnabled(sample);
+  top_k_->setEnabled(sample);
+  top_p_->setEnabled(sample);
+  seed_->setEnabled(sample);
+}
+
+void SessionPanel::browse(QComboBox* box) {
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Hugging Face model directory"));
+  if (!dir.isEmpty()) box->setCurrentText(dir);
+}
+
+UiModelSpec SessionPanel::modelSpec() const {
+  UiModelSpec spec;
+  spec.target_dir = dirOf(target_dir_);
+  spec.drafter_kind = static_cast<DrafterKind>(drafter_kind_->currentData().toInt());
+  spec.drafter_dir = dirOf(drafter_dir_);
+  spec.max_ngram = ngram_->value();
+  return spec;
+}
+
+UiSessionSpec SessionPanel::sessionSpec() const {
+  UiSessionSpec spec;
+  spec.prompt = prompt_->toPlainText().toStdString();
+  spec.gamma = gamma_->value();
+  spec.adaptive_gamma = adaptive_->isChecked();
+  spec.max_new_tokens = max_new_->value();
+  spec.greedy = sampling_->currentIndex() == 0;
+  spec.temperature = temperature_->value();
+  spec.top_k = top_k_->value();
+  spec.top_p = top_p_->value();
+  spec.seed = static_cast<uint64_t>(seed_->value());
+  spec.use_cache = use_cache_->isChecked();
+  spec.bookkeeping = bookkeeping_->currentData().toString().toStdString();
+  spec.ignore_eos = ignore_eos_->isChecked();
+  return spec;
+}
+
+void SessionPanel::setModelDirs(const QString& target_dir, const QString& drafter_dir) {
+  target_dir_->setCurrentText(target_dir.isEmpty() ? kDefaultDir : target_dir);
+  drafter_dir_->setCurrentText(drafter_dir.isEmpty() ? kDefaultDir : drafter_dir);
+}
+
+void SessionPanel::setPrompt(const QString& prompt) { prompt_->setPlainText(prompt); }
+void SessionPanel::setGamma(int gamma) { gamma_->setValue(gamma); }
+
+void SessionPanel::setBusy(bool busy, const QString& what) {
+  load_->setEnabled(!busy);
+  start_->setEnabled(!busy);
+  if (busy) {
+    progress_->setRange(0, 0);  // indeterminate until a step count arrives
+    progress_->setFormat(what);
+  } else {
+    progress_->setRange(0, 1);
+    progress_->setValue(1);
+    progress_->setFormat(tr("idle"));
+  }
+}
+
+void SessionPanel::setProgress(int step, int total, const QString& what) {
+  progress_->setRange(0, std::max(total, 1));
+  progress_->setValue(step);
+  progress_->setFormat(what.size() > 60 ? QStringLiteral("\u2026") + what.right(59) : what);
+}
+
+void SessionPanel::setLoadedModels(const QString& target_dir, const QString& drafter_name) {
+  loaded_->setText(tr("loaded: target %1, drafter %2").arg(target_dir, drafter_name));
+}
+
+void SessionPanel::rememberRecent(const QString& dir) {
+  if (dir.isEmpty()) return;
+  QSettings settings;
+  QStringList recent = settings.value(QStringLiteral("recentModelDirs")).toStringList();
+  recent.removeAll(dir);
+  recent.prepend(dir);
+  while (recent.size() > 8) recent.removeLast();
+  settings.setValue(QStringLiteral("recentModelDirs"), recent);
+  for (QComboBox* box : {target_dir_, drafter_dir_}) {
+    if (box->findText(dir) < 0) box->addItem(dir);
+  }
+}
+
+void SessionPanel::refresh() {
+  const SessionSnapshot* snapshot = context().snapshot();
+  if (!snapshot) {
+    metrics_->clear();
+    return;
+  }
+  const Metrics& m = snapshot->metrics;
+  metrics_->setText(tr("<b>%1</b> + <b>%2</b><br>%3<br>rounds %4 &middot; generated %5 &middot; drafted %6 &middot; "
+                       "accepted %7<br>alpha %8 &middot; tokens/round %9 &middot; speedup (theory) %10%11")
+                        .arg(QString::fromStdString(snapshot->target_name).toHtmlEscaped(),
+                             QString::fromStdString(snapshot->drafter_name).toHtmlEscaped(),
+                             QString::fromStdString(snapshot->options_summary).toHtmlEscaped())
+                        .arg(m.rounds)
+                        .arg(m.generated)
+                        .arg(m.drafted)
+                        .arg(m.accepted)
+                        .arg(m.alpha, 0, 'f', 3)
+                        .arg(m.mean_accepted_length, 0, 'f', 2)
+                        .arg(m.theoretical_speedup, 0, 'f', 2)
+                        .arg(snapshot->finished ? tr("<br><b>finished</b>") : QString()));
+}
+
+}  // namespace kvscope::ui

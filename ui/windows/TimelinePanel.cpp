@@ -1,0 +1,121 @@
+#include "ui/windows/TimelinePanel.h"
+
+#include <QVBoxLayout>
+#include <cmath>
+#include <qcustomplot.h>
+
+#include "ui/widgets/Palette.h"
+
+namespace kvscope::ui {
+
+namespace {
+QCPBars* makeBars(QCustomPlot* plot, const QString& name, const QColor& color) {
+  auto* bars = new QCPBars(plot->xAxis, plot->yAxis);
+  bars->setName(name);
+  bars->setWidth(0.7);
+  bars->setPen(QPen(color.darker(130)));
+  bars->setBrush(color);
+  bars->setAntialiased(false);
+  return bars;
+}
+}  // namespace
+
+TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(context, parent) {
+  plot_ = new QCustomPlot(this);
+  plot_->setObjectName(QStringLiteral("timelinePlot"));
+  plot_->setMinimumHeight(140);
+  plot_->setNoAntialiasingOnDrag(true);
+  accepted_ = makeBars(plot_, tr("accepted drafts"), Palette::acceptedDraft());
+  correction_ = makeBars(plot_, tr("correction"), Palette::correction());
+  bonus_ = makeBars(plot_, tr("bonus"), Palette::bonus());
+  rejected_ = makeBars(plot_, tr("rejected drafts"), Palette::rejected());
+  correction_->moveAbove(accepted_);
+  bonus_->moveAbove(correction_);
+  rejected_->moveAbove(bonus_);
+
+  plot_->yAxis2->setVisible(true);
+  plot_->yAxis2->setRange(0, 1.05);
+  plot_->yAxis2->setLabel(tr("running alpha"));
+  plot_->yAxis->setLabel(tr("tokens"));
+  plot_->xAxis->setLabel(tr("round"));
+  alpha_ = plot_->addGraph(plot_->xAxis, plot_->yAxis2);
+  alpha_->setName(tr("running alpha"));
+  alpha_->setPen(QPen(QColor(40, 40, 40), 2));
+  alpha_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 4));
+
+  highlight_ = new QCPItemRect(plot_);
+  highlight_->setLayer(QStringLiteral("background"));
+  highlight_->setPen(Qt::NoPen);
+  highlight_->setBrush(QColor(255, 200, 0, 70));
+
+  plot_->legend->setVisible(true);
+  plot_->legend->setFont(QFont(font().family(), 8));
+  plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+  plot_->legend->setBrush(QColor(255, 255, 255, 200));
+
+  connect(plot_, &QCustomPlot::mousePress, this, &TimelinePanel::onMousePress);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(plot_);
+}
+
+int TimelinePanel::barCount() const { return accepted_->data()->size(); }
+
+void TimelinePanel::refresh() {
+  const SessionSnapshot* snapshot = context().snapshot();
+  QVector<double> keys, accepted, correction, bonus, rejected, alpha_keys, alpha;
+  int64_t drafted_total = 0, accepted_total = 0;
+  int64_t max_height = 1;
+  if (snapshot) {
+    for (const RoundRecord& round : snapshot->rounds) {
+      if (round.index < 1) continue;
+      const bool decided = round.next_token >= 0;  // accept has run
+      const double key = static_cast<double>(round.index);
+      const int64_t drafts = static_cast<int64_t>(round.drafts.size());
+      keys << key;
+      if (decided) {
+        accepted << static_cast<double>(round.accepted);
+        correction << (round.bonus ? 0.0 : 1.0);
+        bonus << (round.bonus ? 1.0 : 0.0);
+        rejected << static_cast<double>(drafts - round.accepted);
+        drafted_total += drafts;
+        accepted_total += round.accepted;
+        if (drafted_total > 0) {
+          alpha_keys << key;
+          alpha << static_cast<double>(accepted_total) / static_cast<double>(drafted_total);
+        }
+      } else {  // drafted, not yet judged: show the drafts as pending (rejected colour would lie)
+        accepted << 0.0;
+        correction << 0.0;
+        bonus << 0.0;
+        rejected << 0.0;
+      }
+      max_height = std::max<int64_t>(max_height, drafts + 1);
+    }
+  }
+  accepted_->setData(keys, accepted, true);
+  correction_->setData(keys, correction, true);
+  bonus_->setData(keys, bonus, true);
+  rejected_->setData(keys, rejected, true);
+  alpha_->setData(alpha_keys, alpha, true);
+
+  const double last = keys.isEmpty() ? 1.0 : keys.back();
+  plot_->xAxis->setRange(0.4, std::max(last, 8.0) + 0.6);
+  plot_->yAxis->setRange(0, static_cast<double>(max_height) + 0.5);
+  const Cursor& cursor = context().cursor();
+  highlight_->setVisible(cursor.round >= 1);
+  highlight_->topLeft->setCoords(static_cast<double>(cursor.round) - 0.5, static_cast<double>(max_height) + 0.5);
+  highlight_->bottomRight->setCoords(static_cast<double>(cursor.round) + 0.5, 0);
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void TimelinePanel::onMousePress(QMouseEvent* event) {
+  const double x = plot_->xAxis->pixelToCoord(event->position().x());
+  const auto round = static_cast<qint64>(std::lround(x));
+  const SessionSnapshot* snapshot = context().snapshot();
+  if (!snapshot || round < 1 || round > snapshot->lastRound()) return;
+  emit roundRequested(round);
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,41 @@
+#pragma once
+// Round timeline: per round, stacked bars of accepted drafts, the correction
+// or bonus token, and rejected drafts; the running acceptance rate alpha on
+// the right axis; the cursor's round highlighted. Click a bar to jump there.
+#include "ui/windows/ViewerPanel.h"
+
+class QCustomPlot;
+class QCPBars;
+class QCPGraph;
+class QCPItemRect;
+class QMouseEvent;
+
+namespace kvscope::ui {
+
+class TimelinePanel : public ViewerPanel {
+  Q_OBJECT
+ public:
+  explicit TimelinePanel(DebuggerContext& context, QWidget* parent = nullptr);
+
+  QCustomPlot* plot() const { return plot_; }
+  int barCount() const;  // rounds drawn (tests)
+
+ signals:
+  void roundRequested(qint64 round);
+
+ protected:
+  void refresh() override;
+
+ private:
+  void onMousePress(QMouseEvent* event);
+
+  QCustomPlot* plot_;
+  QCPBars* accepted_;
+  QCPBars* correction_;
+  QCPBars* bonus_;
+  QCPBars* rejected_;
+  QCPGraph* alpha_;
+  QCPItemRect* highlight_;
+};
+
+}  // namespace kvscope::ui

@@ -1,0 +1,167 @@
+#include "ui/windows/TokenStripPanel.h"
+
+#include <QLabel>
+#include <QScrollArea>
+#include <QVBoxLayout>
+
+#include "ui/widgets/Palette.h"
+
+namespace kvscope::ui {
+
+QString displayToken(const std::string& text) {
+  QString shown = QString::fromUtf8(text.data(), static_cast<int>(text.size()));
+  shown.replace(QLatin1Char('\n'), QStringLiteral("\u21b5"));
+  shown.replace(QLatin1Char('\t'), QStringLiteral("\u2192"));
+  if (shown.isEmpty()) shown = QStringLiteral("\u2205");
+  return shown;
+}
+
+namespace {
+
+QString topTokens(const SessionSnapshot& snapshot, int64_t round, int64_t query) {
+  const auto found = snapshot.attention.find(round);
+  if (found == snapshot.attention.end() || query >= static_cast<int64_t>(found->second->top_tokens.size())) return {};
+  QString text = QObject::tr("target top tokens:");
+  for (const auto& [id, p] : found->second->top_tokens[static_cast<size_t>(query)]) {
+    text += QStringLiteral("<br>&nbsp;&nbsp;'%1' (%2) p=%3")
+                .arg(displayToken(snapshot.tokenText(id)).toHtmlEscaped())
+                .arg(id)
+                .arg(static_cast<double>(p), 0, 'f', 4);
+  }
+  return text;
+}
+
+QString header(const SessionSnapshot& snapshot, int64_t position, int64_t id, const QString& what) {
+  return QStringLiteral("<b>'%1'</b> id %2 &middot; position %3<br>%4")
+      .arg(displayToken(snapshot.tokenText(id)).toHtmlEscaped())
+      .arg(id)
+      .arg(position)
+      .arg(what);
+}
+
+}  // namespace
+
+QString draftTooltip(const SessionSnapshot& snapshot, const RoundRecord& round, int64_t i, bool judged) {
+  const auto at = [](const std::vector<double>& values, int64_t index) {
+    return index < static_cast<int64_t>(values.size()) ? values[static_cast<size_t>(index)] : -1.0;
+  };
+  const double q = at(round.q_draft, i), p = at(round.p_draft, i), u = at(round.uniforms, i);
+  QString text = QStringLiteral("draft %1 of round %2<br>q(d) = %3 &middot; p(d) = %4")
+                     .arg(i + 1)
+                     .arg(round.index)
+                     .arg(q, 0, 'f', 4)
+                     .arg(p, 0, 'f', 4);
+  if (!judged || round.next_token < 0) return text + QObject::tr("<br>not judged yet (verify/accept pending)");
+  const bool accepted = i < round.accepted;
+  if (snapshot.greedy) {
+    text += accepted ? QObject::tr("<br>accepted: equals the target's argmax")
+                     : (i == round.accepted ? QObject::tr("<br><b>rejected</b>: the target's argmax differs")
+                                            : QObject::tr("<br><b>discarded</b>: after the first rejection"));
+  } else if (u >= 0) {
+    const double ratio = q > 0 ? p / q : 0;
+    text += QStringLiteral("<br>u = %1 vs min(1, p/q) = %2: %3")
+                .arg(u, 0, 'f', 4)
+                .arg(std::min(1.0, ratio), 0, 'f', 4)
+                .arg(accepted ? QObject::tr("accepted") : QObject::tr("<b>rejected</b>"));
+  } else if (!accepted) {
+    text += QObject::tr("<br><b>discarded</b>: after the first rejection");
+  }
+  const QString top = topTokens(snapshot, round.index, i);
+  return top.isEmpty() ? text : text + QStringLiteral("<br>") + top;
+}
+
+TokenStripPanel::TokenStripPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(context, parent) {
+  strip_ = new TokenStripWidget;
+  strip_->setObjectName(QStringLiteral("tokenStrip"));
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(strip_);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  auto swatch = [](const QColor& color, const QString& name, bool struck = false) {
+    return QStringLiteral("<span style='background:%1'>&nbsp;%2%3%4&nbsp;</span>")
+        .arg(color.name(), struck ? QStringLiteral("<s>") : QString(), name, struck ? QStringLiteral("</s>") : QString());
+  };
+  legend_ = new QLabel(swatch(Palette::prompt(), tr("prompt")) + QStringLiteral(" ") +
+                       swatch(Palette::acceptedDraft(), tr("accepted draft")) + QStringLiteral(" ") +
+                       swatch(Palette::correction(), tr("correction")) + QStringLiteral(" ") +
+                       swatch(Palette::bonus(), tr("bonus")) + QStringLiteral(" ") +
+                       swatch(Palette::rejected(), tr("rejected draft"), true) + QStringLiteral(" ") +
+                       swatch(Palette::pending(), tr("draft, not judged yet")));
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  layout->addWidget(legend_);
+  layout->addWidget(scroll, 1);
+  connect(strip_, &TokenStripWidget::positionClicked, this, &TokenStripPanel::positionRequested);
+}
+
+void TokenStripPanel::refresh() {
+  QVector<TokenItem> items;
+  const SessionSnapshot* snapshot = context().snapshot();
+  if (!snapshot || !context().cursor().valid()) {
+    strip_->setItems(items);
+    return;
+  }
+  const Cursor& cursor = context().cursor();
+  const RoundRecord* round = cursor.round >= 1 ? snapshot->round(cursor.round) : nullptr;
+  const bool judged = round && phaseOrder(cursor.phase) >= phaseOrder(Phase::Accept) && round->next_token >= 0;
+
+  const auto addRejected = [&] {
+    for (int64_t i = round->accepted; i < static_cast<int64_t>(round->drafts.size()); ++i) {
+      TokenItem item;
+      const int64_t id = round->drafts[static_cast<size_t>(i)];
+      item.text = displayToken(snapshot->tokenText(id));
+      item.background = Palette::rejected();
+      item.struck = true;
+      item.position = round->start_length + i;
+      item.tooltip = header(*snapshot, item.position, id, draftTooltip(*snapshot, *round, i, true));
+      items.push_back(item);
+    }
+  };
+
+  for (size_t position = 0; position < snapshot->sequence.size(); ++position) {
+    const int64_t emitted = snapshot->emitted_round[position];
+    if (emitted > cursor.round || (emitted == cursor.round && !judged && emitted > 0)) break;
+    const TokenOrigin origin = snapshot->origins[position];
+    if (judged && emitted == cursor.round &&
+        (origin == TokenOrigin::Correction || origin == TokenOrigin::Bonus)) {
+      addRejected();
+    }
+    TokenItem item;
+    const int64_t id = snapshot->sequence[position];
+    item.text = displayToken(snapshot->tokenText(id));
+    item.background = Palette::origin(origin);
+    item.position = static_cast<qint64>(position);
+    QString what = QStringLiteral("%1, round %2").arg(QString::fromUtf8(tokenOriginName(origin))).arg(emitted);
+    if (const RoundRecord* from = emitted >= 1 ? snapshot->round(emitted) : nullptr) {
+      const int64_t i = item.position - from->start_length;
+      if (origin == TokenOrigin::AcceptedDraft) {
+        what += QStringLiteral("<br>") + draftTooltip(*snapshot, *from, i, true);
+      } else {
+        what += from->bonus ? tr("<br>bonus: drawn from p(gamma+1) after all drafts were accepted")
+                            : (snapshot->greedy ? tr("<br>correction: the target's argmax at the first rejection")
+                                                : tr("<br>correction: drawn from norm(max(0, p - q))"));
+        const QString top = topTokens(*snapshot, from->index, i);
+        if (!top.isEmpty()) what += QStringLiteral("<br>") + top;
+      }
+    }
+    item.tooltip = header(*snapshot, item.position, id, what);
+    items.push_back(item);
+  }
+  // Drafts of the cursor round before acceptance: outlined, not judged yet.
+  if (round && !judged) {
+    for (size_t i = 0; i < round->drafts.size(); ++i) {
+      TokenItem item;
+      const int64_t id = round->drafts[i];
+      item.text = displayToken(snapshot->tokenText(id));
+      item.background = Palette::pending();
+      item.pending = true;
+      item.position = round->start_length + static_cast<int64_t>(i);
+      item.tooltip = header(*snapshot, item.position, id, draftTooltip(*snapshot, *round, static_cast<int64_t>(i), false));
+      items.push_back(item);
+    }
+  }
+  for (TokenItem& item : items) item.selected = item.position == cursor.position && !item.struck;
+  strip_->setItems(std::move(items));
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,35 @@
+#pragma once
+// The text as it stood at the cursor, each token coloured by origin (prompt,
+// accepted draft, correction, bonus); the cursor round's rejected drafts
+// struck through, drafts not judged yet outlined. Hover: p, q and the draw.
+// Click: selects the position in every panel.
+#include "ui/windows/ViewerPanel.h"
+#include "ui/widgets/TokenStripWidget.h"
+
+class QLabel;
+
+namespace kvscope::ui {
+
+class TokenStripPanel : public ViewerPanel {
+  Q_OBJECT
+ public:
+  explicit TokenStripPanel(DebuggerContext& context, QWidget* parent = nullptr);
+  TokenStripWidget* strip() const { return strip_; }
+
+ signals:
+  void positionRequested(qint64 position);
+
+ protected:
+  void refresh() override;
+
+ private:
+  TokenStripWidget* strip_;
+  QLabel* legend_;
+};
+
+// Tooltip text for draft i of a round (p, q, the draw and the verdict).
+QString draftTooltip(const SessionSnapshot& snapshot, const RoundRecord& round, int64_t i, bool judged);
+// A token's text made visible (spaces kept, newlines and empties shown).
+QString displayToken(const std::string& text);
+
+}  // namespace kvscope::ui
