@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The headless demo: one speculative run on the bundled models, then the
+# cached-vs-uncached check. Usage: cmake/demo.sh [build-dir]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cli="${1:-$here/build}/app/kvscope-cli"
+models=()
+if [ ! -f "$here/resources/models/target/config.json" ]; then
+  echo "(no bundled models in resources/models yet: using the test fixture pair, random weights)"
+  models=(--target "$here/tests/fixtures/models/llama-tiny" --drafter "$here/tests/fixtures/models/llama-tiny-draft")
+fi
+echo "== kvscope-cli run: speculative decoding, greedy, gamma 4 =="
+"$cli" run "${models[@]}" --prompt "Once upon a time" --gamma 4 --max-new 48 --greedy | head -n -1
+if "$cli" help | grep -q '^  diff'; then
+  echo
+  echo "== kvscope-cli diff: cached vs uncached, with the 'prune-short' cache bug injected =="
+  "$cli" diff "${models[@]}" --prompt "Once upon a time" --gamma 4 --max-new 32 --greedy --fault prune-short \
+    | head -n -1 || true
+fi
