@@ -25,7 +25,11 @@ int main(int argc, char** argv) {
                              QStringLiteral("Drafter model directory."), QStringLiteral("dir"));
   QCommandLineOption ngram(QStringLiteral("ngram-drafter"), QStringLiteral("Use the n-gram (prompt lookup) drafter."));
   QCommandLineOption default_layout(QStringLiteral("default-layout"), QStringLiteral("Ignore the saved window layout."));
-  parser.addOptions({target, drafter, ngram, default_layout});
+  QCommandLineOption rounds(QStringLiteral("rounds"), QStringLiteral("Step this many rounds after loading."),
+                            QStringLiteral("n"));
+  QCommandLineOption select(QStringLiteral("select-round"), QStringLiteral("Then show this round."),
+                            QStringLiteral("round"));
+  parser.addOptions({target, drafter, ngram, default_layout, rounds, select});
   parser.process(app);
 
   kvscope::ui::LogBridge::install();
@@ -36,6 +40,8 @@ int main(int argc, char** argv) {
   options.models.drafter_dir = parser.value(drafter).toStdString();
   if (parser.isSet(ngram)) options.models.drafter_kind = kvscope::DrafterKind::Ngram;
   options.restore_layout = !parser.isSet(default_layout);
+  options.initial_rounds = parser.value(rounds).toInt();
+  options.select_round = parser.isSet(select) ? parser.value(select).toLongLong() : -1;
   kvscope::ui::MainWindow window(options);
   window.show();
   return app.exec();

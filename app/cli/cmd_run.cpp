@@ -80,7 +80,7 @@ const CommandRegistrar kRegister{
     "run",
     "run [--target DIR] [--drafter DIR | --ngram N] (--prompt TEXT | --prompt-ids 1,2,3) [--gamma G | --adaptive]\n"
     "           [--max-new N] [--cache on|off] [--greedy | --temperature T --top-k K --top-p P] [--seed S]\n"
-    "           [--bookkeeping exact|seed] [--ignore-eos] [--trace out.kvtrace] [--no-baseline] [--json]",
+    "           [--bookkeeping exact|seed] [--ignore-eos] [--fault NAME] [--trace out.kvtrace] [--no-baseline] [--json]",
     runRun};
 
 }  // namespace

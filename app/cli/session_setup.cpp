@@ -44,6 +44,7 @@ SessionSetup parseSessionSetup(Args& args) {
   o.seed = static_cast<uint64_t>(args.integer("seed", 0));
   o.bookkeeping = parseBookkeeping(args.value("bookkeeping").value_or("exact"));
   o.ignore_eos = args.flag("ignore-eos");
+  o.fault = parseFault(args.value("fault").value_or("none"));
   o.validate();
   return setup;
 }

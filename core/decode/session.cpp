@@ -60,9 +60,9 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
                   std::to_string(vocab) + " ids); speculative decoding needs one shared vocabulary");
     }
     checkFitsContext(*draft_model, static_cast<int64_t>(sequence_.size()), options_.max_new_tokens);
-    if (options_.use_cache) drafter_cache_ = draft_model->makeCache();
+    if (options_.use_cache) drafter_cache_ = draft_model->makeCache(cacheStorage());
   }
-  if (options_.use_cache) target_cache_ = target_->makeCache();
+  if (options_.use_cache) target_cache_ = target_->makeCache(cacheStorage());
   prompt_length_ = static_cast<int64_t>(sequence_.size());
   origins_.assign(sequence_.size(), TokenOrigin::Prompt);
   gamma_ = drafter_ ? options_.gamma : 0;
@@ -70,46 +70,112 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
 
 Session::~Session() = default;
 
+c10::optional<c10::ScalarType> Session::cacheStorage() const {
+  if (options_.fault == Fault::HalfCache) return torch::kFloat16;
+  return c10::nullopt;  // the compute dtype
+}
+
 std::vector<int64_t> Session::generated() const {
   return std::vector<int64_t>(sequence_.begin() + prompt_length_, sequence_.end());
 }
 
 Metrics Session::metrics() const { return computeMetrics(rounds_); }
 
-int64_t Session::cacheLength(CacheRole role) const {
-  const KvCache* cache = role == CacheRole::Target ? target_cache_.get() : drafter_cache_.get();
-  return cache ? cache->length() : 0;
+KvCache* Session::cacheOf(CacheRole role) const {
+  return role == CacheRole::Target ? target_cache_.get() : drafter_cache_.get();
+}
+
+std::vector<int64_t>& Session::believed(CacheRole role) {
+  return role == CacheRole::Target ? believed_target_ : believed_drafter_;
+}
+
+const std::vector<int64_t>& Session::believedCacheTokens(CacheRole role) const {
+  return role == CacheRole::Target ? believed_target_ : believed_drafter_;
 }
 
 at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Phase phase, ProbeSink* probes) {
   const CausalLM& model = role == CacheRole::Target ? *target_ : *drafter_->model();
-  KvCache* cache = role == CacheRole::Target ? target_cache_.get() : drafter_cache_.get();
+  KvCache* cache = cacheOf(role);
   RoundRecord& record = rounds_.back();
   (role == CacheRole::Target ? record.target_forwards : record.drafter_forwards) += 1;
   if (cache == nullptr) return model.forward(idsTensor(tokens), 0, nullptr, probes);  // [all, vocab]
 
-  // Feed only what the cache does not hold yet, at explicit positions.
-  const int64_t start = cache->length();
+  // Feed only what the cache holds not yet, at explicit positions.
+  std::vector<int64_t>& held = believed(role);
+  int64_t start = static_cast<int64_t>(held.size());
+  int64_t position = start + (role == CacheRole::Target ? position_shift_target_ : position_shift_drafter_);
+  const Fault fault = options_.fault;
+  if (fault == Fault::FullPrefixWithCache && role == CacheRole::Target && phase == Phase::Verify) {
+    start = position = 0;  // the bug: the whole prefix again, on top of the cache
+  }
   const std::vector<int64_t> pending(tokens.begin() + start, tokens.end());
-  auto logits = model.forward(idsTensor(pending), start, cache, probes);  // [pending, vocab]
   const int64_t n = static_cast<int64_t>(pending.size());
+  std::vector<int64_t> rows_before;
+  for (int64_t layer = 0; layer < cache->numLayers(); ++layer) rows_before.push_back(cache->length(layer));
+
+  const auto ids = idsTensor(pending);
+  auto logits = fault == Fault::None ? model.forward(ids, position, cache, probes)  // invariant asserted
+                                     : model.forwardUnchecked(ids, position, cache, probes);  // [n, vocab]
   std::vector<at::Tensor> k_rows, v_rows;
   for (int64_t layer = 0; layer < cache->numLayers(); ++layer) {
-    k_rows.push_back(cache->keys(layer).narrow(1, start, n));  // [kv_heads, n, head_dim]
-    v_rows.push_back(cache->values(layer).narrow(1, start, n));
+    k_rows.push_back(cache->keys(layer).narrow(1, rows_before[layer], n));  // [kv_heads, n, head_dim]
+    v_rows.push_back(cache->values(layer).narrow(1, rows_before[layer], n));
   }
   ledger_.recordBirths(role, start, pending, torch::stack(k_rows), torch::stack(v_rows), round_index_, phase);
-  record.cache_ops.push_back({role, phase, CacheOp::Kind::Append, start, start + n});
+  record.cache_ops.push_back({role, phase, CacheOp::Kind::Append, rows_before[0], cache->length()});
+  held.resize(start);
+  held.insert(held.end(), pending.begin(), pending.end());
   return logits;
 }
 
-void Session::cropCache(CacheRole role, int64_t new_length, DeathReason reason, int64_t first_wrong_position) {
-  KvCache* cache = role == CacheRole::Target ? target_cache_.get() : drafter_cache_.get();
-  if (cache == nullptr || new_length >= cache->length()) return;
+void Session::cropPhysically(CacheRole role, int64_t new_length, bool all_layers, DeathReason reason,
+                             int64_t first_wrong_position) {
+  KvCache* cache = cacheOf(role);
   const int64_t from = cache->length();
-  cache->crop(new_length);
+  new_length = std::clamp<int64_t>(new_length, 0, from);
+  if (new_length == from) return;
+  if (all_layers) {
+    cache->crop(new_length);
+  } else {  // partial-layer-crop: only the first half of the layers
+    for (int64_t layer = 0; layer < (cache->numLayers() + 1) / 2; ++layer) {
+      cache->cropLayer(layer, std::min(new_length, cache->length(layer)));
+    }
+  }
   ledger_.recordCrop(role, new_length, round_index_, Phase::Prune, reason, first_wrong_position);
-  rounds_.back().cache_ops.push_back({role, Phase::Prune, CacheOp::Kind::Crop, from, new_length});
+  rounds_.back().cache_ops.push_back({role, Phase::Prune, new_length == 0 ? CacheOp::Kind::Clear : CacheOp::Kind::Crop,
+                                      from, cache->length()});
+}
+
+void Session::pruneCache(CacheRole role, int64_t keep, int64_t first_wrong_position) {
+  KvCache* cache = cacheOf(role);
+  if (cache == nullptr) return;
+  std::vector<int64_t>& held = believed(role);
+  const int64_t held_length = static_cast<int64_t>(held.size());
+  const bool target = role == CacheRole::Target;
+  const Fault fault = options_.fault;
+  // Off by one the other way: one more entry is always dropped, never re-fed.
+  if (fault == Fault::PruneLongNoRefeed && target) {
+    held.resize(std::min(keep, held_length));
+    cropPhysically(role, std::min(keep, held_length) - 1, true, DeathReason::RejectedDraft, first_wrong_position);
+    return;
+  }
+  if (keep >= held_length) return;  // nothing to drop
+  const int64_t dropped = held_length - keep;
+  held.resize(keep);  // what the engine believes from now on
+  const bool nothing_accepted = rounds_.back().accepted == 0;
+  if ((fault == Fault::NoPrune && target) || (fault == Fault::DrafterNotPruned && !target) ||
+      (fault == Fault::CropZeroNoop && nothing_accepted)) {
+    return;  // the rows stay
+  }
+  if (fault == Fault::StaleRope) (target ? position_shift_target_ : position_shift_drafter_) += dropped;
+  int64_t physical = keep;
+  DeathReason reason = DeathReason::RejectedDraft;
+  if (fault == Fault::PruneShort && target) physical = keep + 1;
+  if (fault == Fault::ResetNotRollback && target) {
+    physical = 0;
+    reason = DeathReason::Reset;
+  }
+  cropPhysically(role, physical, !(fault == Fault::PartialLayerCrop && target), reason, first_wrong_position);
 }
 
 void Session::stepPhase() {
@@ -178,8 +244,10 @@ void Session::runDraft() {
     }
   } else if (r.gamma > 0 && drafter_) {
     std::vector<int64_t> tokens = sequence_;
+    std::vector<at::Tensor> draft_rows;
     for (int64_t i = 0; i < r.gamma; ++i) {
-      const auto logits = feed(CacheRole::Drafter, tokens, Phase::Draft)[-1];  // [vocab]
+      const auto logits = feed(CacheRole::Drafter, tokens, Phase::Draft)[-1].to(torch::kFloat32);  // [vocab]
+      draft_rows.push_back(logits);
       const auto q = processedProbs(logits, options_.sampling);
       const int64_t d = options_.sampling.greedy ? q.argmax().item<int64_t>() : sampleFrom(q, generator_);
       q_rows.push_back(q);
@@ -189,6 +257,7 @@ void Session::runDraft() {
       // Like HF, stop drafting once the drafter proposes an end of sequence.
       if (!options_.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), d) != eos_ids_.end()) break;
     }
+    draft_logits_[r.index] = torch::stack(draft_rows);  // [drafts, vocab]
   }
   draft_q_ = q_rows.empty() ? at::Tensor() : torch::stack(q_rows);  // [drafts, vocab]
   r.draft_ms = millisecondsSince(start);
@@ -262,8 +331,8 @@ void Session::runPrune() {
   // Exact: each cache keeps L' - 1 entries (the newest token is fed next
   // round). Seed variant: one fewer, and that token is re-fed.
   const int64_t keep = options_.bookkeeping == Bookkeeping::Exact ? new_length - 1 : new_length - 2;
-  cropCache(CacheRole::Target, keep, DeathReason::RejectedDraft, first_wrong);
-  cropCache(CacheRole::Drafter, keep, DeathReason::RejectedDraft, first_wrong);
+  pruneCache(CacheRole::Target, keep, first_wrong);
+  pruneCache(CacheRole::Drafter, keep, first_wrong);
 
   if (options_.adaptive_gamma && !r.drafts.empty()) {
     const bool all_accepted = r.accepted == static_cast<int64_t>(r.drafts.size());

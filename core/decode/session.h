@@ -12,6 +12,7 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
+#include "core/cache/fault.h"
 #include "core/cache/kv_cache.h"
 #include "core/decode/drafter.h"
 #include "core/decode/sampling.h"
@@ -35,6 +36,7 @@ struct SessionOptions {
   bool ignore_eos = false;
   bool record_attention = true;  // verify-pass attention of every layer, per round
   bool record_logits = true;     // verify-pass logits, per round
+  Fault fault = Fault::None;     // an injected cache bug (core/cache/fault.h)
 
   void validate() const;  // throws Error naming the bad parameter
 };
@@ -74,6 +76,12 @@ class Session {
   std::vector<int64_t> generated() const;
   const std::vector<RoundRecord>& rounds() const { return rounds_; }  // [0] is the prefill
   const std::map<int64_t, VerifyRecord>& verifyRecords() const { return verify_records_; }
+  // The drafter's logits for each draft of a round: [drafts, vocab] (model drafter only).
+  const std::map<int64_t, at::Tensor>& draftLogits() const { return draft_logits_; }
+  // The tokens the engine believes a cache holds, in order. A correct engine's
+  // cache holds exactly their K/V rows; a fault makes the two disagree, which
+  // is what the audit checks.
+  const std::vector<int64_t>& believedCacheTokens(CacheRole role) const;
   const KvLedger& ledger() const { return ledger_; }
   const KvCache* targetCache() const { return target_cache_.get(); }
   const KvCache* drafterCache() const { return drafter_cache_.get(); }
@@ -93,8 +101,14 @@ class Session {
   // births in the ledger. Returns the logits of the fed tokens [n, vocab].
   at::Tensor feed(CacheRole role, const std::vector<int64_t>& tokens_after_cache, Phase phase,
                   ProbeSink* probes = nullptr);
-  void cropCache(CacheRole role, int64_t new_length, DeathReason reason, int64_t first_wrong_position);
-  int64_t cacheLength(CacheRole role) const;
+  // Cuts a cache back so the engine believes it holds `keep` entries; the
+  // active fault decides what physically happens.
+  void pruneCache(CacheRole role, int64_t keep, int64_t first_wrong_position);
+  void cropPhysically(CacheRole role, int64_t new_length, bool all_layers, DeathReason reason,
+                      int64_t first_wrong_position);
+  KvCache* cacheOf(CacheRole role) const;
+  c10::optional<c10::ScalarType> cacheStorage() const;
+  std::vector<int64_t>& believed(CacheRole role);
 
   std::shared_ptr<const CausalLM> target_;
   std::shared_ptr<const Drafter> drafter_;
@@ -115,6 +129,11 @@ class Session {
   bool finished_ = false;
   std::vector<RoundRecord> rounds_;
   std::map<int64_t, VerifyRecord> verify_records_;
+  std::map<int64_t, at::Tensor> draft_logits_;
+  std::vector<int64_t> believed_target_;   // tokens the engine thinks each cache holds
+  std::vector<int64_t> believed_drafter_;
+  int64_t position_shift_target_ = 0;      // stale-rope: positions not rewound after rollbacks
+  int64_t position_shift_drafter_ = 0;
 
   // Working state of the round in progress.
   at::Tensor draft_q_;       // [drafts, vocab] processed drafter distributions

@@ -39,14 +39,15 @@ std::string storedName(const Checkpoint& ckpt, const std::string& canonical) {
 
 }  // namespace
 
-void CausalLM::checkForwardArguments(const at::Tensor& tokens, int64_t start_pos, const KvCache* cache) const {
+void CausalLM::checkForwardArguments(const at::Tensor& tokens, int64_t start_pos, const KvCache* cache,
+                                     bool require_cache_at_start) const {
   require(tokens.dim() == 1 && tokens.scalar_type() == torch::kInt64, "forward: tokens must be a 1-D int64 tensor");
   const int64_t n = tokens.size(0);
   require(n > 0, "forward: no tokens to feed");
   if (cache == nullptr) {
     require(start_pos == 0, "forward without a cache recomputes the whole sequence: start_pos must be 0, got " +
                                 std::to_string(start_pos));
-  } else {
+  } else if (require_cache_at_start) {
     require(cache->length() == start_pos, "forward: the cache holds " + std::to_string(cache->length()) +
                                               " entries but the tokens start at position " + std::to_string(start_pos));
   }
@@ -63,7 +64,13 @@ void CausalLM::checkForwardArguments(const at::Tensor& tokens, int64_t start_pos
 }
 
 at::Tensor CausalLM::forward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes) const {
-  checkForwardArguments(tokens, start_pos, cache);
+  checkForwardArguments(tokens, start_pos, cache, /*require_cache_at_start=*/true);
+  return forwardImpl(tokens, start_pos, cache, probes);
+}
+
+at::Tensor CausalLM::forwardUnchecked(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
+                                      ProbeSink* probes) const {
+  checkForwardArguments(tokens, start_pos, cache, /*require_cache_at_start=*/false);
   return forwardImpl(tokens, start_pos, cache, probes);
 }
 

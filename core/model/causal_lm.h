@@ -38,6 +38,11 @@ class CausalLM {
   // Returns logits [n, vocab] in the compute dtype.
   at::Tensor forward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
                      ProbeSink* probes = nullptr) const;
+  // As forward(), but the cache's length need not equal start_pos (ids and
+  // positions are still checked). Only fault injection uses it, to reproduce
+  // engines that lose track of what their cache holds.
+  at::Tensor forwardUnchecked(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
+                              ProbeSink* probes = nullptr) const;
 
   // An empty cache shaped for this model, storing K/V in `storage` dtype
   // (default: the compute dtype).
@@ -58,7 +63,8 @@ class CausalLM {
   c10::TensorOptions options_;
 
  private:
-  void checkForwardArguments(const at::Tensor& tokens, int64_t start_pos, const KvCache* cache) const;
+  void checkForwardArguments(const at::Tensor& tokens, int64_t start_pos, const KvCache* cache,
+                             bool require_cache_at_start) const;
 };
 
 // The parameters an architecture expects, with shapes, under HF names.

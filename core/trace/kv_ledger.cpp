@@ -27,8 +27,10 @@ void KvLedger::recordBirths(CacheRole cache, int64_t from_position, const std::v
 
 void KvLedger::recordCrop(CacheRole cache, int64_t new_length, int64_t round, Phase phase, DeathReason reason,
                           int64_t first_wrong_position) {
+  int64_t row_in_cache = 0;  // live entries sit in the cache in birth order
   for (LedgerEntry& e : entries_) {
-    if (e.cache != cache || e.died_round >= 0 || e.position < new_length) continue;
+    if (e.cache != cache || e.died_round >= 0) continue;
+    if (row_in_cache++ < new_length) continue;
     e.died_round = round;
     e.died_phase = phase;
     e.reason = e.position >= first_wrong_position ? reason : DeathReason::Refeed;

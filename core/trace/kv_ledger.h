@@ -18,7 +18,8 @@ class KvLedger {
   // k, v are [layers, kv_heads, n, head_dim].
   void recordBirths(CacheRole cache, int64_t from_position, const std::vector<int64_t>& tokens,
                     const at::Tensor& k, const at::Tensor& v, int64_t round, Phase phase);
-  // Every live entry of `cache` at a position >= new_length dies. Entries at
+  // The cache keeps its first new_length rows: its live entries after the
+  // first new_length (in row order, i.e. birth order) die. Entries at
   // positions >= first_wrong_position die as `reason`; correct entries cut
   // below it (over-pruning) die as Refeed.
   void recordCrop(CacheRole cache, int64_t new_length, int64_t round, Phase phase, DeathReason reason,

@@ -46,6 +46,39 @@ struct AttentionData {
   }
 };
 
+// Cached vs uncached (lockstep diff) and the cache audit at the first divergence.
+struct DiffPoint {
+  CacheRole cache = CacheRole::Target;
+  int64_t round = 0;
+  int64_t position = 0;  // the query whose next-token logits were compared
+  double max_abs_logit_diff = 0;
+  double kl = 0;
+  bool top1_agree = true;
+  int verdict = 0;  // 0 agree, 1 noise (inside float noise), 2 divergent
+};
+
+struct DiffData {
+  std::string fault;  // the injected fault ("none")
+  std::vector<DiffPoint> points;
+  int64_t agree = 0, noise = 0, divergent = 0;
+  double max_abs_logit_diff = 0;
+  bool diverged = false;
+  CacheRole divergence_cache = CacheRole::Target;
+  int64_t divergence_round = -1;
+  int64_t divergence_position = -1;
+  // The audit at the divergence: error[layer][position], max |delta| of K/V
+  // (+inf: a missing or extra row), and its first bad cell.
+  bool audited = false;
+  CacheRole audit_cache = CacheRole::Target;
+  int64_t audit_round = -1;
+  std::vector<std::vector<double>> audit_error;
+  bool has_bad_cell = false;
+  int64_t bad_layer = -1, bad_head = -1, bad_position = -1;
+  double bad_error = 0;
+  std::string bad_kind;
+  int64_t bad_cells = 0;
+};
+
 struct SessionSnapshot {
   // --- what was loaded ------------------------------------------------------
   std::string target_name;
@@ -59,6 +92,7 @@ struct SessionSnapshot {
 
   // --- state ----------------------------------------------------------------
   bool finished = false;
+  bool replay_only = false;  // opened from a .kvtrace: no models, nothing to step
   Phase next_phase = Phase::Prefill;
   int64_t current_round = 0;  // the round next_phase belongs to
   int64_t current_gamma = 0;
@@ -75,6 +109,8 @@ struct SessionSnapshot {
   std::vector<std::shared_ptr<const KvRowData>> rows;  // indexed by LedgerEntry::row
   std::map<int64_t, std::shared_ptr<const AttentionData>> attention;  // by round
   Metrics metrics;
+  std::shared_ptr<const DiffData> diff;  // after a diff run of this session
+  std::string fault = "none";
 
   // The last (round, phase) that has run: where a "latest" cursor sits.
   int64_t lastRound() const;

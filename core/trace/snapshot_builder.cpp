@@ -6,6 +6,7 @@
 
 #include "core/decode/session.h"
 #include "core/model/tokenizer/tokenizer.h"
+#include "core/trace/trace_file.h"
 
 namespace kvscope {
 
@@ -80,7 +81,47 @@ void SnapshotBuilder::setVocabulary(const Tokenizer& tokenizer) {
   vocab_ = std::move(vocab);
 }
 
-std::shared_ptr<const SessionSnapshot> SnapshotBuilder::build(const Session& session) {
+void SnapshotBuilder::fillRecord(SessionSnapshot& snapshot_ref, const std::vector<int64_t>& sequence,
+                                 const std::vector<TokenOrigin>& origins, int64_t prompt_length,
+                                 const std::vector<RoundRecord>& rounds, const std::map<int64_t, VerifyRecord>& verify,
+                                 const KvLedger& ledger_in) {
+  SessionSnapshot* snapshot = &snapshot_ref;
+  snapshot->sequence = sequence;
+  snapshot->origins = origins;
+  snapshot->prompt_length = prompt_length;
+  snapshot->rounds = rounds;
+  snapshot->emitted_round.assign(snapshot->sequence.size(), 0);
+  for (const RoundRecord& round : snapshot->rounds) {
+    if (round.index < 1) continue;
+    for (size_t i = 0; i < round.emitted.size(); ++i) {
+      const size_t position = static_cast<size_t>(round.start_length) + i;
+      if (position < snapshot->emitted_round.size()) snapshot->emitted_round[position] = round.index;
+    }
+  }
+
+  const KvLedger& ledger = ledger_in;
+  snapshot->entries = ledger.entries();
+  const auto& k_rows = ledger.keyRows();
+  const auto& v_rows = ledger.valueRows();
+  const size_t row_count = std::min(k_rows.size(), v_rows.size());
+  if (rows_.size() > row_count) rows_.clear();  // the ledger was restored or replaced
+  while (rows_.size() < row_count) {
+    auto row = std::make_shared<KvRowData>();
+    row->k = toFloats(k_rows[rows_.size()]);
+    row->v = toFloats(v_rows[rows_.size()]);
+    rows_.push_back(std::move(row));
+  }
+  snapshot->rows = rows_;
+
+  for (const auto& [round, record] : verify) {
+    if (attention_.count(round) == 0 && (!record.attention.empty() || record.logits.defined())) {
+      attention_[round] = convertAttention(record);
+    }
+  }
+  snapshot->attention = attention_;
+}
+
+std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const Session& session) {
   auto snapshot = std::make_shared<SessionSnapshot>();
   snapshot->target_name = target_name_;
   snapshot->drafter_name = drafter_name_;
@@ -102,40 +143,79 @@ std::shared_ptr<const SessionSnapshot> SnapshotBuilder::build(const Session& ses
   snapshot->current_round = session.currentRound();
   snapshot->current_gamma = session.currentGamma();
 
-  snapshot->sequence = session.sequence();
-  snapshot->origins = session.origins();
-  snapshot->prompt_length = session.promptLength();
-  snapshot->rounds = session.rounds();
-  snapshot->emitted_round.assign(snapshot->sequence.size(), 0);
-  for (const RoundRecord& round : snapshot->rounds) {
-    if (round.index < 1) continue;
-    for (size_t i = 0; i < round.emitted.size(); ++i) {
-      const size_t position = static_cast<size_t>(round.start_length) + i;
-      if (position < snapshot->emitted_round.size()) snapshot->emitted_round[position] = round.index;
-    }
-  }
-
-  const KvLedger& ledger = session.ledger();
-  snapshot->entries = ledger.entries();
-  const auto& k_rows = ledger.keyRows();
-  const auto& v_rows = ledger.valueRows();
-  const size_t row_count = std::min(k_rows.size(), v_rows.size());
-  if (rows_.size() > row_count) rows_.clear();  // the ledger was restored or replaced
-  while (rows_.size() < row_count) {
-    auto row = std::make_shared<KvRowData>();
-    row->k = toFloats(k_rows[rows_.size()]);
-    row->v = toFloats(v_rows[rows_.size()]);
-    rows_.push_back(std::move(row));
-  }
-  snapshot->rows = rows_;
-
-  for (const auto& [round, record] : session.verifyRecords()) {
-    if (attention_.count(round) == 0 && (!record.attention.empty() || record.logits.defined())) {
-      attention_[round] = convertAttention(record);
-    }
-  }
-  snapshot->attention = attention_;
+  fillRecord(*snapshot, session.sequence(), session.origins(), session.promptLength(), session.rounds(),
+             session.verifyRecords(), session.ledger());
   snapshot->metrics = session.metrics();
+  return snapshot;
+}
+
+std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace) {
+  reset();
+  auto snapshot = std::make_shared<SessionSnapshot>();
+  const nlohmann::json& info = trace.info;
+  const auto text = [&](const nlohmann::json::json_pointer& at, const std::string& fallback) {
+    return info.contains(at) && info.at(at).is_string() ? info.at(at).get<std::string>() : fallback;
+  };
+  using Ptr = nlohmann::json::json_pointer;
+  snapshot->target_name = text(Ptr("/target/name"), text(Ptr("/target/architecture"), "target"));
+  snapshot->drafter_name = text(Ptr("/drafter/description"), "none");
+  snapshot->replay_only = true;
+  snapshot->finished = info.value("finished", true);
+  if (info.contains("options") && info["options"].is_object()) {
+    const nlohmann::json& o = info["options"];
+    std::ostringstream summary;
+    summary << "gamma " << o.value("gamma", 0) << (o.value("adaptive_gamma", false) ? " (adaptive)" : "") << ", "
+            << o.value("sampling", std::string("?")) << ", seed " << o.value("seed", 0) << ", cache "
+            << (o.value("use_cache", true) ? "on" : "off") << ", " << o.value("bookkeeping", std::string("?"))
+            << " bookkeeping";
+    snapshot->options_summary = summary.str();
+    snapshot->greedy = o.value("sampling", std::string("greedy")).rfind("greedy", 0) == 0;
+    snapshot->use_cache = o.value("use_cache", true);
+  }
+  // Geometry from the stored rows ([layers, kv_heads, head_dim]) and attention.
+  for (const LedgerEntry& entry : trace.ledger.entries()) {
+    CacheGeometry& geometry = entry.cache == CacheRole::Target ? snapshot->target : snapshot->drafter;
+    if (geometry.present) continue;
+    const at::Tensor row = trace.ledger.keys(entry.row);
+    if (row.dim() != 3) continue;
+    geometry.present = true;
+    geometry.layers = row.size(0);
+    geometry.kv_heads = row.size(1);
+    geometry.head_dim = row.size(2);
+  }
+  for (const auto& [round, record] : trace.verify) {
+    if (!record.attention.empty() && record.attention.front().dim() == 3) {
+      snapshot->target.heads = record.attention.front().size(0);
+      break;
+    }
+  }
+  int64_t max_id = -1;
+  for (const auto& [id, token] : trace.token_text) max_id = std::max(max_id, id);
+  auto vocab = std::make_shared<std::vector<std::string>>();
+  for (int64_t id = 0; id <= max_id; ++id) {
+    const auto found = trace.token_text.find(id);
+    vocab->push_back(found != trace.token_text.end() ? found->second : "<" + std::to_string(id) + ">");
+  }
+  snapshot->vocab = vocab;
+
+  fillRecord(*snapshot, trace.sequence, trace.origins, trace.prompt_length, trace.rounds, trace.verify, trace.ledger);
+  snapshot->metrics = computeMetrics(trace.rounds);
+  // Where the session stood: saved by the GUI, else inferred from the last round.
+  if (info.contains("state") && info["state"].is_object()) {
+    snapshot->current_round = info["state"].value("current_round", int64_t{0});
+    snapshot->next_phase = static_cast<Phase>(info["state"].value("next_phase", 1));
+    snapshot->current_gamma = info["state"].value("current_gamma", int64_t{0});
+  } else if (!trace.rounds.empty()) {
+    const RoundRecord& last = trace.rounds.back();
+    snapshot->current_gamma = last.gamma;
+    if (last.index == 0 || last.next_token >= 0) {
+      snapshot->current_round = last.index + 1;
+      snapshot->next_phase = Phase::Draft;
+    } else {
+      snapshot->current_round = last.index;
+      snapshot->next_phase = trace.verify.count(last.index) ? Phase::Accept : Phase::Verify;
+    }
+  }
   return snapshot;
 }
 

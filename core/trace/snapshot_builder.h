@@ -10,8 +10,11 @@
 
 namespace kvscope {
 
+class KvLedger;
 class Session;
+struct VerifyRecord;
 class Tokenizer;
+struct TraceData;
 
 class SnapshotBuilder {
  public:
@@ -19,9 +22,16 @@ class SnapshotBuilder {
   void reset();
   void setNames(std::string target_name, std::string drafter_name);
   void setVocabulary(const Tokenizer& tokenizer);
-  std::shared_ptr<const SessionSnapshot> build(const Session& session);
+  std::shared_ptr<SessionSnapshot> build(const Session& session);
+  // A saved trace, no models: names, geometry and token texts come from the
+  // file; the snapshot is marked replay_only.
+  std::shared_ptr<SessionSnapshot> build(const TraceData& trace);
 
  private:
+  void fillRecord(SessionSnapshot& snapshot, const std::vector<int64_t>& sequence,
+                  const std::vector<TokenOrigin>& origins, int64_t prompt_length,
+                  const std::vector<RoundRecord>& rounds, const std::map<int64_t, VerifyRecord>& verify,
+                  const KvLedger& ledger);
   std::string target_name_;
   std::string drafter_name_;
   std::shared_ptr<const std::vector<std::string>> vocab_;

@@ -8,7 +8,9 @@
 #include "core/error.h"
 #include "core/model/bundled_models.h"
 #include "core/model/model_bundle.h"
+#include "core/trace/cache_diff.h"
 #include "core/trace/snapshot_builder.h"
+#include "core/trace/trace_file.h"
 
 namespace kvscope {
 
@@ -39,6 +41,11 @@ struct UiEngine::State {
   std::string target_dir;
   std::string drafter_name = "none";
   std::unique_ptr<Session> session;
+  std::unique_ptr<TraceData> replay;  // an opened .kvtrace (no session then)
+  std::shared_ptr<const SessionSnapshot> replay_snapshot;
+  UiSessionSpec last_spec;
+  bool has_spec = false;
+  std::shared_ptr<const DiffData> diff;
   SnapshotBuilder builder;
 };
 
@@ -118,12 +125,18 @@ void UiEngine::startSession(const UiSessionSpec& spec) {
   options.seed = spec.seed;
   options.bookkeeping = parseBookkeeping(spec.bookkeeping);
   options.ignore_eos = spec.ignore_eos;
+  options.fault = parseFault(spec.fault);
   options.validate();
   std::vector<int64_t> prompt = state_->tokenizer->encode(spec.prompt);
   require(!prompt.empty(), "starting a session: the prompt encodes to no tokens");
   auto session = std::make_unique<Session>(state_->target, state_->drafter, std::move(prompt), options,
                                            state_->eos_ids);
   state_->session = std::move(session);
+  state_->last_spec = spec;
+  state_->has_spec = true;
+  state_->diff.reset();
+  state_->replay.reset();
+  state_->replay_snapshot.reset();
   state_->builder.reset();
   spdlog::info("session started: {} prompt tokens, drafter {}", state_->session->promptLength(),
                state_->drafter_name);
@@ -149,8 +162,113 @@ void UiEngine::run(const std::atomic<bool>& cancel,
 }
 
 std::shared_ptr<const SessionSnapshot> UiEngine::snapshot() {
-  if (!state_->session) return nullptr;
-  return state_->builder.build(*state_->session);
+  if (!state_->session) return state_->replay_snapshot;
+  auto built = state_->builder.build(*state_->session);
+  std::shared_ptr<SessionSnapshot> snapshot = std::move(built);
+  snapshot->diff = state_->diff;
+  snapshot->fault = faultInfo(state_->session->options().fault).name;
+  return snapshot;
+}
+
+namespace {
+std::shared_ptr<const DiffData> toDiffData(const DiffReport& report, const std::string& fault) {
+  auto data = std::make_shared<DiffData>();
+  data->fault = fault;
+  for (const PositionDiff& p : report.positions) {
+    DiffPoint point;
+    point.cache = p.cache;
+    point.round = p.round;
+    point.position = p.position;
+    point.max_abs_logit_diff = p.max_abs_logit_diff;
+    point.kl = p.kl;
+    point.top1_agree = p.top1_agree;
+    point.verdict = p.verdict == PositionClass::Agree ? 0 : (p.verdict == PositionClass::Noise ? 1 : 2);
+    data->points.push_back(point);
+  }
+  data->agree = report.agree;
+  data->noise = report.noise;
+  data->divergent = report.divergent;
+  data->max_abs_logit_diff = report.max_abs_logit_diff;
+  if (report.first_divergence) {
+    data->diverged = true;
+    data->divergence_cache = report.first_divergence->cache;
+    data->divergence_round = report.first_divergence->round;
+    data->divergence_position = report.first_divergence->position;
+  }
+  if (report.audit_at_divergence) {
+    const AuditReport& audit = *report.audit_at_divergence;
+    data->audited = true;
+    data->audit_cache = audit.cache;
+    data->audit_round = audit.round;
+    data->audit_error = audit.error;
+    data->bad_cells = audit.bad_cells;
+    if (audit.first_bad) {
+      data->has_bad_cell = true;
+      data->bad_layer = audit.first_bad->layer;
+      data->bad_head = audit.first_bad->head;
+      data->bad_position = audit.first_bad->position;
+      data->bad_error = audit.first_bad->error;
+      data->bad_kind = audit.first_bad->kind;
+    }
+  }
+  return data;
+}
+}  // namespace
+
+void UiEngine::runDiff(const std::atomic<bool>& cancel) {
+  require(state_->has_spec && hasModels(), "diff: start a session first");
+  UiSessionSpec spec = state_->last_spec;
+  spec.use_cache = true;  // the run under test uses the cache; the reference recomputes
+  startSession(spec);
+  const DiffReport report = diffLockstep(*state_->session, DiffTolerances{}, &cancel);
+  state_->diff = toDiffData(report, spec.fault);
+  spdlog::info("diff ({}): {} agree, {} noise, {} divergent, max |delta logit| {:.3g}{}", spec.fault, report.agree,
+               report.noise, report.divergent, report.max_abs_logit_diff,
+               report.first_divergence ? ", first divergence at round " + std::to_string(report.first_divergence->round) +
+                                             " position " + std::to_string(report.first_divergence->position)
+                                       : std::string());
+}
+
+void UiEngine::saveTrace(const std::string& path, const std::string& gui_state_json) {
+  nlohmann::json gui = nlohmann::json::object();
+  if (!gui_state_json.empty()) {
+    gui = nlohmann::json::parse(gui_state_json, nullptr, false);
+    if (gui.is_discarded()) gui = nlohmann::json::object();
+  }
+  if (state_->session) {
+    const Session& session = *state_->session;
+    nlohmann::json info;
+    info["target"]["name"] = fs::path(state_->target_dir).filename().string();
+    info["target"]["dir"] = state_->target_dir;
+    info["state"] = {{"current_round", session.currentRound()},
+                     {"next_phase", static_cast<int>(session.nextPhase())},
+                     {"current_gamma", session.currentGamma()}};
+    info["gui"] = gui;
+    writeTrace(path, captureTrace(session, state_->tokenizer.get(), info));
+  } else if (state_->replay) {
+    state_->replay->info["gui"] = gui;
+    writeTrace(path, *state_->replay);
+  } else {
+    throw Error("saving " + path + ": no session to save");
+  }
+  spdlog::info("trace saved to {}", path);
+}
+
+std::shared_ptr<const SessionSnapshot> UiEngine::openTrace(const std::string& path, std::string* gui_state_json) {
+  auto trace = std::make_unique<TraceData>(readTrace(path));
+  SnapshotBuilder builder;
+  auto snapshot = builder.build(*trace);
+  if (gui_state_json) {
+    *gui_state_json = trace->info.contains("gui") ? trace->info["gui"].dump() : std::string("{}");
+  }
+  // Only now, with the file read and converted, drop the live session.
+  state_->session.reset();
+  state_->builder.reset();
+  state_->replay = std::move(trace);
+  state_->replay_snapshot = snapshot;
+  spdlog::info("trace opened: {} ({} rounds, {} cache entries)", path,
+               snapshot->rounds.empty() ? 0 : snapshot->rounds.back().index, snapshot->entries.size());
+  return snapshot;
 }
 
 }  // namespace kvscope

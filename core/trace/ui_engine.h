@@ -36,6 +36,7 @@ struct UiSessionSpec {
   uint64_t seed = 0;
   std::string bookkeeping = "exact";  // "exact" | "seed"
   bool ignore_eos = false;
+  std::string fault = "none";  // a name from allFaults() (core/cache/fault.h)
 };
 
 struct UiLoadResult {
@@ -81,6 +82,19 @@ class UiEngine {
            const std::function<void(std::shared_ptr<const SessionSnapshot>)>& after_round);
 
   std::shared_ptr<const SessionSnapshot> snapshot();
+
+  // Restarts the session with the last spec (the cache on) and runs it to the
+  // end in lockstep with an uncached recomputation; the snapshots then carry
+  // the diff. Throws Error when no session was started.
+  void runDiff(const std::atomic<bool>& cancel);
+
+  // .kvtrace files. gui_state_json (a JSON object, may be empty) is stored
+  // with the trace and handed back on open (cursor, bookmarks). Saving uses
+  // the live session, or the opened trace when replaying one.
+  void saveTrace(const std::string& path, const std::string& gui_state_json);
+  // Replaces the live session with the file's record (replay only: the
+  // models stay loaded for the next session). Throws Error for a bad file.
+  std::shared_ptr<const SessionSnapshot> openTrace(const std::string& path, std::string* gui_state_json);
 
  private:
   struct State;

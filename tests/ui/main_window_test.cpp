@@ -9,8 +9,11 @@
 #include <QtTest>
 
 #include "ui/widgets/KvHeatmapView.h"
+#include "ui/widgets/PlotExport.h"
 #include "ui/widgets/TokenStripWidget.h"
 #include "ui/windows/AttentionPanel.h"
+#include "ui/windows/DiffPanel.h"
+#include "ui/windows/SessionPanel.h"
 #include "ui/windows/KvCachePanel.h"
 #include "ui/windows/MainWindow.h"
 #include "ui/windows/TimelinePanel.h"
@@ -78,7 +81,7 @@ class MainWindowTest : public QObject {
     QCOMPARE(int64_t{window.kvCachePanel()->targetView()->rowCount()}, snapshot.prompt_length - 1);
     QCOMPARE(int64_t{window.kvCachePanel()->drafterView()->rowCount()}, snapshot.prompt_length - 1);
     QCOMPARE(int64_t{window.tokenStripPanel()->strip()->items().size()}, snapshot.prompt_length);
-    QCOMPARE(int(window.docks().size()), 6);
+    QCOMPARE(int(window.docks().size()), 7);
     QVERIFY(window.stepRoundAction()->isEnabled());
   }
 
@@ -197,6 +200,106 @@ class MainWindowTest : public QObject {
     stepRound(window);
     QCOMPARE(window.context().cursor().round, int64_t{1});
     QCOMPARE(window.timelinePanel()->barCount(), 1);
+  }
+
+  void savedTraceReopensAtTheSameRoundAndSelection() {
+    const QString path = QDir::temp().filePath(QStringLiteral("kvscope-ui-test-%1.kvtrace").arg(QCoreApplication::applicationPid()));
+    int64_t round = -1, position = -1, entries = 0, rows = 0;
+    {
+      MainWindow window(fixtureOptions());
+      QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr, kTimeout);
+      stepRound(window);
+      stepRound(window);
+      stepRound(window);
+      window.context().goToRound(2);
+      window.context().selectPosition(window.context().snapshot()->prompt_length);
+      window.context().toggleBookmark(3);
+      flush(window);
+      round = window.context().cursor().round;
+      position = window.context().cursor().position;
+      entries = static_cast<int64_t>(window.context().snapshot()->entries.size());
+      rows = window.kvCachePanel()->targetView()->rowCount();
+      window.saveTrace(path);
+      QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(path) && !window.controller().busy(), kTimeout);
+    }
+    MainWindowOptions options = fixtureOptions();
+    options.load_on_start = false;  // a saved trace opens without the models
+    MainWindow window(options);
+    window.openTrace(path);
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    QTRY_COMPARE_WITH_TIMEOUT(window.context().cursor().round, round, kTimeout);
+    QCOMPARE(window.context().cursor().position, position);
+    QCOMPARE(int(window.context().bookmarks().size()), 1);
+    QVERIFY(window.context().snapshot()->replay_only);
+    QCOMPARE(int64_t(window.context().snapshot()->entries.size()), entries);
+    flush(window);
+    QCOMPARE(window.kvCachePanel()->targetView()->rowCount(), rows);
+    QVERIFY(!window.stepRoundAction()->isEnabled());
+    QFile::remove(path);
+  }
+
+  void badTraceShowsError() {
+    MainWindowOptions options = fixtureOptions();
+    options.load_on_start = false;
+    MainWindow window(options);
+    const QString path = QDir::temp().filePath(QStringLiteral("kvscope-ui-bad-%1.kvtrace").arg(QCoreApplication::applicationPid()));
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("not a trace");
+    file.close();
+    window.openTrace(path);
+    QTRY_VERIFY_WITH_TIMEOUT(errorDialog() != nullptr, kTimeout);
+    errorDialog()->accept();
+    QVERIFY(window.context().snapshot() == nullptr);
+    QFile::remove(path);
+  }
+
+  void exportsPlotsAndCsv() {
+    MainWindow window(fixtureOptions());
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr, kTimeout);
+    stepRound(window);
+    window.show();
+    flush(window);
+    const QString csv = window.kvCachePanel()->targetView()->csv();
+    QCOMPARE(int(csv.count(QLatin1Char('\n'))), window.kvCachePanel()->targetView()->rowCount() + 1);
+    QVERIFY(window.timelinePanel()->csv().startsWith("round,"));
+    QCOMPARE(int(window.timelinePanel()->csv().count(QLatin1Char('\n'))), 2);
+    const QString png = QDir::temp().filePath(QStringLiteral("kvscope-ui-export-%1.png").arg(QCoreApplication::applicationPid()));
+    QVERIFY(exportPlot(window.kvCachePanel()->targetView()->plot(), png));
+    QVERIFY(QFileInfo(png).size() > 1000);
+    QFile::remove(png);
+  }
+
+  void diffWithFaultFindsFirstDivergenceAndBadCell() {
+    MainWindow window(fixtureOptions());
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    window.sessionPanel()->setFault(QStringLiteral("no-prune"));
+    window.diffPanel()->runButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot()->diff != nullptr && !window.controller().busy(), kTimeout);
+    const DiffData& diff = *window.context().snapshot()->diff;
+    QCOMPARE(diff.fault, std::string("no-prune"));
+    QVERIFY(diff.diverged);
+    QVERIFY(diff.has_bad_cell);
+    window.diffPanel()->flushRefresh();
+    QVERIFY(window.diffPanel()->pointCount() > 0);
+    QVERIFY(window.diffPanel()->summary()->text().contains("first divergence"));
+    QVERIFY(window.diffPanel()->goToBadCellButton()->isEnabled());
+    window.diffPanel()->goToBadCellButton()->click();
+    QCOMPARE(window.context().cursor().round, diff.audit_round);
+    QCOMPARE(window.context().cursor().position, diff.bad_position);
+    KvHeatmapView* view = diff.audit_cache == CacheRole::Target ? window.kvCachePanel()->targetView()
+                                                                : window.kvCachePanel()->drafterView();
+    QCOMPARE(int64_t{view->layer()}, diff.bad_layer);
+    QCOMPARE(int64_t{view->head()}, diff.bad_head);
+  }
+
+  void diffWithoutFaultAgrees() {
+    MainWindow window(fixtureOptions());
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    window.diffPanel()->runButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot()->diff != nullptr && !window.controller().busy(), kTimeout);
+    QVERIFY(!window.context().snapshot()->diff->diverged);
+    QCOMPARE(window.context().snapshot()->diff->divergent, int64_t{0});
   }
 
   void bookmarksJump() {

@@ -22,6 +22,8 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
   connect(worker_, &EngineWorker::modelsLoaded, this, &EngineController::modelsLoaded);
   connect(worker_, &EngineWorker::snapshotReady, this, &EngineController::snapshotReady);
   connect(worker_, &EngineWorker::failed, this, &EngineController::failed);
+  connect(worker_, &EngineWorker::traceSaved, this, &EngineController::traceSaved);
+  connect(worker_, &EngineWorker::traceOpened, this, &EngineController::traceOpened);
   thread_.start();
 }
 
@@ -61,5 +63,20 @@ void EngineController::run() {
 }
 
 void EngineController::stop() { cancel_ = true; }
+
+void EngineController::runDiff() {
+  cancel_ = false;
+  running_ = true;
+  emit runningChanged(true);
+  post([worker = worker_] { worker->runDiff(); });
+}
+
+void EngineController::saveTrace(const QString& path, const QString& gui_state_json) {
+  post([worker = worker_, path, gui_state_json] { worker->saveTrace(path, gui_state_json); });
+}
+
+void EngineController::openTrace(const QString& path) {
+  post([worker = worker_, path] { worker->openTrace(path); });
+}
 
 }  // namespace kvscope::ui

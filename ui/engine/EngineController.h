@@ -25,6 +25,9 @@ class EngineController : public QObject {
   void stepRound();
   void run();
   void stop();  // cancels a run after the round in progress
+  void runDiff();  // restarts the session and diffs it to the end (Stop cancels)
+  void saveTrace(const QString& path, const QString& gui_state_json);
+  void openTrace(const QString& path);
 
  signals:
   void busyChanged(bool busy, const QString& what);
@@ -34,6 +37,8 @@ class EngineController : public QObject {
                     const QStringList& notes);
   void snapshotReady(kvscope::ui::SnapshotPtr snapshot, bool new_session);
   void failed(const QString& what, const QString& message);
+  void traceSaved(const QString& path);
+  void traceOpened(const QString& path, const QString& gui_state_json);
 
  private:
   template <typename Job>

@@ -78,4 +78,27 @@ void EngineWorker::run() {
   });
 }
 
+void EngineWorker::runDiff() {
+  guarded(QStringLiteral("Diff cached vs uncached"), [&] {
+    engine_->runDiff(*cancel_);
+    emit snapshotReady(engine_->snapshot(), true);
+  });
+}
+
+void EngineWorker::saveTrace(const QString& path, const QString& gui_state_json) {
+  guarded(QStringLiteral("Saving the trace"), [&] {
+    engine_->saveTrace(path.toStdString(), gui_state_json.toStdString());
+    emit traceSaved(path);
+  });
+}
+
+void EngineWorker::openTrace(const QString& path) {
+  guarded(QStringLiteral("Opening the trace"), [&] {
+    std::string gui_state;
+    SnapshotPtr snapshot = engine_->openTrace(path.toStdString(), &gui_state);
+    emit snapshotReady(std::move(snapshot), true);
+    emit traceOpened(path, QString::fromStdString(gui_state));
+  });
+}
+
 }  // namespace kvscope::ui

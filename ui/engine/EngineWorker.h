@@ -25,6 +25,9 @@ class EngineWorker : public QObject {
   void stepPhase();
   void stepRound();
   void run();
+  void runDiff();
+  void saveTrace(const QString& path, const QString& gui_state_json);
+  void openTrace(const QString& path);
 
  signals:
   void busyChanged(bool busy, const QString& what);
@@ -33,6 +36,8 @@ class EngineWorker : public QObject {
                     const QStringList& notes);
   void snapshotReady(kvscope::ui::SnapshotPtr snapshot, bool new_session);
   void failed(const QString& what, const QString& message);
+  void traceSaved(const QString& path);
+  void traceOpened(const QString& path, const QString& gui_state_json);
 
  private:
   // Runs job, reports exceptions as failed(what, ...), brackets it with busyChanged.

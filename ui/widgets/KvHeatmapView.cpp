@@ -9,6 +9,7 @@
 #include <qcustomplot.h>
 
 #include "ui/widgets/Palette.h"
+#include "ui/widgets/PlotExport.h"
 #include "ui/windows/TokenStripPanel.h"
 
 namespace kvscope::ui {
@@ -54,6 +55,8 @@ KvHeatmapView::KvHeatmapView(CacheRole role, QWidget* parent) : QWidget(parent),
   plot_->setMouseTracking(true);
   connect(plot_, &QCustomPlot::mouseMove, this, &KvHeatmapView::onMouseMove);
   connect(plot_, &QCustomPlot::mousePress, this, &KvHeatmapView::onMousePress);
+  installPlotExport(plot_, role == CacheRole::Target ? QStringLiteral("target-kv") : QStringLiteral("drafter-kv"),
+                    [this] { return csv(); });
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
@@ -175,7 +178,8 @@ void KvHeatmapView::show(const SessionSnapshot* snapshot, const Cursor& cursor, 
 
   // Row labels: position and token, thinned out to ~32 labels.
   auto ticker = QSharedPointer<QCPAxisTickerText>::create();
-  const int step = std::max(1, (rows + 31) / 32);
+  const int label_rows = std::max(4, plot_->axisRect()->height() / 13);
+  const int step = std::max(1, (rows + label_rows - 1) / label_rows);
   for (int r = 0; r < rows; r += step) {
     const LedgerEntry& entry = snapshot->entries[static_cast<size_t>(matrix_.entry_indices[static_cast<size_t>(r)])];
     QString token = displayToken(snapshot->tokenText(entry.token));
@@ -187,6 +191,31 @@ void KvHeatmapView::show(const SessionSnapshot* snapshot, const Cursor& cursor, 
   plot_->xAxis->setRange(kStatusLeft - 0.2, std::max(cols, 1) - 0.5);
   plot_->yAxis->setRange(-0.5, std::max(rows, 1) - 0.5);
   plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QString KvHeatmapView::csv() const {
+  QString out = QStringLiteral("position,token_id,token,status,born_round,died_round,reason");
+  for (int64_t c = 0; c < matrix_.cols; ++c) out += QStringLiteral(",%1%2").arg(values_ ? QStringLiteral("v") : QStringLiteral("k")).arg(c);
+  out += QLatin1Char('\n');
+  if (!snapshot_) return out;
+  for (size_t r = 0; r < matrix_.entry_indices.size(); ++r) {
+    const LedgerEntry& entry = snapshot_->entries[static_cast<size_t>(matrix_.entry_indices[r])];
+    QString token = QString::fromStdString(snapshot_->tokenText(entry.token));
+    token.replace(QLatin1Char('"'), QStringLiteral("\"\""));
+    out += QStringLiteral("%1,%2,\"%3\",%4,%5,%6,%7")
+               .arg(entry.position)
+               .arg(entry.token)
+               .arg(token)
+               .arg(QString::fromUtf8(rowStatusName(matrix_.status[r])))
+               .arg(entry.born_round)
+               .arg(entry.died_round)
+               .arg(QString::fromUtf8(deathReasonName(entry.reason)));
+    for (int64_t c = 0; c < matrix_.cols; ++c) {
+      out += QLatin1Char(',') + QString::number(static_cast<double>(matrix_.values[r * static_cast<size_t>(matrix_.cols) + static_cast<size_t>(c)]), 'g', 7);
+    }
+    out += QLatin1Char('\n');
+  }
+  return out;
 }
 
 int KvHeatmapView::rowAt(double y) const {

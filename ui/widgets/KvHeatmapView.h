@@ -40,6 +40,8 @@ class KvHeatmapView : public QWidget {
   QCustomPlot* plot() const { return plot_; }
   double shownLower() const { return shown_lower_; }
   double shownUpper() const { return shown_upper_; }
+  // The matrix shown, one row per entry: position, token, status, life, values.
+  QString csv() const;
 
  signals:
   void entryClicked(qint64 entry_index);

@@ -9,6 +9,7 @@
 #include <qcustomplot.h>
 
 #include "ui/widgets/Palette.h"
+#include "ui/widgets/PlotExport.h"
 #include "ui/windows/TokenStripPanel.h"
 
 namespace kvscope::ui {
@@ -34,11 +35,12 @@ AttentionPanel::AttentionPanel(DebuggerContext& context, QWidget* parent) : View
   QCPColorGradient gradient(QCPColorGradient::gpHot);
   gradient.setNanHandling(QCPColorGradient::nhNanColor);
   gradient.setNanColor(QColor(170, 170, 170));
-  map_->setGradient(gradient.inverted());
   auto* scale = new QCPColorScale(plot_);
   scale->setBarWidth(10);
   plot_->plotLayout()->addElement(0, 1, scale);
   map_->setColorScale(scale);
+  map_->setGradient(gradient.inverted());  // after setColorScale, which adopts the scale's gradient
+  installPlotExport(plot_, QStringLiteral("verify-attention"), [this] { return csv(); });
   plot_->setMouseTracking(true);
   connect(plot_, &QCustomPlot::mouseMove, this, &AttentionPanel::onMouseMove);
   connect(plot_, &QCustomPlot::mousePress, this, &AttentionPanel::onMousePress);
@@ -164,6 +166,21 @@ void AttentionPanel::refresh() {
                      .arg(attention.first_query_position + queries_ - 1)
                      .arg(keys_));
   plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QString AttentionPanel::csv() const {
+  QString out = QStringLiteral("query_row");
+  for (int k = 0; k < keys_; ++k) out += QStringLiteral(",key%1").arg(k);
+  out += QLatin1Char('\n');
+  for (int q = 0; q < queries_; ++q) {
+    out += QString::number(q + 1);
+    for (int k = 0; k < keys_; ++k) {
+      const double w = map_->data()->cell(k, q);
+      out += QLatin1Char(',') + (std::isnan(w) ? QString() : QString::number(w, 'g', 7));
+    }
+    out += QLatin1Char('\n');
+  }
+  return out;
 }
 
 void AttentionPanel::onMouseMove(QMouseEvent* event) {

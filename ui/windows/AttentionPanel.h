@@ -19,6 +19,7 @@ class AttentionPanel : public ViewerPanel {
   explicit AttentionPanel(DebuggerContext& context, QWidget* parent = nullptr);
   QCustomPlot* plot() const { return plot_; }
   int queryRows() const { return queries_; }
+  QString csv() const;  // query rows x keys of the shown layer/head (masked cells empty)
 
  signals:
   void positionRequested(qint64 position);

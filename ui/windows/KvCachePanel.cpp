@@ -44,7 +44,7 @@ KvCachePanel::KvCachePanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   hover_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   history_ = new QTextBrowser;
   history_->setObjectName(QStringLiteral("entryHistory"));
-  history_->setMaximumHeight(130);
+  history_->setMaximumHeight(80);
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);

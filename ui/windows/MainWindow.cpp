@@ -4,6 +4,10 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
+#include <QFileDialog>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -15,7 +19,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "ui/widgets/KvHeatmapView.h"
 #include "ui/windows/AttentionPanel.h"
+#include "ui/windows/DiffPanel.h"
 #include "ui/windows/KvCachePanel.h"
 #include "ui/windows/LogPanel.h"
 #include "ui/windows/SessionPanel.h"
@@ -36,6 +42,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   tokens_ = new TokenStripPanel(context_);
   kv_ = new KvCachePanel(context_);
   attention_ = new AttentionPanel(context_);
+  diff_ = new DiffPanel(context_);
   log_ = new LogPanel;
 
   buildActions();
@@ -47,6 +54,8 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   connect(tokens_, &TokenStripPanel::positionRequested, this, [this](qint64 p) { context_.selectPosition(p); });
   connect(kv_, &KvCachePanel::positionRequested, this, [this](qint64 p) { context_.selectPosition(p, kv_); });
   connect(attention_, &AttentionPanel::positionRequested, this, [this](qint64 p) { context_.selectPosition(p); });
+  connect(diff_, &DiffPanel::runDiffRequested, this, [this] { controller_.runDiff(); });
+  connect(diff_, &DiffPanel::badCellRequested, this, &MainWindow::goToBadCell);
   connect(session_, &SessionPanel::loadRequested, this, [this](const UiModelSpec& spec) {
     start_after_load_ = true;
     controller_.loadModels(spec);
@@ -68,6 +77,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   updateActions();
   if (options_.load_on_start) {
     start_after_load_ = true;
+    pending_rounds_ = options_.initial_rounds;
     session_->setModelDirs(QString::fromStdString(options_.models.target_dir),
                            QString::fromStdString(options_.models.drafter_dir));
     controller_.loadModels(options_.models);
@@ -106,6 +116,17 @@ void MainWindow::buildActions() {
   QAction* restart = file->addAction(tr("&Start Session"), this, [this] { controller_.startSession(session_->sessionSpec()); });
   restart->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
   file->addSeparator();
+  file->addAction(tr("&Open Trace\u2026"), QKeySequence::Open, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open trace"), QString(), tr("kvscope traces (*.kvtrace);;All files (*)"));
+    if (!path.isEmpty()) openTrace(path);
+  });
+  file->addAction(tr("&Save Trace As\u2026"), QKeySequence::Save, this, [this] {
+    QString path = QFileDialog::getSaveFileName(this, tr("Save trace"), QStringLiteral("session.kvtrace"), tr("kvscope traces (*.kvtrace)"));
+    if (path.isEmpty()) return;
+    if (!path.endsWith(QStringLiteral(".kvtrace"))) path += QStringLiteral(".kvtrace");
+    saveTrace(path);
+  });
+  file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
   run_ = debug->addAction(tr("Run"), this, [this] {
@@ -119,6 +140,7 @@ void MainWindow::buildActions() {
   step_phase_->setShortcut(Qt::Key_F10);
   step_round_ = debug->addAction(tr("Step Round"), this, [this] { controller_.stepRound(); });
   step_round_->setShortcut(Qt::Key_F11);
+  debug->addAction(tr("Run Diff (cached vs uncached)"), this, [this] { controller_.runDiff(); });
   debug->addSeparator();
   back_ = debug->addAction(tr("Previous Round"), this, [this] { stepBy(-1); });
   back_->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Left));
@@ -172,6 +194,7 @@ void MainWindow::buildLayout() {
   QDockWidget* tokens = addPanel(tokens_, tr("Tokens"), QStringLiteral("tokensDock"));
   QDockWidget* kv = addPanel(kv_, tr("KV Cache"), QStringLiteral("kvDock"));
   QDockWidget* attention = addPanel(attention_, tr("Verify Attention"), QStringLiteral("attentionDock"));
+  QDockWidget* diff = addPanel(diff_, tr("Cache Diff"), QStringLiteral("diffDock"));
   QDockWidget* log = addPanel(log_, tr("Log"), QStringLiteral("logDock"));
   view_menu_->addSeparator();
   view_menu_->addAction(tr("Reset Layout"), this, &MainWindow::resetLayout);
@@ -181,6 +204,8 @@ void MainWindow::buildLayout() {
   splitDockWidget(timeline, tokens, Qt::Vertical);
   splitDockWidget(tokens, kv, Qt::Vertical);
   splitDockWidget(kv, attention, Qt::Vertical);
+  tabifyDockWidget(attention, diff);
+  attention->raise();
   addDockWidget(Qt::LeftDockWidgetArea, log);
   splitDockWidget(session, log, Qt::Vertical);
   resizeDocks({session, timeline}, {380, 1200}, Qt::Horizontal);
@@ -222,10 +247,68 @@ void MainWindow::connectEngine() {
             }
           });
   connect(&controller_, &EngineController::snapshotReady, this, [this](SnapshotPtr snapshot, bool new_session) {
-    if (new_session) context_.setBookmarks({});
+    if (new_session) {
+      context_.setBookmarks({});
+      if (snapshot && !snapshot->replay_only) setWindowTitle(tr("kvscope \u2014 KV cache debugger for speculative decoding"));
+    }
+    const bool finished = snapshot && snapshot->finished;
     context_.setSnapshot(std::move(snapshot), true);
+    if (pending_rounds_ > 0 && !finished) {
+      --pending_rounds_;
+      controller_.stepRound();
+    } else if (pending_rounds_ >= 0 && options_.select_round >= 0) {
+      pending_rounds_ = -1;  // done: select once
+      context_.goToRound(options_.select_round);
+    }
   });
   connect(&controller_, &EngineController::failed, this, &MainWindow::showError);
+  connect(&controller_, &EngineController::traceSaved, this,
+          [this](const QString& path) { statusBar()->showMessage(tr("saved %1").arg(path), 8000); });
+  connect(&controller_, &EngineController::traceOpened, this, [this](const QString& path, const QString& gui) {
+    applyGuiState(gui);
+    setWindowTitle(tr("kvscope \u2014 %1 (replay)").arg(path));
+  });
+}
+
+void MainWindow::saveTrace(const QString& path) { controller_.saveTrace(path, guiStateJson()); }
+
+void MainWindow::openTrace(const QString& path) {
+  pending_rounds_ = -1;
+  controller_.openTrace(path);
+}
+
+QString MainWindow::guiStateJson() const {
+  const Cursor& cursor = context_.cursor();
+  QJsonObject state;
+  state[QStringLiteral("round")] = static_cast<qint64>(cursor.round);
+  state[QStringLiteral("phase")] = static_cast<int>(cursor.phase);
+  state[QStringLiteral("position")] = static_cast<qint64>(cursor.position);
+  QJsonArray bookmarks;
+  for (int64_t round : context_.bookmarks()) bookmarks.append(static_cast<qint64>(round));
+  state[QStringLiteral("bookmarks")] = bookmarks;
+  state[QStringLiteral("values")] = kv_->showingValues();
+  state[QStringLiteral("target_layer")] = kv_->targetView()->layer();
+  state[QStringLiteral("target_head")] = kv_->targetView()->head();
+  state[QStringLiteral("drafter_layer")] = kv_->drafterView()->layer();
+  state[QStringLiteral("drafter_head")] = kv_->drafterView()->head();
+  return QString::fromUtf8(QJsonDocument(state).toJson(QJsonDocument::Compact));
+}
+
+void MainWindow::applyGuiState(const QString& json) {
+  const QJsonObject state = QJsonDocument::fromJson(json.toUtf8()).object();
+  if (state.isEmpty()) return;
+  QVector<int64_t> bookmarks;
+  for (const QJsonValue& round : state.value(QStringLiteral("bookmarks")).toArray()) bookmarks.push_back(round.toInteger());
+  context_.setBookmarks(bookmarks);
+  kv_->flushRefresh();  // the selectors know the geometry
+  kv_->setShowingValues(state.value(QStringLiteral("values")).toBool());
+  kv_->targetView()->setLayerHead(state.value(QStringLiteral("target_layer")).toInt(), state.value(QStringLiteral("target_head")).toInt());
+  kv_->drafterView()->setLayerHead(state.value(QStringLiteral("drafter_layer")).toInt(), state.value(QStringLiteral("drafter_head")).toInt());
+  Cursor cursor;
+  cursor.round = state.value(QStringLiteral("round")).toInteger(-1);
+  cursor.phase = static_cast<Phase>(state.value(QStringLiteral("phase")).toInt());
+  cursor.position = state.value(QStringLiteral("position")).toInteger(-1);
+  if (cursor.round >= 0) context_.setCursor(cursor);
 }
 
 void MainWindow::showError(const QString& what, const QString& message) {
@@ -238,9 +321,10 @@ void MainWindow::showError(const QString& what, const QString& message) {
 }
 
 void MainWindow::updateActions() {
+  if (cursor_label_ == nullptr) return;  // still building the window
   const bool busy = controller_.busy();
   const SessionSnapshot* snapshot = context_.snapshot();
-  const bool can_step = !busy && snapshot && !snapshot->finished;
+  const bool can_step = !busy && snapshot && !snapshot->finished && !snapshot->replay_only;
   step_phase_->setEnabled(can_step);
   step_round_->setEnabled(can_step);
   run_->setEnabled(controller_.running() || can_step);
@@ -265,6 +349,19 @@ void MainWindow::updateScrubber() {
   const QSignalBlocker block(scrubber_);
   scrubber_->setRange(0, static_cast<int>(std::max<int64_t>(0, context_.latest().round)));
   scrubber_->setValue(static_cast<int>(std::max<int64_t>(0, context_.cursor().round)));
+}
+
+void MainWindow::goToBadCell(qint64 round, qint64 position, int cache, int layer, int head) {
+  KvHeatmapView* view = cache == static_cast<int>(CacheRole::Target) ? kv_->targetView() : kv_->drafterView();
+  if (layer >= 0 && head >= 0) view->setLayerHead(layer, head);
+  Cursor cursor;
+  cursor.round = round;
+  cursor.phase = cache == static_cast<int>(CacheRole::Target) ? Phase::Verify : Phase::Draft;
+  cursor.position = position;
+  context_.setCursor(cursor);
+  for (QDockWidget* dock : docks_) {
+    if (dock->widget() == kv_) dock->raise();
+  }
 }
 
 void MainWindow::stepBy(int delta) {

@@ -18,6 +18,7 @@ class QSlider;
 namespace kvscope::ui {
 
 class AttentionPanel;
+class DiffPanel;
 class KvCachePanel;
 class LogPanel;
 class SessionPanel;
@@ -28,6 +29,8 @@ struct MainWindowOptions {
   bool load_on_start = true;  // load the default (or given) models and start a session
   UiModelSpec models;         // empty dirs: bundled, else the test fixtures
   bool restore_layout = true;
+  int initial_rounds = 0;      // rounds to step right after the first session starts (demos)
+  int64_t select_round = -1;   // then put the cursor on this round (-1: stay at the latest)
 };
 
 class MainWindow : public QMainWindow {
@@ -43,6 +46,7 @@ class MainWindow : public QMainWindow {
   TokenStripPanel* tokenStripPanel() const { return tokens_; }
   KvCachePanel* kvCachePanel() const { return kv_; }
   AttentionPanel* attentionPanel() const { return attention_; }
+  DiffPanel* diffPanel() const { return diff_; }
   LogPanel* logPanel() const { return log_; }
   QSlider* scrubber() const { return scrubber_; }
   QAction* stepPhaseAction() const { return step_phase_; }
@@ -51,6 +55,11 @@ class MainWindow : public QMainWindow {
   QList<QDockWidget*> docks() const { return docks_; }
 
   void resetLayout();
+  // .kvtrace: the cursor, bookmarks and KV view selectors are saved with it.
+  void saveTrace(const QString& path);
+  void openTrace(const QString& path);
+  QString guiStateJson() const;
+  void applyGuiState(const QString& json);
   // Shown without blocking (tests find it among the top-level widgets).
   void showError(const QString& what, const QString& message);
 
@@ -66,17 +75,20 @@ class MainWindow : public QMainWindow {
   void updateScrubber();
   void rebuildBookmarkMenu();
   void stepBy(int delta);
+  void goToBadCell(qint64 round, qint64 position, int cache, int layer, int head);
 
   DebuggerContext context_;
   EngineController controller_;
   MainWindowOptions options_;
   bool start_after_load_ = false;
+  int pending_rounds_ = 0;
 
   SessionPanel* session_ = nullptr;
   TimelinePanel* timeline_ = nullptr;
   TokenStripPanel* tokens_ = nullptr;
   KvCachePanel* kv_ = nullptr;
   AttentionPanel* attention_ = nullptr;
+  DiffPanel* diff_ = nullptr;
   LogPanel* log_ = nullptr;
   QList<QDockWidget*> docks_;
   QByteArray default_state_;

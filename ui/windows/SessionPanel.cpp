@@ -15,6 +15,8 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "core/cache/fault.h"
+
 namespace kvscope::ui {
 
 namespace {
@@ -121,6 +123,15 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   bookkeeping_->addItem(tr("exact (keep L'-1)"), QStringLiteral("exact"));
   bookkeeping_->addItem(tr("seed (one fewer, re-fed)"), QStringLiteral("seed"));
   ignore_eos_ = new QCheckBox(tr("ignore EOS"));
+  fault_ = new QComboBox;
+  fault_->setObjectName(QStringLiteral("fault"));
+  fault_->addItem(tr("none"), QStringLiteral("none"));
+  for (const FaultInfo& info : allFaults()) {
+    fault_->addItem(QString::fromUtf8(info.name), QString::fromUtf8(info.name));
+    fault_->setItemData(fault_->count() - 1,
+                        QStringLiteral("%1\n(%2)").arg(QString::fromUtf8(info.breaks), QString::fromUtf8(info.real_world)),
+                        Qt::ToolTipRole);
+  }
   start_ = new QPushButton(tr("Start session"));
   start_->setObjectName(QStringLiteral("startSession"));
 
@@ -137,6 +148,7 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   form->addRow(tr("Cache"), use_cache_);
   form->addRow(tr("Bookkeeping"), bookkeeping_);
   form->addRow(QString(), ignore_eos_);
+  form->addRow(tr("Fault"), fault_);
   form->addRow(start_);
 
   metrics_ = new QLabel;
@@ -200,6 +212,7 @@ UiSessionSpec SessionPanel::sessionSpec() const {
   spec.use_cache = use_cache_->isChecked();
   spec.bookkeeping = bookkeeping_->currentData().toString().toStdString();
   spec.ignore_eos = ignore_eos_->isChecked();
+  spec.fault = fault_->currentData().toString().toStdString();
   return spec;
 }
 
@@ -210,6 +223,7 @@ void SessionPanel::setModelDirs(const QString& target_dir, const QString& drafte
 
 void SessionPanel::setPrompt(const QString& prompt) { prompt_->setPlainText(prompt); }
 void SessionPanel::setGamma(int gamma) { gamma_->setValue(gamma); }
+void SessionPanel::setFault(const QString& name) { fault_->setCurrentIndex(std::max(0, fault_->findData(name))); }
 
 void SessionPanel::setBusy(bool busy, const QString& what) {
   load_->setEnabled(!busy);
@@ -254,7 +268,7 @@ void SessionPanel::refresh() {
     return;
   }
   const Metrics& m = snapshot->metrics;
-  metrics_->setText(tr("<b>%1</b> + <b>%2</b><br>%3<br>rounds %4 &middot; generated %5 &middot; drafted %6 &middot; "
+  metrics_->setText(tr("<b>%1</b> + <b>%2</b><br>%3%12<br>rounds %4 &middot; generated %5 &middot; drafted %6 &middot; "
                        "accepted %7<br>alpha %8 &middot; tokens/round %9 &middot; speedup (theory) %10%11")
                         .arg(QString::fromStdString(snapshot->target_name).toHtmlEscaped(),
                              QString::fromStdString(snapshot->drafter_name).toHtmlEscaped(),
@@ -266,7 +280,9 @@ void SessionPanel::refresh() {
                         .arg(m.alpha, 0, 'f', 3)
                         .arg(m.mean_accepted_length, 0, 'f', 2)
                         .arg(m.theoretical_speedup, 0, 'f', 2)
-                        .arg(snapshot->finished ? tr("<br><b>finished</b>") : QString()));
+                        .arg(snapshot->finished ? tr("<br><b>finished</b>") : QString())
+                        .arg(snapshot->fault == "none" ? QString()
+                                                       : tr(", <b>fault: %1</b>").arg(QString::fromStdString(snapshot->fault))));
 }
 
 }  // namespace kvscope::ui

@@ -26,6 +26,7 @@ class SessionPanel : public ViewerPanel {
   void setModelDirs(const QString& target_dir, const QString& drafter_dir);
   void setPrompt(const QString& prompt);
   void setGamma(int gamma);
+  void setFault(const QString& name);
   void setBusy(bool busy, const QString& what);
   void setProgress(int step, int total, const QString& what);
   void setLoadedModels(const QString& target_dir, const QString& drafter_name);
@@ -64,6 +65,7 @@ class SessionPanel : public ViewerPanel {
   QCheckBox* use_cache_;
   QComboBox* bookkeeping_;
   QCheckBox* ignore_eos_;
+  QComboBox* fault_;
   QPushButton* start_;
   QLabel* metrics_;
 };

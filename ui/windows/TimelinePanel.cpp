@@ -5,6 +5,7 @@
 #include <qcustomplot.h>
 
 #include "ui/widgets/Palette.h"
+#include "ui/widgets/PlotExport.h"
 
 namespace kvscope::ui {
 
@@ -48,10 +49,15 @@ TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : Viewer
   highlight_->setPen(Qt::NoPen);
   highlight_->setBrush(QColor(255, 200, 0, 70));
 
+  // The legend in its own row above the plot, laid out horizontally.
   plot_->legend->setVisible(true);
   plot_->legend->setFont(QFont(font().family(), 8));
-  plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
-  plot_->legend->setBrush(QColor(255, 255, 255, 200));
+  plot_->legend->setBorderPen(Qt::NoPen);
+  plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  plot_->plotLayout()->insertRow(0);
+  plot_->plotLayout()->addElement(0, 0, plot_->legend);
+  plot_->plotLayout()->setRowStretchFactor(0, 0.001);
+  installPlotExport(plot_, QStringLiteral("timeline"), [this] { return csv(); });
 
   connect(plot_, &QCustomPlot::mousePress, this, &TimelinePanel::onMousePress);
 
@@ -108,6 +114,31 @@ void TimelinePanel::refresh() {
   highlight_->topLeft->setCoords(static_cast<double>(cursor.round) - 0.5, static_cast<double>(max_height) + 0.5);
   highlight_->bottomRight->setCoords(static_cast<double>(cursor.round) + 0.5, 0);
   plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QString TimelinePanel::csv() const {
+  QString out = QStringLiteral("round,start_length,gamma,drafts,accepted,next_token,bonus,emitted,running_alpha,draft_ms,verify_ms\n");
+  const SessionSnapshot* snapshot = context().snapshot();
+  if (!snapshot) return out;
+  int64_t drafted = 0, accepted = 0;
+  for (const RoundRecord& round : snapshot->rounds) {
+    if (round.index < 1) continue;
+    drafted += static_cast<int64_t>(round.drafts.size());
+    accepted += round.accepted;
+    out += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11\n")
+               .arg(round.index)
+               .arg(round.start_length)
+               .arg(round.gamma)
+               .arg(round.drafts.size())
+               .arg(round.accepted)
+               .arg(round.next_token)
+               .arg(round.bonus ? 1 : 0)
+               .arg(round.emitted.size())
+               .arg(drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0, 0, 'f', 4)
+               .arg(round.draft_ms, 0, 'f', 3)
+               .arg(round.verify_ms, 0, 'f', 3);
+  }
+  return out;
 }
 
 void TimelinePanel::onMousePress(QMouseEvent* event) {

@@ -19,6 +19,7 @@ class TimelinePanel : public ViewerPanel {
 
   QCustomPlot* plot() const { return plot_; }
   int barCount() const;  // rounds drawn (tests)
+  QString csv() const;   // one row per round
 
  signals:
   void roundRequested(qint64 round);

@@ -1,0 +1,73 @@
+#include "core/cache/fault.h"
+
+#include "core/error.h"
+
+namespace kvscope {
+
+const std::vector<FaultInfo>& allFaults() {
+  static const std::vector<FaultInfo> faults = {
+      {Fault::NoPrune, "no-prune",
+       "After verification the target cache is not cut back: the K/V rows of rejected drafts stay, and every later "
+       "token attends to them as if they were part of the text.",
+       "The classic speculative-decoding bug: forgetting to roll back the cache after a rejection (engines that "
+       "reuse a generate() cache without calling crop)."},
+      {Fault::PruneShort, "prune-short",
+       "The target prune removes one entry too few: the first rejected draft's K/V row survives at the position the "
+       "correction token should occupy.",
+       "Off-by-one in the rollback arithmetic (dropping gamma - n - 1 from the target instead of gamma - n)."},
+      {Fault::PruneLongNoRefeed, "prune-long-no-refeed",
+       "The target prune removes one entry too many and the engine never re-feeds the lost token: the cache is one "
+       "row short and every later row sits one slot early.",
+       "Off-by-one the other way, as in the seed document's formula (gamma - n + 1) without its re-feed step."},
+      {Fault::ResetNotRollback, "reset-not-rollback",
+       "Whenever a rollback is needed the whole target cache is cleared instead; the engine carries on feeding only "
+       "the new tokens, so the model loses its whole context.",
+       "Calling cache.reset()/clear() where crop(n) was meant (a frequent mistake when porting to static caches)."},
+      {Fault::CropZeroNoop, "crop-zero-noop",
+       "The rollback is computed relative to the round start (keep start + n rows) through a helper that treats a "
+       "computed 0 as 'nothing to do': when no draft is accepted (n = 0) the rejected drafts stay in both caches.",
+       "HF transformers #47433: a crop whose computed length is 0 (or 'all') is treated as a no-op."},
+      {Fault::StaleRope, "stale-rope",
+       "After a rollback the position counter is not rewound: new tokens get RoPE (or learned) positions as if the "
+       "rejected drafts were still there, so their keys are rotated for the wrong position.",
+       "The _seen_tokens / cache_position class of bug (HF transformers #30042): positions derived from a counter "
+       "of tokens ever fed instead of the cache length."},
+      {Fault::PartialLayerCrop, "partial-layer-crop",
+       "Only the first half of the target's layers are cropped; the later layers keep the rejected drafts' rows.",
+       "Cache classes whose crop loops over a subset of layers (e.g. skipping layers of another cache type in hybrid "
+       "or sliding-window caches)."},
+      {Fault::FullPrefixWithCache, "full-prefix-with-cache",
+       "The verify pass feeds the whole sequence from position 0 although the cache already holds the prefix: the "
+       "prefix's K/V rows are appended a second time and attended to twice.",
+       "romsto/Speculative-Decoding issue #1: passing the full input_ids together with past_key_values."},
+      {Fault::DrafterNotPruned, "drafter-not-pruned",
+       "Only the target is rolled back; the drafter keeps its rejected drafts. The output stays correct (the target "
+       "verifies everything) but the drafter's proposals degrade and acceptance drops.",
+       "Engines that treat the drafter's cache as disposable and forget to crop it."},
+      {Fault::HalfCache, "half-cache",
+       "K and V are stored in fp16 and read back into fp32: every entry carries rounding drift (about 5e-4 relative). "
+       "Not a logic bug; the diff must class it as numerical noise unless it flips a top-1 outside the margin.",
+       "Engines that keep the KV cache in half precision to save memory (fp16 / bf16 / fp8 KV caches)."},
+  };
+  return faults;
+}
+
+const FaultInfo& faultInfo(Fault fault) {
+  static const FaultInfo none{Fault::None, "none", "No fault: the cache is handled correctly.", ""};
+  for (const FaultInfo& info : allFaults()) {
+    if (info.fault == fault) return info;
+  }
+  return none;
+}
+
+Fault parseFault(const std::string& name) {
+  if (name == "none" || name.empty()) return Fault::None;
+  std::string names;
+  for (const FaultInfo& info : allFaults()) {
+    if (name == info.name) return info.fault;
+    names += std::string(names.empty() ? "" : ", ") + info.name;
+  }
+  throw Error("unknown fault '" + name + "' (known: " + names + ")");
+}
+
+}  // namespace kvscope

@@ -1,0 +1,38 @@
+#pragma once
+// The bug zoo: injectable cache bugs that reproduce real ones. Each is named,
+// switchable at run time, and explained (what it breaks, which real bug it
+// mirrors). The session consults the active fault at the three places where
+// engines get caches wrong: how much prune removes, which positions and
+// tokens are fed, and how K/V are stored.
+#include <string>
+#include <vector>
+
+namespace kvscope {
+
+enum class Fault {
+  None,
+  NoPrune,              // rejected drafts stay in the target cache
+  PruneShort,           // one entry too few removed
+  PruneLongNoRefeed,    // one entry too many removed, the missing token never re-fed
+  ResetNotRollback,     // the whole cache cleared instead of rolled back
+  CropZeroNoop,         // a prune whose arithmetic gives 0 leaves the cache unchanged
+  StaleRope,            // positions after a rollback are not rewound
+  PartialLayerCrop,     // only some layers are cropped
+  FullPrefixWithCache,  // the whole prefix is fed again with a non-empty cache
+  DrafterNotPruned,     // only the target is rolled back
+  HalfCache,            // K/V stored in fp16 (drift, not a logic bug)
+};
+
+struct FaultInfo {
+  Fault fault;
+  const char* name;         // the CLI / GUI name, e.g. "prune-short"
+  const char* breaks;       // what goes wrong
+  const char* real_world;   // the real bug it mirrors
+};
+
+const std::vector<FaultInfo>& allFaults();
+const FaultInfo& faultInfo(Fault fault);
+// "none" or a name from allFaults(); throws Error listing the names otherwise.
+Fault parseFault(const std::string& name);
+
+}  // namespace kvscope

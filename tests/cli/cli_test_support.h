@@ -1,0 +1,127 @@
+#pragma once
+// Runs the real kvscope-cli binary (KVSCOPE_CLI) and parses its output.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kvscope::cli_test {
+
+namespace fs = std::filesystem;
+
+inline fs::path fixturesDir() { return fs::path(KVSCOPE_FIXTURES); }
+inline std::string modelDir(const std::string& name) { return (fixturesDir() / "models" / name).string(); }
+
+inline nlohmann::json readJson(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// A scratch directory, removed at the end of the test.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& name)
+      : path_(fs::temp_directory_path() / ("kvscope_cli_test_" + std::to_string(::getpid()) + "_" + name)) {
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() { fs::remove_all(path_); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+inline std::string shellQuote(const std::string& arg) {
+  std::string out = "'";
+  for (char c : arg) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+struct CliResult {
+  bool exited = false;  // false: killed by a signal (a crash)
+  int exit_code = -1;
+  int signal = 0;
+  std::string out;
+  std::string err;
+  std::string command;
+
+  // The last non-empty line of stdout, parsed as JSON (null when it is not JSON).
+  nlohmann::json lastJson() const { return nlohmann::json::parse(lastLine(), nullptr, false); }
+  std::string lastLine() const {
+    const auto lines = stdoutLines();
+    return lines.empty() ? std::string() : lines.back();
+  }
+  std::vector<std::string> stdoutLines() const {
+    std::vector<std::string> lines;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) lines.push_back(line);
+    }
+    return lines;
+  }
+  std::string describe() const {
+    return "command: " + command + "\nexit: " + (exited ? std::to_string(exit_code) : "signal " + std::to_string(signal)) +
+           "\nstderr: " + err + "\nstdout (tail): " + out.substr(out.size() > 2000 ? out.size() - 2000 : 0);
+  }
+};
+
+// Runs kvscope-cli with the arguments; stdout through popen, stderr via a file.
+inline CliResult runCli(const std::vector<std::string>& args) {
+  static int counter = 0;
+  const fs::path err_file =
+      fs::temp_directory_path() / ("kvscope_cli_stderr_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  std::string command = shellQuote(KVSCOPE_CLI);
+  for (const auto& a : args) command += " " + shellQuote(a);
+  CliResult result;
+  result.command = command;
+  command += " 2>" + shellQuote(err_file.string());
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) {
+    ADD_FAILURE() << "popen failed for " << command;
+    return result;
+  }
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exited = WIFEXITED(status);
+  result.exit_code = result.exited ? WEXITSTATUS(status) : -1;
+  result.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  std::ifstream err(err_file, std::ios::binary);
+  result.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+  fs::remove(err_file);
+  return result;
+}
+
+// Runs and expects success with a JSON object on the last stdout line.
+inline nlohmann::json runJson(const std::vector<std::string>& args, CliResult* full = nullptr) {
+  CliResult r = runCli(args);
+  EXPECT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  const auto j = r.lastJson();
+  EXPECT_TRUE(j.is_object()) << "last stdout line is not a JSON object\n" << r.describe();
+  if (full) *full = r;
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+inline std::string joinIds(const std::vector<int64_t>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  return out;
+}
+
+}  // namespace kvscope::cli_test

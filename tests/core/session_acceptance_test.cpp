@@ -1,0 +1,215 @@
+// The accept step on hand-made distributions: acceptGreedy's exact-match rule
+// and acceptSampled's min(1, p/q) rule, residual and bonus token.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "chi_square.h"
+#include "core/decode/sampling.h"
+#include "core/decode/speculative_acceptance.h"
+
+namespace kvscope {
+namespace {
+
+using testing_support::chiSquareTest;
+
+at::Tensor rows(const std::vector<std::vector<float>>& values) {
+  std::vector<at::Tensor> out;
+  for (const auto& v : values) out.push_back(torch::tensor(v));
+  return torch::stack(out);
+}
+
+// --- greedy ------------------------------------------------------------------
+
+TEST(AcceptGreedy, AcceptsTheLongestMatchingPrefix) {
+  // argmax per row: 2, 0, 3, 1
+  const auto p = rows({{0.1f, 0.2f, 0.6f, 0.1f}, {0.7f, 0.1f, 0.1f, 0.1f}, {0.1f, 0.1f, 0.1f, 0.7f},
+                       {0.1f, 0.6f, 0.2f, 0.1f}});
+  auto r = acceptGreedy({2, 0, 1}, p);  // the third draft misses
+  EXPECT_EQ(r.accepted, 2);
+  EXPECT_EQ(r.next_token, 3);  // the correction is the target's choice there
+  EXPECT_FALSE(r.bonus);
+  EXPECT_TRUE(r.uniforms.empty());
+
+  r = acceptGreedy({2, 0, 3}, p);  // all match: bonus from the last row
+  EXPECT_EQ(r.accepted, 3);
+  EXPECT_EQ(r.next_token, 1);
+  EXPECT_TRUE(r.bonus);
+
+  r = acceptGreedy({1, 0, 3}, p);  // the first misses: later matches do not count
+  EXPECT_EQ(r.accepted, 0);
+  EXPECT_EQ(r.next_token, 2);
+  EXPECT_FALSE(r.bonus);
+
+  r = acceptGreedy({}, p.narrow(0, 0, 1));  // nothing drafted: a plain target step
+  EXPECT_EQ(r.accepted, 0);
+  EXPECT_EQ(r.next_token, 2);
+  EXPECT_TRUE(r.bonus);
+}
+
+TEST(AcceptGreedy, TiesGoToTheLowestId) {
+  const auto p = rows({{0.4f, 0.4f, 0.2f}, {0.1f, 0.45f, 0.45f}});
+  auto r = acceptGreedy({1}, p);
+  EXPECT_EQ(r.accepted, 0);
+  EXPECT_EQ(r.next_token, 0);
+  r = acceptGreedy({0}, p);
+  EXPECT_EQ(r.accepted, 1);
+  EXPECT_EQ(r.next_token, 1);
+}
+
+// --- sampling ----------------------------------------------------------------
+
+// [count, vocab] random distributions with every probability > 0.
+at::Tensor randomDistributions(int64_t count, int64_t vocab, at::Generator& g) {
+  auto x = torch::rand({count, vocab}, g) + 0.01;
+  return x / x.sum(1, true);
+}
+
+TEST(AcceptSampled, QEqualToPAlwaysAccepts) {
+  auto g = makeGenerator(1);
+  for (int trial = 0; trial < 300; ++trial) {
+    const auto p = randomDistributions(4, 7, g);  // [k + 1, vocab]
+    const auto q = p.narrow(0, 0, 3).clone();     // q_i == p_i
+    std::vector<int64_t> drafts;
+    for (int i = 0; i < 3; ++i) drafts.push_back(sampleFrom(q[i], g));
+    const auto r = acceptSampled(drafts, q, p, g);
+    ASSERT_EQ(r.accepted, 3) << "trial " << trial;
+    EXPECT_TRUE(r.bonus);
+    EXPECT_EQ(r.uniforms.size(), 3u);
+    EXPECT_GE(r.next_token, 0);
+    EXPECT_LT(r.next_token, 7);
+  }
+}
+
+TEST(AcceptSampled, OneHotDraftsAcceptWithProbabilityPAndNeverCorrectToTheDraft) {
+  // The n-gram drafter's case: q one-hot at the draft.
+  auto g = makeGenerator(2);
+  const auto p = rows({{0.3f, 0.5f, 0.2f}, {0.2f, 0.2f, 0.6f}});
+  const auto q = rows({{0.0f, 1.0f, 0.0f}});
+  int accepted = 0;
+  const int trials = 4000;
+  for (int i = 0; i < trials; ++i) {
+    const auto r = acceptSampled({1}, q, p, g);
+    if (r.accepted == 1) {
+      ++accepted;
+      EXPECT_TRUE(r.bonus);
+    } else {
+      EXPECT_NE(r.next_token, 1);  // the residual p - q is 0 at the draft
+      EXPECT_FALSE(r.bonus);
+    }
+  }
+  // Accepted with probability p(1) = 0.5: 4000 draws, sd ~32.
+  EXPECT_NEAR(accepted, trials / 2, 5 * 32);
+}
+
+TEST(AcceptSampled, ZeroTargetProbabilityAlwaysRejects) {
+  auto g = makeGenerator(3);
+  for (int trial = 0; trial < 500; ++trial) {
+    auto p = randomDistributions(3, 6, g);
+    const auto q = randomDistributions(2, 6, g);
+    const int64_t d0 = sampleFrom(q[0], g);
+    p[0][d0] = 0.0f;
+    p[0] /= p[0].sum();
+    const auto r = acceptSampled({d0, 0}, q, p, g);
+    ASSERT_EQ(r.accepted, 0) << "trial " << trial;
+    EXPECT_NE(r.next_token, d0);
+    EXPECT_GT(p[0][r.next_token].item<float>(), 0.0f);
+    EXPECT_FALSE(r.bonus);
+    EXPECT_EQ(r.uniforms.size(), 1u);  // stops at the first rejection
+  }
+}
+
+TEST(AcceptSampled, ZeroDrafterProbabilityRejects) {
+  auto g = makeGenerator(4);
+  const auto p = rows({{0.5f, 0.5f}, {0.5f, 0.5f}});
+  const auto q = rows({{1.0f, 0.0f}});
+  for (int i = 0; i < 50; ++i) {
+    const auto r = acceptSampled({1}, q, p, g);
+    EXPECT_EQ(r.accepted, 0);
+    EXPECT_EQ(r.next_token, 1);  // residual max(0, p - q) = (0, 0.5)
+  }
+}
+
+TEST(AcceptSampled, AcceptanceRateAndResidualFollowTheTheory) {
+  // One draft: P(accept) = sum_x min(p(x), q(x)); after a rejection the
+  // correction follows norm(max(0, p - q)).
+  const std::vector<double> pv = {0.10, 0.40, 0.05, 0.25, 0.20};
+  const std::vector<double> qv = {0.30, 0.10, 0.25, 0.25, 0.10};
+  std::vector<float> pf(pv.begin(), pv.end()), qf(qv.begin(), qv.end());
+  const auto p = rows({pf, {0.2f, 0.2f, 0.2f, 0.2f, 0.2f}});
+  const auto q = rows({qf});
+  double overlap = 0;
+  std::vector<double> residual(pv.size());
+  for (size_t i = 0; i < pv.size(); ++i) {
+    overlap += std::min(pv[i], qv[i]);
+    residual[i] = std::max(0.0, pv[i] - qv[i]);
+  }
+  auto g = makeGenerator(5);
+  const int trials = 20000;
+  int accepted = 0;
+  std::vector<int64_t> corrections(pv.size(), 0);
+  for (int i = 0; i < trials; ++i) {
+    const int64_t d = sampleFrom(q[0], g);
+    const auto r = acceptSampled({d}, q, p, g);
+    if (r.accepted == 1) {
+      ++accepted;
+    } else {
+      ++corrections[r.next_token];
+    }
+  }
+  const double sd = std::sqrt(trials * overlap * (1 - overlap));
+  EXPECT_NEAR(accepted, trials * overlap, 4.5 * sd);
+  const auto fit = chiSquareTest(residual, corrections);
+  EXPECT_TRUE(fit.passes(0.001)) << fit.describe();
+  EXPECT_EQ(fit.outside_support, 0);  // never a token where p <= q
+}
+
+TEST(AcceptSampled, SameGeneratorSeedSameResult) {
+  auto g0 = makeGenerator(6);
+  const auto p = randomDistributions(5, 9, g0);
+  const auto q = randomDistributions(4, 9, g0);
+  const std::vector<int64_t> drafts = {1, 2, 3, 4};
+  auto a = makeGenerator(77), b = makeGenerator(77);
+  for (int i = 0; i < 20; ++i) {
+    const auto ra = acceptSampled(drafts, q, p, a);
+    const auto rb = acceptSampled(drafts, q, p, b);
+    EXPECT_EQ(ra.accepted, rb.accepted);
+    EXPECT_EQ(ra.next_token, rb.next_token);
+    EXPECT_EQ(ra.uniforms, rb.uniforms);
+  }
+}
+
+// --- processed distributions ---------------------------------------------------
+
+TEST(ProcessedProbs, TemperatureTopKTopP) {
+  const auto logits = torch::tensor({2.0f, 1.0f, 0.5f, -1.0f, 3.0f});
+  SamplingSettings s;
+  auto greedy = processedProbs(logits, s);
+  EXPECT_EQ(greedy.argmax().item<int64_t>(), 4);
+  EXPECT_FLOAT_EQ(greedy.sum().item<float>(), 1.0f);
+  EXPECT_FLOAT_EQ(greedy[4].item<float>(), 1.0f);
+
+  s.greedy = false;
+  s.temperature = 0.5;
+  EXPECT_TRUE(torch::allclose(processedProbs(logits, s), (logits / 0.5).softmax(0)));
+
+  s.temperature = 1.0;
+  s.top_k = 2;  // keeps ids 4 and 0
+  auto topk = processedProbs(logits, s);
+  EXPECT_EQ((topk > 0).sum().item<int64_t>(), 2);
+  EXPECT_GT(topk[4].item<float>(), 0.0f);
+  EXPECT_GT(topk[0].item<float>(), 0.0f);
+
+  s.top_k = 0;
+  s.top_p = 0.9;  // softmax: ~[0.23, 0.08, 0.05, 0.01, 0.62]: keeps 4, 0, 1 (0.93 >= 0.9)
+  auto topp = processedProbs(logits, s);
+  EXPECT_EQ((topp > 0).sum().item<int64_t>(), 3);
+  EXPECT_EQ(topp[2].item<float>(), 0.0f);
+  EXPECT_NEAR(topp.sum().item<float>(), 1.0f, 1e-6);
+
+  s.top_p = 0.01;  // always keeps the most likely one
+  auto tiny = processedProbs(logits, s);
+  EXPECT_FLOAT_EQ(tiny[4].item<float>(), 1.0f);
+}
+
+}  // namespace
+}  // namespace kvscope

@@ -1,0 +1,227 @@
+#include "ui/windows/DiffPanel.h"
+
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QSplitter>
+#include <QVBoxLayout>
+#include <cmath>
+#include <qcustomplot.h>
+
+#include "ui/widgets/Palette.h"
+#include "ui/widgets/PlotExport.h"
+
+namespace kvscope::ui {
+
+namespace {
+constexpr double kFloor = 1e-9;  // log axes: exact zeros drawn at the floor
+
+QCPGraph* pointsGraph(QCustomPlot* plot, const QString& name, const QColor& color) {
+  QCPGraph* graph = plot->addGraph();
+  graph->setName(name);
+  graph->setLineStyle(QCPGraph::lsNone);
+  graph->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, 6));
+  return graph;
+}
+}  // namespace
+
+DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(context, parent) {
+  run_ = new QPushButton(tr("Run diff (cached vs uncached)"));
+  run_->setObjectName(QStringLiteral("runDiff"));
+  run_->setToolTip(tr("Restarts the session with the current settings (cache on, the chosen fault) and runs it to the end,\n"
+                      "recomputing every draft and verify pass without a cache and comparing the logits."));
+  go_ = new QPushButton(tr("Go to first bad cell"));
+  go_->setObjectName(QStringLiteral("goToBadCell"));
+  go_->setEnabled(false);
+  summary_ = new QLabel(tr("no diff run yet"));
+  summary_->setWordWrap(true);
+  summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* header = new QHBoxLayout;
+  header->addWidget(run_);
+  header->addWidget(go_);
+  header->addWidget(summary_, 1);
+
+  positions_ = new QCustomPlot;
+  positions_->setObjectName(QStringLiteral("diffPlot"));
+  positions_->setMinimumHeight(150);
+  positions_->yAxis->setScaleType(QCPAxis::stLogarithmic);
+  positions_->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+  positions_->yAxis->setLabel(tr("max |\u0394 logit|"));
+  positions_->xAxis->setLabel(tr("position (target verify queries)"));
+  positions_->yAxis2->setVisible(true);
+  positions_->yAxis2->setScaleType(QCPAxis::stLogarithmic);
+  positions_->yAxis2->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+  positions_->yAxis2->setLabel(tr("KL(p_uncached || p_cached)"));
+  agree_ = pointsGraph(positions_, tr("agree"), Palette::acceptedDraft().darker(120));
+  noise_ = pointsGraph(positions_, tr("float noise"), Palette::bonus().darker(120));
+  divergent_ = pointsGraph(positions_, tr("divergent"), Palette::pruned());
+  kl_ = positions_->addGraph(positions_->xAxis, positions_->yAxis2);
+  kl_->setName(tr("KL"));
+  kl_->setPen(QPen(QColor(90, 90, 200), 1, Qt::DashLine));
+  positions_->legend->setVisible(true);
+  positions_->legend->setFont(QFont(font().family(), 8));
+  positions_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+  installPlotExport(positions_, QStringLiteral("diff"));
+
+  audit_ = new QCustomPlot;
+  audit_->setObjectName(QStringLiteral("auditPlot"));
+  audit_->setMinimumHeight(110);
+  audit_->xAxis->setLabel(tr("position"));
+  audit_->yAxis->setLabel(tr("layer"));
+  audit_->yAxis->setRangeReversed(true);
+  audit_map_ = new QCPColorMap(audit_->xAxis, audit_->yAxis);
+  audit_map_->setInterpolate(false);
+  auto* scale = new QCPColorScale(audit_);
+  scale->setBarWidth(10);
+  scale->setLabel(tr("log10 error"));
+  audit_->plotLayout()->addElement(0, 1, scale);
+  audit_map_->setColorScale(scale);
+  QCPColorGradient gradient(QCPColorGradient::gpHot);
+  gradient.setNanHandling(QCPColorGradient::nhNanColor);
+  gradient.setNanColor(QColor(120, 0, 160));  // a missing or extra row
+  audit_map_->setGradient(gradient.inverted());
+  installPlotExport(audit_, QStringLiteral("audit"));
+
+  auto* splitter = new QSplitter(Qt::Vertical);
+  splitter->addWidget(positions_);
+  splitter->addWidget(audit_);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  layout->addLayout(header);
+  layout->addWidget(splitter, 1);
+
+  connect(run_, &QPushButton::clicked, this, &DiffPanel::runDiffRequested);
+  connect(go_, &QPushButton::clicked, this, [this] {
+    const SessionSnapshot* snapshot = this->context().snapshot();
+    if (!snapshot || !snapshot->diff) return;
+    const DiffData& diff = *snapshot->diff;
+    if (diff.has_bad_cell) {
+      emit badCellRequested(diff.audit_round, diff.bad_position, static_cast<int>(diff.audit_cache),
+                            static_cast<int>(diff.bad_layer), static_cast<int>(diff.bad_head));
+    } else if (diff.diverged) {
+      emit badCellRequested(diff.divergence_round, diff.divergence_position, static_cast<int>(diff.divergence_cache), -1, -1);
+    }
+  });
+}
+
+int DiffPanel::pointCount() const { return agree_->dataCount() + noise_->dataCount() + divergent_->dataCount(); }
+
+void DiffPanel::refresh() {
+  const SessionSnapshot* snapshot = context().snapshot();
+  const DiffData* diff = snapshot && snapshot->diff ? snapshot->diff.get() : nullptr;
+  positions_->clearItems();
+  audit_->clearItems();
+  QVector<double> keys[3], values[3], kl_keys, kl_values;
+  if (diff) {
+    for (const DiffPoint& point : diff->points) {
+      if (point.cache != CacheRole::Target) continue;
+      const int v = std::clamp(point.verdict, 0, 2);
+      keys[v] << static_cast<double>(point.position);
+      values[v] << std::max(point.max_abs_logit_diff, kFloor);
+      kl_keys << static_cast<double>(point.position);
+      kl_values << std::max(point.kl, kFloor);
+    }
+  }
+  agree_->setData(keys[0], values[0]);
+  noise_->setData(keys[1], values[1]);
+  divergent_->setData(keys[2], values[2]);
+  kl_->setData(kl_keys, kl_values);
+  positions_->rescaleAxes();
+  positions_->yAxis->setRangeLower(kFloor);
+  positions_->yAxis2->setRangeLower(kFloor);
+  if (positions_->yAxis->range().upper < 1) positions_->yAxis->setRangeUpper(1);
+  if (positions_->yAxis2->range().upper < 1) positions_->yAxis2->setRangeUpper(1);
+  positions_->xAxis->scaleRange(1.05);
+
+  const Cursor& cursor = context().cursor();
+  if (cursor.position >= 0) {
+    auto* line = new QCPItemStraightLine(positions_);
+    line->point1->setCoords(cursor.position, 1);
+    line->point2->setCoords(cursor.position, 2);
+    line->setPen(QPen(Palette::selection(), 1));
+  }
+  if (diff && diff->diverged) {
+    auto* line = new QCPItemStraightLine(positions_);
+    line->point1->setCoords(diff->divergence_position, 1);
+    line->point2->setCoords(diff->divergence_position, 2);
+    line->setPen(QPen(Palette::pruned(), 2, Qt::DashLine));
+    auto* label = new QCPItemText(positions_);
+    label->position->setType(QCPItemPosition::ptAxisRectRatio);
+    label->position->setCoords(0.99, 0.02);
+    label->setPositionAlignment(Qt::AlignRight | Qt::AlignTop);
+    label->setText(tr("first divergence: %1 cache, round %2, position %3")
+                       .arg(diff->divergence_cache == CacheRole::Target ? tr("target") : tr("drafter"))
+                       .arg(diff->divergence_round)
+                       .arg(diff->divergence_position));
+    label->setColor(Palette::pruned());
+  }
+  positions_->replot(QCustomPlot::rpQueuedReplot);
+
+  // The audit at the divergence.
+  QCPColorMapData* data = audit_map_->data();
+  const int layers = diff && diff->audited ? static_cast<int>(diff->audit_error.size()) : 0;
+  const int cols = layers > 0 ? static_cast<int>(diff->audit_error.front().size()) : 0;
+  if (layers > 0 && cols > 0) {
+    data->setSize(cols, layers);
+    data->setRange(QCPRange(0, std::max(cols - 1, 1)), QCPRange(0, std::max(layers - 1, 1)));
+    double high = -9;
+    for (int l = 0; l < layers; ++l) {
+      for (int p = 0; p < cols && p < static_cast<int>(diff->audit_error[l].size()); ++p) {
+        const double e = diff->audit_error[l][p];
+        const double shown = std::isinf(e) ? std::nan("") : std::log10(std::max(e, kFloor));
+        data->setCell(p, l, shown);
+        if (!std::isnan(shown)) high = std::max(high, shown);
+      }
+    }
+    audit_map_->setDataRange(QCPRange(std::log10(kFloor), std::max(high, -3.0)));
+    if (diff->has_bad_cell) {
+      auto* mark = new QCPItemRect(audit_);
+      mark->topLeft->setCoords(diff->bad_position - 0.5, diff->bad_layer - 0.5);
+      mark->bottomRight->setCoords(diff->bad_position + 0.5, diff->bad_layer + 0.5);
+      mark->setPen(QPen(Palette::selection(), 2));
+    }
+    audit_->xAxis->setRange(-0.5, cols - 0.5);
+    audit_->yAxis->setRange(-0.5, layers - 0.5);
+    auto ticker = QSharedPointer<QCPAxisTickerFixed>::create();
+    ticker->setTickStep(1);
+    audit_->yAxis->setTicker(ticker);
+  } else {
+    data->clear();
+  }
+  audit_->replot(QCustomPlot::rpQueuedReplot);
+
+  go_->setEnabled(diff && (diff->has_bad_cell || diff->diverged));
+  if (!diff) {
+    summary_->setText(snapshot ? tr("no diff for this session: Run diff restarts it with the current settings")
+                               : tr("no session"));
+    return;
+  }
+  QString text = tr("fault <b>%1</b>: %2 agree, %3 float noise, %4 divergent; max |\u0394 logit| %5")
+                     .arg(QString::fromStdString(diff->fault))
+                     .arg(diff->agree)
+                     .arg(diff->noise)
+                     .arg(diff->divergent)
+                     .arg(diff->max_abs_logit_diff, 0, 'g', 3);
+  if (diff->diverged) {
+    text += tr("<br><span style='color:#c00'>first divergence: %1 cache, round %2, position %3</span>")
+                .arg(diff->divergence_cache == CacheRole::Target ? tr("target") : tr("drafter"))
+                .arg(diff->divergence_round)
+                .arg(diff->divergence_position);
+  } else {
+    text += tr("<br>no divergence: the cache agrees with a fresh recomputation");
+  }
+  if (diff->has_bad_cell) {
+    text += tr("<br>audit (round %1, %2 cache): first bad cell layer %3, kv head %4, position %5 (%6, error %7); %8 bad cells")
+                .arg(diff->audit_round)
+                .arg(diff->audit_cache == CacheRole::Target ? tr("target") : tr("drafter"))
+                .arg(diff->bad_layer)
+                .arg(diff->bad_head)
+                .arg(diff->bad_position)
+                .arg(QString::fromStdString(diff->bad_kind))
+                .arg(diff->bad_error, 0, 'g', 3)
+                .arg(diff->bad_cells);
+  }
+  summary_->setText(text);
+}
+
+}  // namespace kvscope::ui

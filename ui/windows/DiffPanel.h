@@ -1,0 +1,47 @@
+#pragma once
+// Cached vs uncached: "Run diff" restarts the session and runs it in lockstep
+// with an uncached recomputation. Per position: |delta logit| and KL, coloured
+// by verdict (agree, float noise, divergent), the first divergence marked;
+// below, the cache audit at the divergence (layer x position error). "Go to
+// first bad cell" moves the cursor and the KV view there.
+#include "ui/windows/ViewerPanel.h"
+
+class QCustomPlot;
+class QCPColorMap;
+class QCPGraph;
+class QLabel;
+class QPushButton;
+
+namespace kvscope::ui {
+
+class DiffPanel : public ViewerPanel {
+  Q_OBJECT
+ public:
+  explicit DiffPanel(DebuggerContext& context, QWidget* parent = nullptr);
+  QPushButton* runButton() const { return run_; }
+  QPushButton* goToBadCellButton() const { return go_; }
+  QLabel* summary() const { return summary_; }
+  int pointCount() const;
+
+ signals:
+  void runDiffRequested();
+  // The first bad cell: round, position, cache, layer, kv head.
+  void badCellRequested(qint64 round, qint64 position, int cache, int layer, int head);
+
+ protected:
+  void refresh() override;
+
+ private:
+  QPushButton* run_;
+  QPushButton* go_;
+  QLabel* summary_;
+  QCustomPlot* positions_;
+  QCPGraph* agree_;
+  QCPGraph* noise_;
+  QCPGraph* divergent_;
+  QCPGraph* kl_;
+  QCustomPlot* audit_;
+  QCPColorMap* audit_map_;
+};
+
+}  // namespace kvscope::ui
