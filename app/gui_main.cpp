@@ -3,9 +3,11 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QSettings>
+#include <cstdio>
 
 #include <spdlog/spdlog.h>
 
+#include "ui/bench/HeatmapBenchmark.h"
 #include "ui/logging/LogBridge.h"
 #include "ui/windows/MainWindow.h"
 
@@ -29,7 +31,10 @@ int main(int argc, char** argv) {
                             QStringLiteral("n"));
   QCommandLineOption select(QStringLiteral("select-round"), QStringLiteral("Then show this round."),
                             QStringLiteral("round"));
-  parser.addOptions({target, drafter, ngram, default_layout, rounds, select});
+  QCommandLineOption bench(QStringLiteral("benchmark-heatmap"),
+                           QStringLiteral("Step the rounds given by --rounds (default 24), time the KV heatmap redraw "
+                                          "after each cursor move, print JSON and exit."));
+  parser.addOptions({target, drafter, ngram, default_layout, rounds, select, bench});
   parser.process(app);
 
   kvscope::ui::LogBridge::install();
@@ -42,6 +47,19 @@ int main(int argc, char** argv) {
   options.restore_layout = !parser.isSet(default_layout);
   options.initial_rounds = parser.value(rounds).toInt();
   options.select_round = parser.isSet(select) ? parser.value(select).toLongLong() : -1;
+  if (parser.isSet(bench)) {
+    if (!parser.isSet(rounds)) options.initial_rounds = 24;
+    options.restore_layout = false;
+    kvscope::ui::MainWindow window(options);
+    window.show();
+    if (!kvscope::ui::waitForRounds(window, options.initial_rounds, 600000)) {
+      std::fprintf(stderr, "benchmark: the session did not reach %d rounds\n", options.initial_rounds);
+      return 1;
+    }
+    const auto result = kvscope::ui::benchmarkHeatmapRedraw(window, 5);
+    std::printf("%s\n", result.toJson().toUtf8().constData());
+    return 0;
+  }
   kvscope::ui::MainWindow window(options);
   window.show();
   return app.exec();

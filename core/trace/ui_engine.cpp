@@ -43,8 +43,6 @@ struct UiEngine::State {
   std::unique_ptr<Session> session;
   std::unique_ptr<TraceData> replay;  // an opened .kvtrace (no session then)
   std::shared_ptr<const SessionSnapshot> replay_snapshot;
-  UiSessionSpec last_spec;
-  bool has_spec = false;
   std::shared_ptr<const DiffData> diff;
   SnapshotBuilder builder;
 };
@@ -132,8 +130,6 @@ void UiEngine::startSession(const UiSessionSpec& spec) {
   auto session = std::make_unique<Session>(state_->target, state_->drafter, std::move(prompt), options,
                                            state_->eos_ids);
   state_->session = std::move(session);
-  state_->last_spec = spec;
-  state_->has_spec = true;
   state_->diff.reset();
   state_->replay.reset();
   state_->replay_snapshot.reset();
@@ -215,9 +211,9 @@ std::shared_ptr<const DiffData> toDiffData(const DiffReport& report, const std::
 }
 }  // namespace
 
-void UiEngine::runDiff(const std::atomic<bool>& cancel) {
-  require(state_->has_spec && hasModels(), "diff: start a session first");
-  UiSessionSpec spec = state_->last_spec;
+void UiEngine::runDiff(const UiSessionSpec& diff_spec, const std::atomic<bool>& cancel) {
+  require(hasModels(), "diff: no models loaded");
+  UiSessionSpec spec = diff_spec;
   spec.use_cache = true;  // the run under test uses the cache; the reference recomputes
   startSession(spec);
   const DiffReport report = diffLockstep(*state_->session, DiffTolerances{}, &cancel);

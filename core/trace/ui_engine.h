@@ -83,10 +83,10 @@ class UiEngine {
 
   std::shared_ptr<const SessionSnapshot> snapshot();
 
-  // Restarts the session with the last spec (the cache on) and runs it to the
-  // end in lockstep with an uncached recomputation; the snapshots then carry
-  // the diff. Throws Error when no session was started.
-  void runDiff(const std::atomic<bool>& cancel);
+  // Starts a session with `spec` (the cache forced on) and runs it to the end
+  // in lockstep with an uncached recomputation; the snapshots then carry the
+  // diff. Throws Error (no models, bad spec).
+  void runDiff(const UiSessionSpec& spec, const std::atomic<bool>& cancel);
 
   // .kvtrace files. gui_state_json (a JSON object, may be empty) is stored
   // with the trace and handed back on open (cursor, bookmarks). Saving uses

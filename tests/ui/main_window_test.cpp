@@ -2,6 +2,8 @@
 // llama-tiny-draft drafter): loading, stepping, the views following the
 // cursor, pruned rows, and errors that leave the app working.
 #include <QAction>
+#include <QLabel>
+#include <QPushButton>
 #include <QApplication>
 #include <QMessageBox>
 #include <QSlider>

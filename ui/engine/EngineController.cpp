@@ -64,11 +64,11 @@ void EngineController::run() {
 
 void EngineController::stop() { cancel_ = true; }
 
-void EngineController::runDiff() {
+void EngineController::runDiff(const UiSessionSpec& spec) {
   cancel_ = false;
   running_ = true;
   emit runningChanged(true);
-  post([worker = worker_] { worker->runDiff(); });
+  post([worker = worker_, spec] { worker->runDiff(spec); });
 }
 
 void EngineController::saveTrace(const QString& path, const QString& gui_state_json) {

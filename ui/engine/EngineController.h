@@ -25,7 +25,7 @@ class EngineController : public QObject {
   void stepRound();
   void run();
   void stop();  // cancels a run after the round in progress
-  void runDiff();  // restarts the session and diffs it to the end (Stop cancels)
+  void runDiff(const UiSessionSpec& spec);  // restarts the session and diffs it to the end (Stop cancels)
   void saveTrace(const QString& path, const QString& gui_state_json);
   void openTrace(const QString& path);
 

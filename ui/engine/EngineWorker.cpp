@@ -78,9 +78,9 @@ void EngineWorker::run() {
   });
 }
 
-void EngineWorker::runDiff() {
+void EngineWorker::runDiff(const UiSessionSpec& spec) {
   guarded(QStringLiteral("Diff cached vs uncached"), [&] {
-    engine_->runDiff(*cancel_);
+    engine_->runDiff(spec, *cancel_);
     emit snapshotReady(engine_->snapshot(), true);
   });
 }

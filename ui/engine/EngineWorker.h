@@ -25,7 +25,7 @@ class EngineWorker : public QObject {
   void stepPhase();
   void stepRound();
   void run();
-  void runDiff();
+  void runDiff(const UiSessionSpec& spec);
   void saveTrace(const QString& path, const QString& gui_state_json);
   void openTrace(const QString& path);
 

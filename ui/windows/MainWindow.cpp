@@ -54,7 +54,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   connect(tokens_, &TokenStripPanel::positionRequested, this, [this](qint64 p) { context_.selectPosition(p); });
   connect(kv_, &KvCachePanel::positionRequested, this, [this](qint64 p) { context_.selectPosition(p, kv_); });
   connect(attention_, &AttentionPanel::positionRequested, this, [this](qint64 p) { context_.selectPosition(p); });
-  connect(diff_, &DiffPanel::runDiffRequested, this, [this] { controller_.runDiff(); });
+  connect(diff_, &DiffPanel::runDiffRequested, this, [this] { controller_.runDiff(session_->sessionSpec()); });
   connect(diff_, &DiffPanel::badCellRequested, this, &MainWindow::goToBadCell);
   connect(session_, &SessionPanel::loadRequested, this, [this](const UiModelSpec& spec) {
     start_after_load_ = true;
@@ -140,7 +140,7 @@ void MainWindow::buildActions() {
   step_phase_->setShortcut(Qt::Key_F10);
   step_round_ = debug->addAction(tr("Step Round"), this, [this] { controller_.stepRound(); });
   step_round_->setShortcut(Qt::Key_F11);
-  debug->addAction(tr("Run Diff (cached vs uncached)"), this, [this] { controller_.runDiff(); });
+  debug->addAction(tr("Run Diff (cached vs uncached)"), this, [this] { controller_.runDiff(session_->sessionSpec()); });
   debug->addSeparator();
   back_ = debug->addAction(tr("Previous Round"), this, [this] { stepBy(-1); });
   back_->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Left));
