@@ -34,7 +34,12 @@ int main(int argc, char** argv) {
   QCommandLineOption bench(QStringLiteral("benchmark-heatmap"),
                            QStringLiteral("Step the rounds given by --rounds (default 24), time the KV heatmap redraw "
                                           "after each cursor move, print JSON and exit."));
-  parser.addOptions({target, drafter, ngram, default_layout, rounds, select, bench});
+  QCommandLineOption position(QStringLiteral("select-position"), QStringLiteral("Then select this sequence position."),
+                              QStringLiteral("position"));
+  QCommandLineOption fault(QStringLiteral("fault"), QStringLiteral("Inject a cache fault (see kvscope-cli faults)."),
+                           QStringLiteral("name"));
+  QCommandLineOption diff(QStringLiteral("diff"), QStringLiteral("Start with the cached-vs-uncached diff."));
+  parser.addOptions({target, drafter, ngram, default_layout, rounds, select, position, fault, diff, bench});
   parser.process(app);
 
   kvscope::ui::LogBridge::install();
@@ -47,6 +52,9 @@ int main(int argc, char** argv) {
   options.restore_layout = !parser.isSet(default_layout);
   options.initial_rounds = parser.value(rounds).toInt();
   options.select_round = parser.isSet(select) ? parser.value(select).toLongLong() : -1;
+  options.select_position = parser.isSet(position) ? parser.value(position).toLongLong() : -1;
+  options.fault = parser.value(fault);
+  options.run_diff = parser.isSet(diff);
   if (parser.isSet(bench)) {
     if (!parser.isSet(rounds)) options.initial_rounds = 24;
     options.restore_layout = false;

@@ -24,9 +24,16 @@ std::vector<int64_t> NgramDrafter::propose(const std::vector<int64_t>& sequence,
     // Latest earlier occurrence of the last n tokens that has a continuation.
     for (int64_t start = length - n - 1; start >= 0; --start) {
       if (!std::equal(suffix_begin, sequence.end(), sequence.begin() + start)) continue;
+      // What followed it, continued periodically where it runs into the end
+      // (an occurrence overlapping the suffix means the text repeats with
+      // period length - follow): "a b a b" proposes "a b a b ...", not just "a b".
       const int64_t follow = start + n;
-      const int64_t count = std::min(gamma, length - follow);
-      return std::vector<int64_t>(sequence.begin() + follow, sequence.begin() + follow + count);
+      std::vector<int64_t> proposal;
+      for (int64_t i = 0; i < gamma; ++i) {
+        const int64_t at = follow + i;
+        proposal.push_back(at < length ? sequence[at] : proposal[at - length]);
+      }
+      return proposal;
     }
   }
   return {};

@@ -31,14 +31,16 @@ class ModelDrafter : public Drafter {
 };
 
 // Prompt lookup: finds the latest earlier occurrence of the sequence's last
-// n tokens (trying n, n-1, ..., 1) and proposes the tokens that followed it.
+// n tokens (trying n, n-1, ..., 1) and proposes the tokens that followed it
+// (continued periodically when they run into the end of the sequence, so a
+// repeating output gets full-length proposals).
 // Its proposals are deterministic (q is one-hot), which keeps speculative
 // sampling exact: accept with p(d), resample from p without d.
 class NgramDrafter : public Drafter {
  public:
   explicit NgramDrafter(int64_t max_ngram);
   std::string describe() const override;
-  // Up to gamma tokens (possibly none when nothing matches).
+  // gamma tokens, or none when nothing matches.
   std::vector<int64_t> propose(const std::vector<int64_t>& sequence, int64_t gamma) const;
 
  private:

@@ -63,7 +63,9 @@ class Session {
   int64_t currentRound() const { return round_index_; }  // the round nextPhase() belongs to
   void stepPhase();
   void stepRound();  // runs phases until the current round has been pruned
-  // Runs until finished, or until *cancel becomes true (checked between forwards).
+  // Runs until finished, or until *cancel becomes true. It is checked between
+  // phases: every phase is one forward per model except draft (gamma drafter
+  // forwards), so a stop takes effect within one phase.
   void runToEnd(const std::atomic<bool>* cancel = nullptr);
 
   // --- state -------------------------------------------------------------

@@ -26,7 +26,8 @@ AcceptanceResult acceptSampled(const std::vector<int64_t>& drafts, const at::Ten
     result.next_token = sampleFrom(mass > 0 ? residual / mass : p[i], generator);
     return result;
   }
-  result.bonus = true;
+  // A round that drafted nothing is a plain target step, not a bonus (as HF counts it).
+  result.bonus = k > 0;
   result.next_token = sampleFrom(p[k], generator);
   return result;
 }
@@ -38,7 +39,7 @@ AcceptanceResult acceptGreedy(const std::vector<int64_t>& drafts, const at::Tens
   while (result.accepted < k && drafts[result.accepted] == target_choice[result.accepted].item<int64_t>()) {
     ++result.accepted;
   }
-  result.bonus = result.accepted == k;
+  result.bonus = k > 0 && result.accepted == k;  // no drafts: a plain target step
   result.next_token = target_choice[result.accepted].item<int64_t>();
   return result;
 }

@@ -13,7 +13,7 @@ namespace kvscope {
 struct AcceptanceResult {
   int64_t accepted = 0;          // n: drafts kept
   int64_t next_token = -1;       // correction (n < drafts) or bonus (n == drafts)
-  bool bonus = false;
+  bool bonus = false;            // all of at least one draft accepted (never for k = 0)
   std::vector<double> uniforms;  // the draws compared with p/q (sampling only)
 };
 

@@ -46,6 +46,20 @@ struct AttentionData {
   }
 };
 
+// The cache audit: K/V recomputed from scratch vs what the cache holds.
+struct AuditData {
+  CacheRole cache = CacheRole::Target;
+  int64_t round = -1;
+  Phase after_phase = Phase::Prune;  // the state audited: after this phase of `round`
+  std::vector<std::vector<double>> error;  // [layer][position] max |delta| (+inf: a missing or extra row)
+  bool has_bad_cell = false;
+  int64_t bad_layer = -1, bad_head = -1, bad_position = -1;
+  double bad_error = 0;
+  std::string bad_kind;
+  int64_t bad_cells = 0;
+  double max_value_error = 0;
+};
+
 // Cached vs uncached (lockstep diff) and the cache audit at the first divergence.
 struct DiffPoint {
   CacheRole cache = CacheRole::Target;
@@ -66,17 +80,7 @@ struct DiffData {
   CacheRole divergence_cache = CacheRole::Target;
   int64_t divergence_round = -1;
   int64_t divergence_position = -1;
-  // The audit at the divergence: error[layer][position], max |delta| of K/V
-  // (+inf: a missing or extra row), and its first bad cell.
-  bool audited = false;
-  CacheRole audit_cache = CacheRole::Target;
-  int64_t audit_round = -1;
-  std::vector<std::vector<double>> audit_error;
-  bool has_bad_cell = false;
-  int64_t bad_layer = -1, bad_head = -1, bad_position = -1;
-  double bad_error = 0;
-  std::string bad_kind;
-  int64_t bad_cells = 0;
+  std::shared_ptr<const AuditData> audit;  // at the divergence
 };
 
 struct SessionSnapshot {
@@ -109,7 +113,8 @@ struct SessionSnapshot {
   std::vector<std::shared_ptr<const KvRowData>> rows;  // indexed by LedgerEntry::row
   std::map<int64_t, std::shared_ptr<const AttentionData>> attention;  // by round
   Metrics metrics;
-  std::shared_ptr<const DiffData> diff;  // after a diff run of this session
+  std::shared_ptr<const DiffData> diff;    // after a diff run of this session
+  std::shared_ptr<const AuditData> audit;  // "Audit now" of the current state (cleared by a step)
   std::string fault = "none";
 
   // The last (round, phase) that has run: where a "latest" cursor sits.

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/model/bundled_models.h"
 #include "core/model/model_bundle.h"
+#include "core/trace/cache_audit.h"
 #include "core/trace/cache_diff.h"
 #include "core/trace/snapshot_builder.h"
 #include "core/trace/trace_file.h"
@@ -44,6 +45,7 @@ struct UiEngine::State {
   std::unique_ptr<TraceData> replay;  // an opened .kvtrace (no session then)
   std::shared_ptr<const SessionSnapshot> replay_snapshot;
   std::shared_ptr<const DiffData> diff;
+  std::shared_ptr<const AuditData> audit;  // "Audit now", until the next step
   SnapshotBuilder builder;
 };
 
@@ -131,6 +133,7 @@ void UiEngine::startSession(const UiSessionSpec& spec) {
                                            state_->eos_ids);
   state_->session = std::move(session);
   state_->diff.reset();
+  state_->audit.reset();
   state_->replay.reset();
   state_->replay_snapshot.reset();
   state_->builder.reset();
@@ -140,20 +143,25 @@ void UiEngine::startSession(const UiSessionSpec& spec) {
 
 void UiEngine::stepPhase() {
   require(hasSession(), "step: no session");
+  state_->audit.reset();
   if (!state_->session->finished()) state_->session->stepPhase();
 }
 
 void UiEngine::stepRound() {
   require(hasSession(), "step: no session");
+  state_->audit.reset();
   if (!state_->session->finished()) state_->session->stepRound();
 }
 
 void UiEngine::run(const std::atomic<bool>& cancel,
                    const std::function<void(std::shared_ptr<const SessionSnapshot>)>& after_round) {
   require(hasSession(), "run: no session");
+  state_->audit.reset();
+  // Phase by phase, so that a stop takes effect within one phase.
   while (!state_->session->finished() && !cancel.load()) {
-    state_->session->stepRound();
-    if (after_round) after_round(snapshot());
+    state_->session->stepPhase();
+    const bool round_done = state_->session->nextPhase() == Phase::Draft || state_->session->finished();
+    if (round_done && after_round) after_round(snapshot());
   }
 }
 
@@ -162,11 +170,31 @@ std::shared_ptr<const SessionSnapshot> UiEngine::snapshot() {
   auto built = state_->builder.build(*state_->session);
   std::shared_ptr<SessionSnapshot> snapshot = std::move(built);
   snapshot->diff = state_->diff;
+  snapshot->audit = state_->audit;
   snapshot->fault = faultInfo(state_->session->options().fault).name;
   return snapshot;
 }
 
 namespace {
+std::shared_ptr<const AuditData> toAuditData(const AuditReport& audit, Phase after_phase) {
+  auto data = std::make_shared<AuditData>();
+  data->cache = audit.cache;
+  data->round = audit.round;
+  data->after_phase = after_phase;
+  data->error = audit.error;
+  data->bad_cells = audit.bad_cells;
+  data->max_value_error = audit.max_value_error;
+  if (audit.first_bad) {
+    data->has_bad_cell = true;
+    data->bad_layer = audit.first_bad->layer;
+    data->bad_head = audit.first_bad->head;
+    data->bad_position = audit.first_bad->position;
+    data->bad_error = audit.first_bad->error;
+    data->bad_kind = audit.first_bad->kind;
+  }
+  return data;
+}
+
 std::shared_ptr<const DiffData> toDiffData(const DiffReport& report, const std::string& fault) {
   auto data = std::make_shared<DiffData>();
   data->fault = fault;
@@ -191,25 +219,44 @@ std::shared_ptr<const DiffData> toDiffData(const DiffReport& report, const std::
     data->divergence_round = report.first_divergence->round;
     data->divergence_position = report.first_divergence->position;
   }
-  if (report.audit_at_divergence) {
-    const AuditReport& audit = *report.audit_at_divergence;
-    data->audited = true;
-    data->audit_cache = audit.cache;
-    data->audit_round = audit.round;
-    data->audit_error = audit.error;
-    data->bad_cells = audit.bad_cells;
-    if (audit.first_bad) {
-      data->has_bad_cell = true;
-      data->bad_layer = audit.first_bad->layer;
-      data->bad_head = audit.first_bad->head;
-      data->bad_position = audit.first_bad->position;
-      data->bad_error = audit.first_bad->error;
-      data->bad_kind = audit.first_bad->kind;
-    }
+  if (report.audit_at_divergence) {  // audited right after the pass that diverged
+    const bool target = report.audit_at_divergence->cache == CacheRole::Target;
+    data->audit = toAuditData(*report.audit_at_divergence, target ? Phase::Verify : Phase::Draft);
   }
   return data;
 }
 }  // namespace
+
+void UiEngine::auditNow() {
+  require(hasSession(), "audit: no session");
+  const Session& session = *state_->session;
+  require(session.options().use_cache, "audit: the session runs without a cache");
+  int64_t round = session.currentRound();
+  Phase phase = Phase::Prune;
+  {  // the state audited is after the last phase that ran
+    SessionSnapshot where;
+    where.current_round = session.currentRound();
+    where.next_phase = session.nextPhase();
+    round = where.lastRound();
+    phase = where.lastPhase();
+  }
+  require(round >= 0, "audit: nothing has run yet");
+  c10::InferenceMode guard;
+  AuditReport report = auditCache(session.target(), *session.targetCache(), session.believedCacheTokens(CacheRole::Target),
+                                  CacheRole::Target, round);
+  if (report.clean() && session.drafter() && session.drafter()->model() && session.drafterCache()) {
+    AuditReport drafter = auditCache(*session.drafter()->model(), *session.drafterCache(),
+                                     session.believedCacheTokens(CacheRole::Drafter), CacheRole::Drafter, round);
+    if (!drafter.clean()) report = std::move(drafter);
+  }
+  state_->audit = toAuditData(report, phase);
+  spdlog::info("audit after round {} {}: {} cache {}", round, phaseName(phase), cacheRoleName(report.cache),
+               report.clean() ? std::string("clean, max |delta| ") + std::to_string(report.max_value_error)
+                              : std::to_string(report.bad_cells) + " bad cells, first at layer " +
+                                    std::to_string(report.first_bad->layer) + " head " +
+                                    std::to_string(report.first_bad->head) + " position " +
+                                    std::to_string(report.first_bad->position));
+}
 
 void UiEngine::runDiff(const UiSessionSpec& diff_spec, const std::atomic<bool>& cancel) {
   require(hasModels(), "diff: no models loaded");

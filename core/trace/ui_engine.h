@@ -76,8 +76,8 @@ class UiEngine {
 
   void stepPhase();
   void stepRound();
-  // Steps rounds until finished or cancelled (checked between rounds); calls
-  // after_round with a snapshot after each one.
+  // Steps until finished or cancelled (checked between phases); calls
+  // after_round with a snapshot after each completed round.
   void run(const std::atomic<bool>& cancel,
            const std::function<void(std::shared_ptr<const SessionSnapshot>)>& after_round);
 
@@ -87,6 +87,9 @@ class UiEngine {
   // in lockstep with an uncached recomputation; the snapshots then carry the
   // diff. Throws Error (no models, bad spec).
   void runDiff(const UiSessionSpec& spec, const std::atomic<bool>& cancel);
+  // Audits both caches as they stand now (the target first); the snapshots
+  // carry the result until the next step. Throws Error without a session.
+  void auditNow();
 
   // .kvtrace files. gui_state_json (a JSON object, may be empty) is stored
   // with the trace and handed back on open (cursor, bookmarks). Saving uses

@@ -48,6 +48,7 @@ inline double upperGammaContinuedFraction(double a, double x) {
 inline double regularizedUpperGamma(double a, double x) {
   if (!(a > 0) || x < 0) throw std::invalid_argument("regularizedUpperGamma: need a > 0, x >= 0");
   if (x == 0) return 1.0;
+  if (std::isinf(x)) return 0.0;
   if (x < a + 1.0) return 1.0 - lowerGammaSeries(a, x);
   return upperGammaContinuedFraction(a, x);
 }

@@ -4,7 +4,9 @@
 #include <torch/torch.h>
 
 #include "chi_square.h"
+#include "core/decode/drafter.h"
 #include "core/decode/sampling.h"
+#include "core/error.h"
 #include "core/decode/speculative_acceptance.h"
 
 namespace kvscope {
@@ -40,10 +42,10 @@ TEST(AcceptGreedy, AcceptsTheLongestMatchingPrefix) {
   EXPECT_EQ(r.next_token, 2);
   EXPECT_FALSE(r.bonus);
 
-  r = acceptGreedy({}, p.narrow(0, 0, 1));  // nothing drafted: a plain target step
+  r = acceptGreedy({}, p.narrow(0, 0, 1));  // nothing drafted: a plain target step, not a bonus (as in HF)
   EXPECT_EQ(r.accepted, 0);
   EXPECT_EQ(r.next_token, 2);
-  EXPECT_TRUE(r.bonus);
+  EXPECT_FALSE(r.bonus);
 }
 
 TEST(AcceptGreedy, TiesGoToTheLowestId) {
@@ -163,6 +165,16 @@ TEST(AcceptSampled, AcceptanceRateAndResidualFollowTheTheory) {
   EXPECT_EQ(fit.outside_support, 0);  // never a token where p <= q
 }
 
+TEST(AcceptSampled, NoDraftsIsAPlainTargetStep) {
+  auto g = makeGenerator(8);
+  const auto p = rows({{0.0f, 0.0f, 1.0f}});
+  const auto r = acceptSampled({}, p.narrow(0, 0, 0), p, g);
+  EXPECT_EQ(r.accepted, 0);
+  EXPECT_EQ(r.next_token, 2);
+  EXPECT_FALSE(r.bonus);
+  EXPECT_TRUE(r.uniforms.empty());
+}
+
 TEST(AcceptSampled, SameGeneratorSeedSameResult) {
   auto g0 = makeGenerator(6);
   const auto p = randomDistributions(5, 9, g0);
@@ -209,6 +221,37 @@ TEST(ProcessedProbs, TemperatureTopKTopP) {
   s.top_p = 0.01;  // always keeps the most likely one
   auto tiny = processedProbs(logits, s);
   EXPECT_FLOAT_EQ(tiny[4].item<float>(), 1.0f);
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// --- the n-gram (prompt lookup) drafter ------------------------------------------
+
+TEST(NgramDrafter, ProposesWhatFollowedTheLatestOccurrence) {
+  const NgramDrafter drafter(3);
+  const std::vector<int64_t> seq = {1, 2, 3, 9, 1, 2, 3, 7, 5, 1, 2, 3};
+  EXPECT_EQ(drafter.propose(seq, 4), (std::vector<int64_t>{7, 5, 1, 2}));  // after the 2nd "1 2 3", not the 1st
+  EXPECT_EQ(drafter.propose(seq, 1), (std::vector<int64_t>{7}));
+  EXPECT_TRUE(drafter.propose(seq, 0).empty());
+  // Falls back to shorter n-grams: only "6" recurs.
+  EXPECT_EQ(drafter.propose({4, 5, 6, 8, 6}, 2), (std::vector<int64_t>{8, 6}));
+  // Nothing recurs: no proposal.
+  EXPECT_TRUE(drafter.propose({1, 2, 3}, 4).empty());
+  EXPECT_TRUE(drafter.propose({5}, 4).empty());
+  // n is capped by max_ngram: with n <= 1 the last token alone is matched.
+  EXPECT_EQ(NgramDrafter(1).propose({3, 4, 1, 3}, 1), (std::vector<int64_t>{4}));
+  EXPECT_THROW(NgramDrafter(0), Error);
+}
+
+TEST(NgramDrafter, RepeatingOutputGetsFullLengthProposals) {
+  const NgramDrafter drafter(3);
+  EXPECT_EQ(drafter.propose({9, 9, 9}, 4), (std::vector<int64_t>{9, 9, 9, 9}));
+  EXPECT_EQ(drafter.propose({7, 1, 2, 1, 2}, 5), (std::vector<int64_t>{1, 2, 1, 2, 1}));
+  EXPECT_EQ(drafter.propose({4, 5, 6, 8, 6}, 3), (std::vector<int64_t>{8, 6, 8}));
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <gtest/gtest-spi.h>
+
+#include "core/cache/fault.h"
 #include "session_test_support.h"
 
 namespace kvscope {
@@ -46,12 +49,18 @@ void runChecked(Session& session, bool by_phase, std::set<int64_t>* accepted_cou
   const bool exact = session.options().bookkeeping == Bookkeeping::Exact;
   const bool model_drafter = session.drafter() && session.drafter()->model();
   const int64_t prompt_length = session.promptLength();
+  int64_t round_target_start = 0, round_drafter_start = 0;  // cache lengths when the round began
   while (!session.finished()) {
     const int64_t round = session.currentRound();
     const Phase phase = session.nextPhase();
-    const int64_t L = static_cast<int64_t>(session.sequence().size());
+    const int64_t length_before = static_cast<int64_t>(session.sequence().size());
     const int64_t target_before = lengthOf(session.targetCache());
     const int64_t drafter_before = lengthOf(session.drafterCache());
+    const bool round_begins = phase == Phase::Draft;  // stepRound also starts at the draft phase
+    if (round_begins) {
+      round_target_start = target_before;
+      round_drafter_start = drafter_before;
+    }
     const std::string where = label + ", round " + std::to_string(round) + ", after " +
                               (by_phase ? std::string(phaseName(phase)) : std::string("the round"));
     if (by_phase) {
@@ -72,14 +81,18 @@ void runChecked(Session& session, bool by_phase, std::set<int64_t>* accepted_cou
     } else {
       const RoundRecord& r = session.rounds().at(static_cast<size_t>(round));
       ASSERT_EQ(r.index, round);
-      ASSERT_EQ(r.start_length, L) << where;
+      const int64_t L = r.start_length;
       const int64_t k = static_cast<int64_t>(r.drafts.size());
-      // At round start: L-1 entries (exact; and after the prefill) or L-2
-      // (seed, from round 2 on: the missing token is re-fed).
-      const int64_t start_entries = exact || round == 1 ? L - 1 : L - 2;
-      EXPECT_EQ(target_before, start_entries) << where << " (target at round start)";
+      if (round_begins) {
+        EXPECT_EQ(L, length_before) << where;
+        // At round start: L-1 entries (exact; and after the prefill) or L-2
+        // (seed, from round 2 on: the missing token is re-fed).
+        const int64_t start_entries = exact || round == 1 ? L - 1 : L - 2;
+        EXPECT_EQ(round_target_start, start_entries) << where << " (target at round start)";
+        if (model_drafter) EXPECT_LE(round_drafter_start, start_entries) << where << " (drafter at round start)";
+      }
       // The drafter after drafting: caught up and fed x[L-1], d1 .. d_{k-1}.
-      const int64_t drafter_after_draft = model_drafter && k > 0 ? L - 1 + k : drafter_before;
+      const int64_t drafter_after_draft = model_drafter && k > 0 ? L - 1 + k : round_drafter_start;
       if (by_phase) {
         switch (phase) {
           case Phase::Draft:
@@ -123,8 +136,16 @@ void runChecked(Session& session, bool by_phase, std::set<int64_t>* accepted_cou
         if (accepted_counts && k == kGamma) accepted_counts->insert(r.accepted);
       }
     }
-    expectLedgerMatchesCache(session, CacheRole::Target, where);
-    expectLedgerMatchesCache(session, CacheRole::Drafter, where);
+    // Mid-round the caches also hold drafts beyond the committed sequence.
+    std::vector<int64_t> tokens = session.sequence();
+    const bool mid_round = by_phase && phase != Phase::Prefill && phase != Phase::Prune;
+    if (mid_round) {
+      const RoundRecord& r = session.rounds().back();
+      tokens.assign(session.sequence().begin(), session.sequence().begin() + r.start_length);
+      tokens.insert(tokens.end(), r.drafts.begin(), r.drafts.end());
+    }
+    expectLedgerMatchesCache(session, CacheRole::Target, where, &tokens);
+    expectLedgerMatchesCache(session, CacheRole::Drafter, where, &tokens);
     if (::testing::Test::HasFatalFailure()) return;
   }
   // Death reasons: exact bookkeeping only ever cuts rows computed from a
@@ -223,6 +244,40 @@ TEST(SessionBookkeeping, AdaptiveGammaByPhase) {
     Session session(target, makeDrafter(kind), {1, 377, 397}, o, {2});
     runChecked(session, /*by_phase=*/true, nullptr, std::string("adaptive ") + kind);
   }
+}
+
+// The checker can fail: every injected fault that breaks the caches'
+// bookkeeping (core/cache/fault.h) makes it report errors. (stale-rope and
+// half-cache keep the lengths right; they are the cache audit's business.)
+TEST(SessionBookkeeping, CheckerCatchesInjectedCacheBugs) {
+  const std::set<std::string> must_catch = {"no-prune",           "prune-short",        "prune-long-no-refeed",
+                                            "reset-not-rollback", "crop-zero-noop",     "partial-layer-crop",
+                                            "full-prefix-with-cache", "drafter-not-pruned"};
+  const auto target = fixtureModel("llama-tiny");
+  const auto drafter = makeDrafter("llama-tiny-draft");
+  std::set<std::string> caught;
+  for (const std::string& name : must_catch) {
+    SessionOptions o = fastOptions(kGamma, 16, /*use_cache=*/true, greedySettings(), 1);
+    o.ignore_eos = true;
+    o.fault = parseFault(name);
+    ::testing::TestPartResultArray failures;
+    bool threw = false;
+    {
+      ::testing::ScopedFakeTestPartResultReporter reporter(
+          ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+      try {
+        Session session(target, drafter, {1, 377, 397, 319}, o, {2});
+        runChecked(session, /*by_phase=*/true, nullptr, name);
+      } catch (const std::exception&) {
+        threw = true;  // an engine that notices its own broken cache also counts
+      }
+    }
+    std::cout << "[ info ] fault " << name << ": " << failures.size() << " check failures" << (threw ? ", threw" : "")
+              << "\n";
+    if (failures.size() > 0 || threw) caught.insert(name);
+  }
+  EXPECT_EQ(caught, must_catch);
+  // And without a fault the same runs are clean (checked in the tests above).
 }
 
 }  // namespace

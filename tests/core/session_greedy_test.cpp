@@ -67,6 +67,10 @@ struct GreedyCase {
   int64_t gamma;
 };
 
+void PrintTo(const GreedyCase& c, std::ostream* out) {
+  *out << c.target << " + " << c.drafter << ", gamma " << c.gamma;
+}
+
 class GreedyEqualsTarget : public ::testing::TestWithParam<GreedyCase> {};
 
 TEST_P(GreedyEqualsTarget, TokenForTokenOverManyPrompts) {

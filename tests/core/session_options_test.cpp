@@ -275,7 +275,8 @@ class CancellingDrafter : public Drafter {
       : model_(std::move(model)), flag_(flag), cancel_round_(cancel_round) {}
   std::string describe() const override { return "cancelling drafter"; }
   const CausalLM* model() const override {
-    if (session_ && session_->currentRound() >= cancel_round_ && !flag_->load()) {
+    if (session_ && session_->currentRound() >= cancel_round_ && !fired_) {
+      fired_ = true;  // once: a resumed run is not cancelled again
       flag_->store(true);
       cancelled_in_phase_ = session_->nextPhase();
     }
@@ -289,6 +290,7 @@ class CancellingDrafter : public Drafter {
   std::atomic<bool>* flag_;
   int64_t cancel_round_;
   mutable const Session* session_ = nullptr;
+  mutable bool fired_ = false;
 };
 
 TEST(SessionCancel, AlreadySetFlagDoesNothing) {

@@ -120,16 +120,18 @@ inline SessionOptions fastOptions(int64_t gamma, int64_t max_new, bool use_cache
 }
 
 // Checks that the ledger describes `cache` of `role` exactly: one live entry
-// per position 0..len-1, its token the sequence's token there, and its stored
-// K/V rows bit-identical to what the cache holds at that position.
-inline void expectLedgerMatchesCache(const Session& session, CacheRole role, const std::string& where) {
+// per position 0..len-1, its token the token there (of `tokens`, by default
+// the session's sequence; mid-round, the round's start sequence + drafts),
+// and its stored K/V rows bit-identical to what the cache holds there.
+inline void expectLedgerMatchesCache(const Session& session, CacheRole role, const std::string& where,
+                                     const std::vector<int64_t>* tokens = nullptr) {
   const KvCache* cache = role == CacheRole::Target ? session.targetCache() : session.drafterCache();
   const KvLedger& ledger = session.ledger();
   const int64_t length = cache ? cache->length() : 0;
   if (cache) ASSERT_TRUE(cache->uniformLength()) << where;
   EXPECT_EQ(ledger.liveCount(role), length) << where << " (" << cacheRoleName(role) << ")";
   std::vector<int> seen(static_cast<size_t>(length), 0);
-  const auto& sequence = session.sequence();
+  const auto& sequence = tokens ? *tokens : session.sequence();
   for (const LedgerEntry& e : ledger.entries()) {
     if (e.cache != role || e.died_round >= 0) continue;
     ASSERT_GE(e.position, 0) << where;

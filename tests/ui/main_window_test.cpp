@@ -1,73 +1,28 @@
 // The main window end to end on the fixture model pair (llama-tiny target,
 // llama-tiny-draft drafter): loading, stepping, the views following the
-// cursor, pruned rows, and errors that leave the app working.
+// cursor, pruned rows, bookmarks, and errors that leave the app working.
 #include <QAction>
+#include <QDockWidget>
 #include <QLabel>
 #include <QPushButton>
-#include <QApplication>
-#include <QMessageBox>
 #include <QSlider>
 #include <QTextBrowser>
 #include <QtTest>
 
+#include "ui/widgets/KvHeadGrid.h"
 #include "ui/widgets/KvHeatmapView.h"
-#include "ui/widgets/PlotExport.h"
 #include "ui/widgets/TokenStripWidget.h"
-#include "ui/windows/AttentionPanel.h"
-#include "ui/windows/DiffPanel.h"
 #include "ui/windows/SessionPanel.h"
-#include "ui/windows/KvCachePanel.h"
-#include "ui/windows/MainWindow.h"
-#include "ui/windows/TimelinePanel.h"
-#include "ui/windows/TokenStripPanel.h"
+#include "tests/ui/ui_test_support.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;
-
-namespace {
-constexpr int kTimeout = 120000;
-
-MainWindowOptions fixtureOptions() {
-  MainWindowOptions options;
-  options.models.target_dir = KVSCOPE_FIXTURES "/models/llama-tiny";
-  options.models.drafter_dir = KVSCOPE_FIXTURES "/models/llama-tiny-draft";
-  options.restore_layout = false;
-  return options;
-}
-
-void flush(MainWindow& window) {
-  window.timelinePanel()->flushRefresh();
-  window.tokenStripPanel()->flushRefresh();
-  window.kvCachePanel()->flushRefresh();
-  window.attentionPanel()->flushRefresh();
-}
-
-// Steps one round and waits until its snapshot arrived.
-void stepRound(MainWindow& window) {
-  const int64_t before = window.context().latest().round;
-  QTRY_VERIFY_WITH_TIMEOUT(window.stepRoundAction()->isEnabled(), kTimeout);
-  window.stepRoundAction()->trigger();
-  QTRY_VERIFY_WITH_TIMEOUT(window.context().latest().round > before && !window.controller().busy(), kTimeout);
-  flush(window);
-}
-
-QMessageBox* errorDialog() {
-  for (QWidget* widget : QApplication::topLevelWidgets()) {
-    if (auto* box = qobject_cast<QMessageBox*>(widget); box && box->objectName() == "errorDialog" && box->isVisible()) {
-      return box;
-    }
-  }
-  return nullptr;
-}
-}  // namespace
+using namespace kvscope::ui::testing;
 
 class MainWindowTest : public QObject {
   Q_OBJECT
  private slots:
-  void initTestCase() {
-    QApplication::setOrganizationName(QStringLiteral("kvscope-tests"));
-    QApplication::setApplicationName(QStringLiteral("main_window_test"));
-  }
+  void initTestCase() { useTestSettings("main_window_test"); }
 
   void opensWithModelsLoaded() {
     MainWindow window(fixtureOptions());
@@ -128,6 +83,13 @@ class MainWindowTest : public QObject {
     const int64_t rejected = static_cast<int64_t>(round.drafts.size()) - round.accepted;
     QCOMPARE(int64_t{items.size()}, prompt + static_cast<int64_t>(round.emitted.size()) + rejected);
     QCOMPARE(int64_t(std::count_if(items.begin(), items.end(), [](const TokenItem& item) { return item.struck; })), rejected);
+    // Hovering a draft shows its q, p and the verdict.
+    const auto draft = std::find_if(items.begin(), items.end(), [&](const TokenItem& item) {
+      return item.position == round.start_length;
+    });
+    QVERIFY(draft != items.end());
+    QVERIFY(draft->tooltip.contains("q(d) = "));
+    QVERIFY(draft->tooltip.contains("p(d) = "));
     // The target cache gained every row the verify wrote (kept or pruned).
     KvHeatmapView* target = window.kvCachePanel()->targetView();
     QCOMPARE(target->rowCount(), rows_before + static_cast<int>(round.drafts.size()) + 1);
@@ -204,104 +166,13 @@ class MainWindowTest : public QObject {
     QCOMPARE(window.timelinePanel()->barCount(), 1);
   }
 
-  void savedTraceReopensAtTheSameRoundAndSelection() {
-    const QString path = QDir::temp().filePath(QStringLiteral("kvscope-ui-test-%1.kvtrace").arg(QCoreApplication::applicationPid()));
-    int64_t round = -1, position = -1, entries = 0, rows = 0;
-    {
-      MainWindow window(fixtureOptions());
-      QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr, kTimeout);
-      stepRound(window);
-      stepRound(window);
-      stepRound(window);
-      window.context().goToRound(2);
-      window.context().selectPosition(window.context().snapshot()->prompt_length);
-      window.context().toggleBookmark(3);
-      flush(window);
-      round = window.context().cursor().round;
-      position = window.context().cursor().position;
-      entries = static_cast<int64_t>(window.context().snapshot()->entries.size());
-      rows = window.kvCachePanel()->targetView()->rowCount();
-      window.saveTrace(path);
-      QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(path) && !window.controller().busy(), kTimeout);
-    }
-    MainWindowOptions options = fixtureOptions();
-    options.load_on_start = false;  // a saved trace opens without the models
-    MainWindow window(options);
-    window.openTrace(path);
-    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
-    QTRY_COMPARE_WITH_TIMEOUT(window.context().cursor().round, round, kTimeout);
-    QCOMPARE(window.context().cursor().position, position);
-    QCOMPARE(int(window.context().bookmarks().size()), 1);
-    QVERIFY(window.context().snapshot()->replay_only);
-    QCOMPARE(int64_t(window.context().snapshot()->entries.size()), entries);
-    flush(window);
-    QCOMPARE(window.kvCachePanel()->targetView()->rowCount(), rows);
-    QVERIFY(!window.stepRoundAction()->isEnabled());
-    QFile::remove(path);
-  }
-
-  void badTraceShowsError() {
-    MainWindowOptions options = fixtureOptions();
-    options.load_on_start = false;
-    MainWindow window(options);
-    const QString path = QDir::temp().filePath(QStringLiteral("kvscope-ui-bad-%1.kvtrace").arg(QCoreApplication::applicationPid()));
-    QFile file(path);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write("not a trace");
-    file.close();
-    window.openTrace(path);
-    QTRY_VERIFY_WITH_TIMEOUT(errorDialog() != nullptr, kTimeout);
-    errorDialog()->accept();
-    QVERIFY(window.context().snapshot() == nullptr);
-    QFile::remove(path);
-  }
-
-  void exportsPlotsAndCsv() {
+  void smallMultiplesShowEveryKvHead() {
     MainWindow window(fixtureOptions());
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr, kTimeout);
     stepRound(window);
-    window.show();
+    window.kvCachePanel()->targetView()->setAllHeads(true);
     flush(window);
-    const QString csv = window.kvCachePanel()->targetView()->csv();
-    QCOMPARE(int(csv.count(QLatin1Char('\n'))), window.kvCachePanel()->targetView()->rowCount() + 1);
-    QVERIFY(window.timelinePanel()->csv().startsWith("round,"));
-    QCOMPARE(int(window.timelinePanel()->csv().count(QLatin1Char('\n'))), 2);
-    const QString png = QDir::temp().filePath(QStringLiteral("kvscope-ui-export-%1.png").arg(QCoreApplication::applicationPid()));
-    QVERIFY(exportPlot(window.kvCachePanel()->targetView()->plot(), png));
-    QVERIFY(QFileInfo(png).size() > 1000);
-    QFile::remove(png);
-  }
-
-  void diffWithFaultFindsFirstDivergenceAndBadCell() {
-    MainWindow window(fixtureOptions());
-    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
-    window.sessionPanel()->setFault(QStringLiteral("no-prune"));
-    window.diffPanel()->runButton()->click();
-    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot()->diff != nullptr && !window.controller().busy(), kTimeout);
-    const DiffData& diff = *window.context().snapshot()->diff;
-    QCOMPARE(diff.fault, std::string("no-prune"));
-    QVERIFY(diff.diverged);
-    QVERIFY(diff.has_bad_cell);
-    window.diffPanel()->flushRefresh();
-    QVERIFY(window.diffPanel()->pointCount() > 0);
-    QVERIFY(window.diffPanel()->summary()->text().contains("first divergence"));
-    QVERIFY(window.diffPanel()->goToBadCellButton()->isEnabled());
-    window.diffPanel()->goToBadCellButton()->click();
-    QCOMPARE(window.context().cursor().round, diff.audit_round);
-    QCOMPARE(window.context().cursor().position, diff.bad_position);
-    KvHeatmapView* view = diff.audit_cache == CacheRole::Target ? window.kvCachePanel()->targetView()
-                                                                : window.kvCachePanel()->drafterView();
-    QCOMPARE(int64_t{view->layer()}, diff.bad_layer);
-    QCOMPARE(int64_t{view->head()}, diff.bad_head);
-  }
-
-  void diffWithoutFaultAgrees() {
-    MainWindow window(fixtureOptions());
-    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
-    window.diffPanel()->runButton()->click();
-    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot()->diff != nullptr && !window.controller().busy(), kTimeout);
-    QVERIFY(!window.context().snapshot()->diff->diverged);
-    QCOMPARE(window.context().snapshot()->diff->divergent, int64_t{0});
+    QCOMPARE(window.kvCachePanel()->targetView()->headGrid()->headCount(), 2);  // llama-tiny: 2 kv heads
   }
 
   void bookmarksJump() {
@@ -317,6 +188,80 @@ class MainWindowTest : public QObject {
     QVERIFY(QTest::qWaitForWindowExposed(&window));
     QTest::keyClick(&window, Qt::Key_1, Qt::ControlModifier);
     QCOMPARE(window.context().cursor().round, int64_t{1});
+  }
+
+  void runsToTheEnd() {
+    MainWindow window(fixtureOptions());
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    window.runAction()->trigger();  // F5: Run
+    QVERIFY(window.controller().running());
+    QCOMPARE(window.runAction()->text(), QStringLiteral("Pause"));
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot()->finished && !window.controller().running(), kTimeout);
+    flush(window);
+    const SessionSnapshot& snapshot = *window.context().snapshot();
+    QCOMPARE(int64_t{window.timelinePanel()->barCount()}, snapshot.lastRound());
+    QVERIFY(!window.stepRoundAction()->isEnabled());  // nothing left to step
+    QCOMPARE(window.runAction()->text(), QStringLiteral("Run"));
+  }
+
+  void stopHaltsARunAndSteppingResumes() {
+    MainWindow window(fixtureOptions());
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    window.sessionPanel()->setMaxNewTokens(200);  // ~200 rounds: far more than run before the stop lands
+    window.controller().startSession(window.sessionPanel()->sessionSpec());
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot()->lastRound() == 0 && !window.controller().busy(), kTimeout);
+    // The worker checks the flag between phases; the GUI thread never waits.
+    window.controller().run();
+    window.controller().stop();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.controller().running() && !window.controller().busy(), kTimeout);
+    QVERIFY(!window.context().snapshot()->finished);
+    QVERIFY(window.stepRoundAction()->isEnabled());
+    // Stepping resumes where the run stopped (possibly inside a round).
+    const Cursor stopped = window.context().latest();
+    window.stepRoundAction()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.controller().busy() && window.context().latest() != stopped, kTimeout);
+    QCOMPARE(window.context().latest().phase, Phase::Prune);
+  }
+
+  void selectingATokenShowsItsCacheEntry() {
+    MainWindow window(fixtureOptions());
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr, kTimeout);
+    stepRound(window);
+    const TokenStripWidget* strip = window.tokenStripPanel()->strip();
+    QVERIFY(strip->items().size() > 3);
+    emit window.tokenStripPanel()->strip()->positionClicked(2);
+    QCOMPARE(window.context().cursor().position, int64_t{2});
+    flush(window);
+    QVERIFY(window.kvCachePanel()->history()->toPlainText().contains("position 2"));
+    QVERIFY(window.kvCachePanel()->history()->toPlainText().contains("born: round 0"));
+  }
+
+  void layoutIsSavedRestoredAndReset() {
+    {
+      MainWindowOptions options = fixtureOptions();
+      options.load_on_start = false;
+      MainWindow window(options);
+      window.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&window));
+      window.docks().at(4)->hide();  // the attention panel
+      window.close();                // saves the layout
+    }
+    MainWindowOptions options = fixtureOptions();
+    options.load_on_start = false;
+    options.restore_layout = true;
+    MainWindow window(options);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QVERIFY(window.docks().at(4)->isHidden());
+    window.docks().at(4)->toggleViewAction()->trigger();  // View menu: reopen
+    QVERIFY(!window.docks().at(4)->isHidden());
+    window.docks().at(2)->hide();
+    window.resetLayout();
+    for (QDockWidget* dock : window.docks()) {
+      if (dock->objectName() == "sessionDock" || dock->objectName() == "timelineDock" || dock->objectName() == "kvDock") {
+        QVERIFY2(!dock->isHidden(), qPrintable(dock->objectName()));
+      }
+    }
   }
 };
 

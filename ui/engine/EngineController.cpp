@@ -71,6 +71,10 @@ void EngineController::runDiff(const UiSessionSpec& spec) {
   post([worker = worker_, spec] { worker->runDiff(spec); });
 }
 
+void EngineController::auditNow() {
+  post([worker = worker_] { worker->auditNow(); });
+}
+
 void EngineController::saveTrace(const QString& path, const QString& gui_state_json) {
   post([worker = worker_, path, gui_state_json] { worker->saveTrace(path, gui_state_json); });
 }

@@ -24,8 +24,9 @@ class EngineController : public QObject {
   void stepPhase();
   void stepRound();
   void run();
-  void stop();  // cancels a run after the round in progress
-  void runDiff(const UiSessionSpec& spec);  // restarts the session and diffs it to the end (Stop cancels)
+  void stop();  // cancels a run (or a diff) after the phase in progress
+  void runDiff(const UiSessionSpec& spec);
+  void auditNow();  // audits the caches as they stand now  // restarts the session and diffs it to the end (Stop cancels)
   void saveTrace(const QString& path, const QString& gui_state_json);
   void openTrace(const QString& path);
 

@@ -85,6 +85,13 @@ void EngineWorker::runDiff(const UiSessionSpec& spec) {
   });
 }
 
+void EngineWorker::auditNow() {
+  guarded(QStringLiteral("Cache audit"), [&] {
+    engine_->auditNow();
+    emit snapshotReady(engine_->snapshot(), false);
+  });
+}
+
 void EngineWorker::saveTrace(const QString& path, const QString& gui_state_json) {
   guarded(QStringLiteral("Saving the trace"), [&] {
     engine_->saveTrace(path.toStdString(), gui_state_json.toStdString());

@@ -26,6 +26,7 @@ class EngineWorker : public QObject {
   void stepRound();
   void run();
   void runDiff(const UiSessionSpec& spec);
+  void auditNow();
   void saveTrace(const QString& path, const QString& gui_state_json);
   void openTrace(const QString& path);
 

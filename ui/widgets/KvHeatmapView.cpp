@@ -1,6 +1,8 @@
 #include "ui/widgets/KvHeatmapView.h"
 
+#include <QCheckBox>
 #include <QComboBox>
+#include <QStackedWidget>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSignalBlocker>
@@ -8,6 +10,7 @@
 #include <cmath>
 #include <qcustomplot.h>
 
+#include "ui/widgets/KvHeadGrid.h"
 #include "ui/widgets/Palette.h"
 #include "ui/widgets/PlotExport.h"
 #include "ui/windows/TokenStripPanel.h"
@@ -15,7 +18,8 @@
 namespace kvscope::ui {
 
 namespace {
-constexpr double kStatusLeft = -2.2;   // the status column, left of dim 0
+constexpr double kStatusLeft = -2.7;   // the status columns, left of dim 0
+constexpr double kStatusMid = -1.8;
 constexpr double kStatusRight = -0.9;
 }  // namespace
 
@@ -26,17 +30,20 @@ KvHeatmapView::KvHeatmapView(CacheRole role, QWidget* parent) : QWidget(parent),
   head_box_ = new QComboBox;
   layer_box_->setToolTip(tr("layer"));
   head_box_->setToolTip(tr("kv head"));
+  title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   auto* header = new QHBoxLayout;
-  header->addWidget(title_);
-  header->addStretch(1);
   header->addWidget(new QLabel(tr("layer")));
   header->addWidget(layer_box_);
   header->addWidget(new QLabel(tr("kv head")));
   header->addWidget(head_box_);
+  all_heads_ = new QCheckBox(tr("all heads"));
+  all_heads_->setToolTip(tr("Small multiples: every kv head of the layer"));
+  header->addWidget(all_heads_);
+  header->addStretch(1);
 
   plot_ = new QCustomPlot;
   plot_->setObjectName(objectName() + QStringLiteral("Plot"));
-  plot_->setMinimumSize(220, 200);
+  plot_->setMinimumSize(200, 130);
   plot_->axisRect()->setupFullAxesBox(true);
   plot_->yAxis->setRangeReversed(true);
   plot_->xAxis->setLabel(tr("head_dim"));
@@ -60,11 +67,24 @@ KvHeatmapView::KvHeatmapView(CacheRole role, QWidget* parent) : QWidget(parent),
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(title_);
   layout->addLayout(header);
-  layout->addWidget(plot_, 1);
+  grid_ = new KvHeadGrid;
+  stack_ = new QStackedWidget;
+  stack_->addWidget(plot_);
+  stack_->addWidget(grid_);
+  layout->addWidget(stack_, 1);
+  connect(all_heads_, &QCheckBox::toggled, this, [this](bool all) {
+    stack_->setCurrentIndex(all ? 1 : 0);
+    head_box_->setEnabled(!all);
+    emit selectorsChanged();
+  });
   connect(layer_box_, &QComboBox::currentIndexChanged, this, &KvHeatmapView::selectorsChanged);
   connect(head_box_, &QComboBox::currentIndexChanged, this, &KvHeatmapView::selectorsChanged);
 }
+
+void KvHeatmapView::setAllHeads(bool all) { all_heads_->setChecked(all); }
+bool KvHeatmapView::allHeads() const { return all_heads_->isChecked(); }
 
 int KvHeatmapView::layer() const { return std::max(0, layer_box_->currentIndex()); }
 int KvHeatmapView::head() const { return std::max(0, head_box_->currentIndex()); }
@@ -95,8 +115,10 @@ void KvHeatmapView::updateSelectors(const SessionSnapshot* snapshot) {
   heads_shown_ = heads;
 }
 
-void KvHeatmapView::show(const SessionSnapshot* snapshot, const Cursor& cursor, bool values, const ColorRange& range) {
-  snapshot_ = snapshot;
+void KvHeatmapView::show(std::shared_ptr<const SessionSnapshot> shown, const Cursor& cursor, bool values,
+                         const ColorRange& range) {
+  snapshot_ = std::move(shown);
+  const SessionSnapshot* snapshot = snapshot_.get();
   values_ = values;
   updateSelectors(snapshot);
   plot_->clearItems();
@@ -110,6 +132,7 @@ void KvHeatmapView::show(const SessionSnapshot* snapshot, const Cursor& cursor, 
     plot_->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
+  if (allHeads()) grid_->show(snapshot, cursor, role_, layer(), values, range);
   matrix_ = cacheMatrix(*snapshot, role_, cursor.round, cursor.phase, layer(), head(), values);
   const int rows = rowCount();
   const int cols = static_cast<int>(matrix_.cols);
@@ -137,32 +160,27 @@ void KvHeatmapView::show(const SessionSnapshot* snapshot, const Cursor& cursor, 
   }
   map_->setDataRange(QCPRange(shown_lower_, shown_upper_));
 
-  // Status column and pruned-row hatching.
+  // Status columns left of the heatmap: "written this round" (green) and
+  // "pruned this round" (red); a pruned row is also faded and outlined in red.
   for (int r = 0; r < rows; ++r) {
     const RowStatus status = matrix_.status[static_cast<size_t>(r)];
     const bool written = status == RowStatus::Written || status == RowStatus::WrittenPruned;
     const bool pruned = status == RowStatus::Pruned || status == RowStatus::WrittenPruned;
-    if (!written && !pruned) continue;
-    auto* mark = new QCPItemRect(plot_);
-    mark->topLeft->setCoords(kStatusLeft, r - 0.5);
-    mark->bottomRight->setCoords(kStatusRight, r + 0.5);
-    mark->setPen(Qt::NoPen);
-    mark->setBrush(pruned ? Palette::pruned() : Palette::written());
-    if (written && pruned) {  // born and cut in this round: green with a red cross-hatch
-      mark->setBrush(QBrush(Palette::pruned(), Qt::DiagCrossPattern));
-      auto* under = new QCPItemRect(plot_);
-      under->setLayer(QStringLiteral("background"));
-      under->topLeft->setCoords(kStatusLeft, r - 0.5);
-      under->bottomRight->setCoords(kStatusRight, r + 0.5);
-      under->setPen(Qt::NoPen);
-      under->setBrush(Palette::written());
-    }
+    const auto mark = [&](double left, double right, const QColor& color) {
+      auto* rect = new QCPItemRect(plot_);
+      rect->topLeft->setCoords(left, r - 0.5);
+      rect->bottomRight->setCoords(right, r + 0.5);
+      rect->setPen(Qt::NoPen);
+      rect->setBrush(color);
+    };
+    if (written) mark(kStatusLeft, kStatusMid, Palette::written());
     if (pruned) {
-      auto* hatch = new QCPItemRect(plot_);
-      hatch->topLeft->setCoords(-0.5, r - 0.5);
-      hatch->bottomRight->setCoords(cols - 0.5, r + 0.5);
-      hatch->setPen(QPen(Palette::pruned(), 1));
-      hatch->setBrush(QBrush(QColor(60, 0, 0, 160), Qt::BDiagPattern));
+      mark(kStatusMid, kStatusRight, Palette::pruned());
+      auto* fade = new QCPItemRect(plot_);
+      fade->topLeft->setCoords(-0.5, r - 0.5);
+      fade->bottomRight->setCoords(cols - 0.5, r + 0.5);
+      fade->setPen(QPen(Palette::pruned(), 1));
+      fade->setBrush(QColor(255, 255, 255, 150));
     }
   }
   // The selected position.
@@ -188,6 +206,10 @@ void KvHeatmapView::show(const SessionSnapshot* snapshot, const Cursor& cursor, 
   }
   plot_->yAxis->setTicker(ticker);
   plot_->yAxis->setTickLabelFont(QFont(font().family(), 7));
+  auto dims = QSharedPointer<QCPAxisTickerText>::create();  // integer dims only, none under the status columns
+  const int dim_step = std::max(1, cols / 8);
+  for (int c = 0; c < cols; c += dim_step) dims->addTick(c, QString::number(c));
+  plot_->xAxis->setTicker(dims);
   plot_->xAxis->setRange(kStatusLeft - 0.2, std::max(cols, 1) - 0.5);
   plot_->yAxis->setRange(-0.5, std::max(rows, 1) - 0.5);
   plot_->replot(QCustomPlot::rpQueuedReplot);

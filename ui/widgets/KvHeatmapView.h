@@ -12,7 +12,9 @@
 #include "ui/context/Cursor.h"
 #include "ui/widgets/ColorRange.h"
 
+class QCheckBox;
 class QComboBox;
+class QStackedWidget;
 class QCustomPlot;
 class QCPColorMap;
 class QCPColorScale;
@@ -21,6 +23,8 @@ class QMouseEvent;
 
 namespace kvscope::ui {
 
+class KvHeadGrid;
+
 class KvHeatmapView : public QWidget {
   Q_OBJECT
  public:
@@ -28,7 +32,8 @@ class KvHeatmapView : public QWidget {
 
   CacheRole role() const { return role_; }
   // Rebuilds the heatmap (synchronously; the panel coalesces calls).
-  void show(const SessionSnapshot* snapshot, const Cursor& cursor, bool values, const ColorRange& range);
+  // Keeps the snapshot alive for hover and click until the next show().
+  void show(std::shared_ptr<const SessionSnapshot> snapshot, const Cursor& cursor, bool values, const ColorRange& range);
   int layer() const;
   int head() const;
   void setLayerHead(int layer, int head);
@@ -38,6 +43,9 @@ class KvHeatmapView : public QWidget {
   int rowCount() const { return static_cast<int>(matrix_.entry_indices.size()); }
   int countStatus(RowStatus status) const;
   QCustomPlot* plot() const { return plot_; }
+  KvHeadGrid* headGrid() const { return grid_; }
+  void setAllHeads(bool all);
+  bool allHeads() const;
   double shownLower() const { return shown_lower_; }
   double shownUpper() const { return shown_upper_; }
   // The matrix shown, one row per entry: position, token, status, life, values.
@@ -57,11 +65,14 @@ class KvHeatmapView : public QWidget {
   CacheRole role_;
   QComboBox* layer_box_;
   QComboBox* head_box_;
+  QCheckBox* all_heads_;
+  QStackedWidget* stack_;
+  KvHeadGrid* grid_;
   QLabel* title_;
   QCustomPlot* plot_;
   QCPColorMap* map_;
   QCPColorScale* scale_;
-  const SessionSnapshot* snapshot_ = nullptr;
+  std::shared_ptr<const SessionSnapshot> snapshot_;
   CacheMatrix matrix_;
   bool values_ = false;
   double shown_lower_ = 0, shown_upper_ = 0;

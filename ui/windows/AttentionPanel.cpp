@@ -27,7 +27,7 @@ AttentionPanel::AttentionPanel(DebuggerContext& context, QWidget* parent) : View
 
   plot_ = new QCustomPlot;
   plot_->setObjectName(QStringLiteral("attentionPlot"));
-  plot_->setMinimumSize(300, 160);
+  plot_->setMinimumSize(260, 100);
   plot_->yAxis->setRangeReversed(true);
   plot_->xAxis->setLabel(tr("key position"));
   map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);

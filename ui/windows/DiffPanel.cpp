@@ -30,6 +30,10 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   run_->setObjectName(QStringLiteral("runDiff"));
   run_->setToolTip(tr("Restarts the session with the current settings (cache on, the chosen fault) and runs it to the end,\n"
                       "recomputing every draft and verify pass without a cache and comparing the logits."));
+  audit_now_ = new QPushButton(tr("Audit now"));
+  audit_now_->setObjectName(QStringLiteral("auditNow"));
+  audit_now_->setToolTip(tr("Recompute K and V of the tokens each cache should hold and compare them with the cache,\n"
+                            "per layer, head and position, as the session stands now."));
   go_ = new QPushButton(tr("Go to first bad cell"));
   go_->setObjectName(QStringLiteral("goToBadCell"));
   go_->setEnabled(false);
@@ -38,12 +42,13 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   auto* header = new QHBoxLayout;
   header->addWidget(run_);
+  header->addWidget(audit_now_);
   header->addWidget(go_);
   header->addWidget(summary_, 1);
 
   positions_ = new QCustomPlot;
   positions_->setObjectName(QStringLiteral("diffPlot"));
-  positions_->setMinimumHeight(150);
+  positions_->setMinimumHeight(100);
   positions_->yAxis->setScaleType(QCPAxis::stLogarithmic);
   positions_->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
   positions_->yAxis->setLabel(tr("max |\u0394 logit|"));
@@ -58,14 +63,11 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   kl_ = positions_->addGraph(positions_->xAxis, positions_->yAxis2);
   kl_->setName(tr("KL"));
   kl_->setPen(QPen(QColor(90, 90, 200), 1, Qt::DashLine));
-  positions_->legend->setVisible(true);
-  positions_->legend->setFont(QFont(font().family(), 8));
-  positions_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
   installPlotExport(positions_, QStringLiteral("diff"));
 
   audit_ = new QCustomPlot;
   audit_->setObjectName(QStringLiteral("auditPlot"));
-  audit_->setMinimumHeight(110);
+  audit_->setMinimumHeight(80);
   audit_->xAxis->setLabel(tr("position"));
   audit_->yAxis->setLabel(tr("layer"));
   audit_->yAxis->setRangeReversed(true);
@@ -82,26 +84,44 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   audit_map_->setGradient(gradient.inverted());
   installPlotExport(audit_, QStringLiteral("audit"));
 
+  auto* legend = new QLabel(QStringLiteral("<span style='color:%1'>●</span> agree &nbsp;"
+                                           "<span style='color:%2'>●</span> float noise &nbsp;"
+                                           "<span style='color:%3'>●</span> divergent &nbsp;"
+                                           "<span style='color:#5a5ac8'>- - -</span> KL (right axis) &nbsp;&nbsp; "
+                                           "audit: log10 max |Δ| of K/V per layer and position, "
+                                           "<span style='color:#7800a0'>■</span> missing or extra row")
+                                .arg(Palette::acceptedDraft().darker(120).name(), Palette::bonus().darker(120).name(),
+                                     Palette::pruned().name()));
+  legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   auto* splitter = new QSplitter(Qt::Vertical);
   splitter->addWidget(positions_);
   splitter->addWidget(audit_);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addLayout(header);
+  layout->addWidget(legend);
   layout->addWidget(splitter, 1);
 
   connect(run_, &QPushButton::clicked, this, &DiffPanel::runDiffRequested);
+  connect(audit_now_, &QPushButton::clicked, this, &DiffPanel::auditRequested);
   connect(go_, &QPushButton::clicked, this, [this] {
     const SessionSnapshot* snapshot = this->context().snapshot();
-    if (!snapshot || !snapshot->diff) return;
-    const DiffData& diff = *snapshot->diff;
-    if (diff.has_bad_cell) {
-      emit badCellRequested(diff.audit_round, diff.bad_position, static_cast<int>(diff.audit_cache),
-                            static_cast<int>(diff.bad_layer), static_cast<int>(diff.bad_head));
-    } else if (diff.diverged) {
+    if (!snapshot) return;
+    if (const AuditData* audit = shownAudit(); audit && audit->has_bad_cell) {
+      emit badCellRequested(audit->round, audit->bad_position, static_cast<int>(audit->cache),
+                            static_cast<int>(audit->bad_layer), static_cast<int>(audit->bad_head));
+    } else if (snapshot->diff && snapshot->diff->diverged) {
+      const DiffData& diff = *snapshot->diff;
       emit badCellRequested(diff.divergence_round, diff.divergence_position, static_cast<int>(diff.divergence_cache), -1, -1);
     }
   });
+}
+
+const AuditData* DiffPanel::shownAudit() const {
+  const SessionSnapshot* snapshot = context().snapshot();
+  if (!snapshot) return nullptr;
+  if (snapshot->audit) return snapshot->audit.get();
+  return snapshot->diff && snapshot->diff->audit ? snapshot->diff->audit.get() : nullptr;
 }
 
 int DiffPanel::pointCount() const { return agree_->dataCount() + noise_->dataCount() + divergent_->dataCount(); }
@@ -157,27 +177,28 @@ void DiffPanel::refresh() {
   }
   positions_->replot(QCustomPlot::rpQueuedReplot);
 
-  // The audit at the divergence.
+  // The audit: of the current state ("Audit now"), else at the divergence.
+  const AuditData* audit = shownAudit();
   QCPColorMapData* data = audit_map_->data();
-  const int layers = diff && diff->audited ? static_cast<int>(diff->audit_error.size()) : 0;
-  const int cols = layers > 0 ? static_cast<int>(diff->audit_error.front().size()) : 0;
+  const int layers = audit ? static_cast<int>(audit->error.size()) : 0;
+  const int cols = layers > 0 ? static_cast<int>(audit->error.front().size()) : 0;
   if (layers > 0 && cols > 0) {
     data->setSize(cols, layers);
     data->setRange(QCPRange(0, std::max(cols - 1, 1)), QCPRange(0, std::max(layers - 1, 1)));
     double high = -9;
     for (int l = 0; l < layers; ++l) {
-      for (int p = 0; p < cols && p < static_cast<int>(diff->audit_error[l].size()); ++p) {
-        const double e = diff->audit_error[l][p];
+      for (int p = 0; p < cols && p < static_cast<int>(audit->error[l].size()); ++p) {
+        const double e = audit->error[l][p];
         const double shown = std::isinf(e) ? std::nan("") : std::log10(std::max(e, kFloor));
         data->setCell(p, l, shown);
         if (!std::isnan(shown)) high = std::max(high, shown);
       }
     }
     audit_map_->setDataRange(QCPRange(std::log10(kFloor), std::max(high, -3.0)));
-    if (diff->has_bad_cell) {
+    if (audit->has_bad_cell) {
       auto* mark = new QCPItemRect(audit_);
-      mark->topLeft->setCoords(diff->bad_position - 0.5, diff->bad_layer - 0.5);
-      mark->bottomRight->setCoords(diff->bad_position + 0.5, diff->bad_layer + 0.5);
+      mark->topLeft->setCoords(audit->bad_position - 0.5, audit->bad_layer - 0.5);
+      mark->bottomRight->setCoords(audit->bad_position + 0.5, audit->bad_layer + 0.5);
       mark->setPen(QPen(Palette::selection(), 2));
     }
     audit_->xAxis->setRange(-0.5, cols - 0.5);
@@ -190,36 +211,41 @@ void DiffPanel::refresh() {
   }
   audit_->replot(QCustomPlot::rpQueuedReplot);
 
-  go_->setEnabled(diff && (diff->has_bad_cell || diff->diverged));
-  if (!diff) {
-    summary_->setText(snapshot ? tr("no diff for this session: Run diff restarts it with the current settings")
-                               : tr("no session"));
-    return;
-  }
-  QString text = tr("fault <b>%1</b>: %2 agree, %3 float noise, %4 divergent; max |\u0394 logit| %5")
-                     .arg(QString::fromStdString(diff->fault))
-                     .arg(diff->agree)
-                     .arg(diff->noise)
-                     .arg(diff->divergent)
-                     .arg(diff->max_abs_logit_diff, 0, 'g', 3);
-  if (diff->diverged) {
-    text += tr("<br><span style='color:#c00'>first divergence: %1 cache, round %2, position %3</span>")
-                .arg(diff->divergence_cache == CacheRole::Target ? tr("target") : tr("drafter"))
-                .arg(diff->divergence_round)
-                .arg(diff->divergence_position);
+  go_->setEnabled((audit && audit->has_bad_cell) || (diff && diff->diverged));
+  audit_now_->setEnabled(snapshot && !snapshot->replay_only && snapshot->use_cache);
+  QString text;
+  if (diff) {
+    text = tr("fault <b>%1</b>: %2 agree, %3 float noise, %4 divergent; max |\u0394 logit| %5")
+               .arg(QString::fromStdString(diff->fault))
+               .arg(diff->agree)
+               .arg(diff->noise)
+               .arg(diff->divergent)
+               .arg(diff->max_abs_logit_diff, 0, 'g', 3);
+    if (diff->diverged) {
+      text += tr("<br><span style='color:#c00'>first divergence: %1 cache, round %2, position %3</span>")
+                  .arg(diff->divergence_cache == CacheRole::Target ? tr("target") : tr("drafter"))
+                  .arg(diff->divergence_round)
+                  .arg(diff->divergence_position);
+    } else {
+      text += tr("<br>no divergence: the cache agrees with a fresh recomputation");
+    }
   } else {
-    text += tr("<br>no divergence: the cache agrees with a fresh recomputation");
+    text = snapshot ? tr("no diff for this session: Run diff restarts it with the current settings") : tr("no session");
   }
-  if (diff->has_bad_cell) {
-    text += tr("<br>audit (round %1, %2 cache): first bad cell layer %3, kv head %4, position %5 (%6, error %7); %8 bad cells")
-                .arg(diff->audit_round)
-                .arg(diff->audit_cache == CacheRole::Target ? tr("target") : tr("drafter"))
-                .arg(diff->bad_layer)
-                .arg(diff->bad_head)
-                .arg(diff->bad_position)
-                .arg(QString::fromStdString(diff->bad_kind))
-                .arg(diff->bad_error, 0, 'g', 3)
-                .arg(diff->bad_cells);
+  if (audit) {
+    text += tr("<br>audit of the %1 cache after round %2 %3: ")
+                .arg(audit->cache == CacheRole::Target ? tr("target") : tr("drafter"))
+                .arg(audit->round)
+                .arg(QString::fromUtf8(phaseName(audit->after_phase)));
+    text += audit->has_bad_cell
+                ? tr("first bad cell layer %1, kv head %2, position %3 (%4, error %5); %6 bad cells")
+                      .arg(audit->bad_layer)
+                      .arg(audit->bad_head)
+                      .arg(audit->bad_position)
+                      .arg(QString::fromStdString(audit->bad_kind))
+                      .arg(audit->bad_error, 0, 'g', 3)
+                      .arg(audit->bad_cells)
+                : tr("clean (max |\u0394| %1)").arg(audit->max_value_error, 0, 'g', 3);
   }
   summary_->setText(text);
 }

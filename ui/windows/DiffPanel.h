@@ -19,12 +19,14 @@ class DiffPanel : public ViewerPanel {
  public:
   explicit DiffPanel(DebuggerContext& context, QWidget* parent = nullptr);
   QPushButton* runButton() const { return run_; }
+  QPushButton* auditButton() const { return audit_now_; }
   QPushButton* goToBadCellButton() const { return go_; }
   QLabel* summary() const { return summary_; }
   int pointCount() const;
 
  signals:
   void runDiffRequested();
+  void auditRequested();
   // The first bad cell: round, position, cache, layer, kv head.
   void badCellRequested(qint64 round, qint64 position, int cache, int layer, int head);
 
@@ -32,7 +34,12 @@ class DiffPanel : public ViewerPanel {
   void refresh() override;
 
  private:
+  // The audit shown: "Audit now" of the current state, else the diff's.
+  const AuditData* shownAudit() const;
+
+ private:
   QPushButton* run_;
+  QPushButton* audit_now_;
   QPushButton* go_;
   QLabel* summary_;
   QCustomPlot* positions_;

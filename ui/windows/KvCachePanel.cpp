@@ -24,15 +24,13 @@ KvCachePanel::KvCachePanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   kv_group_->addButton(v_button, 1);
   range_ = new ColorRangeControl;
   auto* legend = new QLabel(QStringLiteral("<span style='background:%1'>&nbsp;&nbsp;</span> written this round "
-                                           "<span style='background:%2'>&nbsp;&nbsp;</span> pruned this round (hatched)")
+                                           "<span style='background:%2'>&nbsp;&nbsp;</span> pruned this round (row faded)")
                                 .arg(Palette::written().name(), Palette::pruned().name()));
   auto* controls = new QHBoxLayout;
   controls->addWidget(k_button);
   controls->addWidget(v_button);
   controls->addSpacing(12);
   controls->addWidget(range_);
-  controls->addSpacing(12);
-  controls->addWidget(legend);
   controls->addStretch(1);
 
   target_ = new KvHeatmapView(CacheRole::Target);
@@ -44,13 +42,18 @@ KvCachePanel::KvCachePanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   hover_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   history_ = new QTextBrowser;
   history_->setObjectName(QStringLiteral("entryHistory"));
-  history_->setMaximumHeight(80);
+  history_->setMaximumHeight(64);
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addLayout(controls);
   layout->addWidget(splitter, 1);
-  layout->addWidget(hover_);
+  auto* status = new QHBoxLayout;
+  status->addWidget(legend);
+  status->addSpacing(12);
+  status->addWidget(hover_, 1);
+  hover_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  layout->addLayout(status);
   layout->addWidget(history_);
 
   connect(kv_group_, &QButtonGroup::idClicked, this, [this] { scheduleRefresh(); });
@@ -59,10 +62,10 @@ KvCachePanel::KvCachePanel(DebuggerContext& context, QWidget* parent) : ViewerPa
     connect(view, &KvHeatmapView::selectorsChanged, this, [this] { scheduleRefresh(); });
     connect(view, &KvHeatmapView::hoverText, hover_, &QLabel::setText);
     connect(view, &KvHeatmapView::entryClicked, this, [this](qint64 entry_index) {
+      const SessionSnapshot* snapshot = this->context().snapshot();
+      if (!snapshot || entry_index < 0 || entry_index >= static_cast<qint64>(snapshot->entries.size())) return;
       showEntry(entry_index);
-      if (const SessionSnapshot* snapshot = this->context().snapshot()) {
-        emit positionRequested(snapshot->entries[static_cast<size_t>(entry_index)].position);
-      }
+      emit positionRequested(snapshot->entries[static_cast<size_t>(entry_index)].position);
     });
   }
 }
@@ -77,9 +80,21 @@ void KvCachePanel::setShowingValues(bool values) {
 void KvCachePanel::refresh() {
   const SessionSnapshot* snapshot = context().snapshot();
   const ColorRange range = range_->range();
-  target_->show(snapshot, context().cursor(), showingValues(), range);
-  drafter_->show(snapshot, context().cursor(), showingValues(), range);
+  target_->show(context().snapshotPtr(), context().cursor(), showingValues(), range);
+  drafter_->show(context().snapshotPtr(), context().cursor(), showingValues(), range);
   range_->showAutofitRange(target_->shownLower(), target_->shownUpper());
+  // A position selected anywhere (token strip, attention) shows its target entry's history.
+  const qint64 position = context().cursor().position;
+  if (snapshot && position >= 0 && position != followed_position_) {
+    const CacheMatrix& matrix = target_->matrix();
+    for (size_t r = matrix.entry_indices.size(); r-- > 0;) {
+      if (snapshot->entries[static_cast<size_t>(matrix.entry_indices[r])].position == position) {
+        shown_entry_ = matrix.entry_indices[r];
+        break;
+      }
+    }
+  }
+  followed_position_ = position;
   if (snapshot && shown_entry_ >= 0 && shown_entry_ < static_cast<qint64>(snapshot->entries.size())) {
     showEntry(shown_entry_);
   } else if (!snapshot) {

@@ -42,6 +42,7 @@ class KvCachePanel : public ViewerPanel {
   QLabel* hover_;
   QTextBrowser* history_;
   qint64 shown_entry_ = -1;
+  qint64 followed_position_ = -1;  // the cursor position whose entry history is shown
 };
 
 }  // namespace kvscope::ui

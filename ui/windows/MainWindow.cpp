@@ -11,6 +11,7 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QScrollArea>
 #include <QSettings>
 #include <QSignalBlocker>
 #include <QSlider>
@@ -56,6 +57,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   connect(attention_, &AttentionPanel::positionRequested, this, [this](qint64 p) { context_.selectPosition(p); });
   connect(diff_, &DiffPanel::runDiffRequested, this, [this] { controller_.runDiff(session_->sessionSpec()); });
   connect(diff_, &DiffPanel::badCellRequested, this, &MainWindow::goToBadCell);
+  connect(diff_, &DiffPanel::auditRequested, this, [this] { controller_.auditNow(); });
   connect(session_, &SessionPanel::loadRequested, this, [this](const UiModelSpec& spec) {
     start_after_load_ = true;
     controller_.loadModels(spec);
@@ -80,6 +82,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     pending_rounds_ = options_.initial_rounds;
     session_->setModelDirs(QString::fromStdString(options_.models.target_dir),
                            QString::fromStdString(options_.models.drafter_dir));
+    if (!options_.fault.isEmpty()) session_->setFault(options_.fault);
     controller_.loadModels(options_.models);
   }
 }
@@ -141,6 +144,7 @@ void MainWindow::buildActions() {
   step_round_ = debug->addAction(tr("Step Round"), this, [this] { controller_.stepRound(); });
   step_round_->setShortcut(Qt::Key_F11);
   debug->addAction(tr("Run Diff (cached vs uncached)"), this, [this] { controller_.runDiff(session_->sessionSpec()); });
+  debug->addAction(tr("Audit Cache Now"), this, [this] { controller_.auditNow(); });
   debug->addSeparator();
   back_ = debug->addAction(tr("Previous Round"), this, [this] { stepBy(-1); });
   back_->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Left));
@@ -189,7 +193,12 @@ void MainWindow::buildActions() {
 }
 
 void MainWindow::buildLayout() {
-  QDockWidget* session = addPanel(session_, tr("Session"), QStringLiteral("sessionDock"));
+  auto* session_scroll = new QScrollArea;  // the form is tall: let it scroll on small screens
+  session_scroll->setWidget(session_);
+  session_scroll->setWidgetResizable(true);
+  session_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  session_scroll->setFrameShape(QFrame::NoFrame);
+  QDockWidget* session = addPanel(session_scroll, tr("Session"), QStringLiteral("sessionDock"));
   QDockWidget* timeline = addPanel(timeline_, tr("Round Timeline"), QStringLiteral("timelineDock"));
   QDockWidget* tokens = addPanel(tokens_, tr("Tokens"), QStringLiteral("tokensDock"));
   QDockWidget* kv = addPanel(kv_, tr("KV Cache"), QStringLiteral("kvDock"));
@@ -205,12 +214,10 @@ void MainWindow::buildLayout() {
   splitDockWidget(tokens, kv, Qt::Vertical);
   splitDockWidget(kv, attention, Qt::Vertical);
   tabifyDockWidget(attention, diff);
+  tabifyDockWidget(diff, log);
   attention->raise();
-  addDockWidget(Qt::LeftDockWidgetArea, log);
-  splitDockWidget(session, log, Qt::Vertical);
-  resizeDocks({session, timeline}, {380, 1200}, Qt::Horizontal);
-  resizeDocks({timeline, tokens, kv, attention}, {170, 120, 430, 230}, Qt::Vertical);
-  resizeDocks({session, log}, {700, 250}, Qt::Vertical);
+  resizeDocks({session, timeline}, {390, 1210}, Qt::Horizontal);
+  resizeDocks({timeline, tokens, kv, attention}, {200, 80, 450, 200}, Qt::Vertical);
 }
 
 void MainWindow::resetLayout() {
@@ -243,7 +250,16 @@ void MainWindow::connectEngine() {
             if (!spec.drafter_dir.empty() && !drafter_dir.isEmpty()) session_->rememberRecent(drafter_dir);
             if (start_after_load_) {
               start_after_load_ = false;
-              controller_.startSession(session_->sessionSpec());
+              if (options_.run_diff) {
+                options_.run_diff = false;
+                pending_rounds_ = 0;
+                controller_.runDiff(session_->sessionSpec());
+                for (QDockWidget* dock : docks_) {
+                  if (dock->widget() == diff_) dock->raise();
+                }
+              } else {
+                controller_.startSession(session_->sessionSpec());
+              }
             }
           });
   connect(&controller_, &EngineController::snapshotReady, this, [this](SnapshotPtr snapshot, bool new_session) {
@@ -252,13 +268,22 @@ void MainWindow::connectEngine() {
       if (snapshot && !snapshot->replay_only) setWindowTitle(tr("kvscope \u2014 KV cache debugger for speculative decoding"));
     }
     const bool finished = snapshot && snapshot->finished;
+    const std::shared_ptr<const DiffData> diff = new_session && snapshot ? snapshot->diff : nullptr;
     context_.setSnapshot(std::move(snapshot), true);
+    if (diff && diff->diverged) {  // a diff run: show where it first went wrong
+      Cursor cursor;
+      cursor.round = diff->divergence_round;
+      cursor.phase = diff->divergence_cache == CacheRole::Target ? Phase::Verify : Phase::Draft;
+      cursor.position = diff->divergence_position;
+      context_.setCursor(cursor);
+    }
     if (pending_rounds_ > 0 && !finished) {
       --pending_rounds_;
       controller_.stepRound();
     } else if (pending_rounds_ >= 0 && options_.select_round >= 0) {
       pending_rounds_ = -1;  // done: select once
       context_.goToRound(options_.select_round);
+      if (options_.select_position >= 0) context_.selectPosition(options_.select_position);
     }
   });
   connect(&controller_, &EngineController::failed, this, &MainWindow::showError);
@@ -339,7 +364,8 @@ void MainWindow::updateActions() {
     return;
   }
   QString text = tr(" round %1 \u00b7 after %2").arg(cursor.round).arg(QString::fromUtf8(phaseName(cursor.phase)));
-  if (!context_.atLatest()) text += tr(" (history)");
+  if (snapshot->replay_only) text += tr(" (replay)");
+  else if (!context_.atLatest()) text += tr(" (history)");
   if (snapshot->finished) text += tr(" \u00b7 finished");
   if (context_.bookmarks().contains(cursor.round)) text += QStringLiteral(" \u2605");
   cursor_label_->setText(text);

@@ -31,6 +31,9 @@ struct MainWindowOptions {
   bool restore_layout = true;
   int initial_rounds = 0;      // rounds to step right after the first session starts (demos)
   int64_t select_round = -1;   // then put the cursor on this round (-1: stay at the latest)
+  int64_t select_position = -1;
+  QString fault;          // inject this fault (a name from core/cache/fault.h) in the first session
+  bool run_diff = false;  // run the cached-vs-uncached diff instead of a plain first session
 };
 
 class MainWindow : public QMainWindow {

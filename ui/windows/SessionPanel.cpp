@@ -27,7 +27,7 @@ QComboBox* dirBox() {
   box->setEditable(true);
   box->addItem(kDefaultDir);
   box->setInsertPolicy(QComboBox::NoInsert);
-  box->setMinimumContentsLength(18);
+  box->setMinimumContentsLength(8);
   box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   const QStringList recent = QSettings().value(QStringLiteral("recentModelDirs")).toStringList();
   for (const QString& dir : recent) box->addItem(dir);
@@ -49,7 +49,8 @@ QWidget* withButton(QWidget* field, QPushButton* button) {
 }
 }  // namespace
 
-QString SessionPanel::samplePrompt() { return QStringLiteral("Once upon a time, there was a little"); }
+// The bundled models are trained on the King James Version (resources/models).
+QString SessionPanel::samplePrompt() { return QStringLiteral("And the LORD spake unto Moses, saying,"); }
 
 SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(context, parent) {
   // --- models ---
@@ -223,6 +224,7 @@ void SessionPanel::setModelDirs(const QString& target_dir, const QString& drafte
 
 void SessionPanel::setPrompt(const QString& prompt) { prompt_->setPlainText(prompt); }
 void SessionPanel::setGamma(int gamma) { gamma_->setValue(gamma); }
+void SessionPanel::setMaxNewTokens(int tokens) { max_new_->setValue(tokens); }
 void SessionPanel::setFault(const QString& name) { fault_->setCurrentIndex(std::max(0, fault_->findData(name))); }
 
 void SessionPanel::setBusy(bool busy, const QString& what) {

@@ -26,6 +26,7 @@ class SessionPanel : public ViewerPanel {
   void setModelDirs(const QString& target_dir, const QString& drafter_dir);
   void setPrompt(const QString& prompt);
   void setGamma(int gamma);
+  void setMaxNewTokens(int tokens);
   void setFault(const QString& name);
   void setBusy(bool busy, const QString& what);
   void setProgress(int step, int total, const QString& what);

@@ -24,7 +24,7 @@ QCPBars* makeBars(QCustomPlot* plot, const QString& name, const QColor& color) {
 TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(context, parent) {
   plot_ = new QCustomPlot(this);
   plot_->setObjectName(QStringLiteral("timelinePlot"));
-  plot_->setMinimumHeight(140);
+  plot_->setMinimumHeight(110);
   plot_->setNoAntialiasingOnDrag(true);
   accepted_ = makeBars(plot_, tr("accepted drafts"), Palette::acceptedDraft());
   correction_ = makeBars(plot_, tr("correction"), Palette::correction());

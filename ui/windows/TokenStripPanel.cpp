@@ -41,16 +41,20 @@ QString header(const SessionSnapshot& snapshot, int64_t position, int64_t id, co
 
 }  // namespace
 
-QString draftTooltip(const SessionSnapshot& snapshot, const RoundRecord& round, int64_t i, bool judged) {
+QString draftTooltip(const SessionSnapshot& snapshot, const RoundRecord& round, int64_t i, Phase phase) {
+  const bool verified = phaseOrder(phase) >= phaseOrder(Phase::Verify);
+  const bool judged = phaseOrder(phase) >= phaseOrder(Phase::Accept);
   const auto at = [](const std::vector<double>& values, int64_t index) {
     return index < static_cast<int64_t>(values.size()) ? values[static_cast<size_t>(index)] : -1.0;
   };
   const double q = at(round.q_draft, i), p = at(round.p_draft, i), u = at(round.uniforms, i);
+  const auto shown = [](double value) {
+    return value >= 0 ? QString::number(value, 'f', 4) : QObject::tr("(not computed yet)");
+  };
   QString text = QStringLiteral("draft %1 of round %2<br>q(d) = %3 &middot; p(d) = %4")
                      .arg(i + 1)
                      .arg(round.index)
-                     .arg(q, 0, 'f', 4)
-                     .arg(p, 0, 'f', 4);
+                     .arg(shown(q), verified ? shown(p) : QObject::tr("(verify pending)"));
   if (!judged || round.next_token < 0) return text + QObject::tr("<br>not judged yet (verify/accept pending)");
   const bool accepted = i < round.accepted;
   if (snapshot.greedy) {
@@ -113,7 +117,7 @@ void TokenStripPanel::refresh() {
       item.background = Palette::rejected();
       item.struck = true;
       item.position = round->start_length + i;
-      item.tooltip = header(*snapshot, item.position, id, draftTooltip(*snapshot, *round, i, true));
+      item.tooltip = header(*snapshot, item.position, id, draftTooltip(*snapshot, *round, i, cursor.phase));
       items.push_back(item);
     }
   };
@@ -135,7 +139,7 @@ void TokenStripPanel::refresh() {
     if (const RoundRecord* from = emitted >= 1 ? snapshot->round(emitted) : nullptr) {
       const int64_t i = item.position - from->start_length;
       if (origin == TokenOrigin::AcceptedDraft) {
-        what += QStringLiteral("<br>") + draftTooltip(*snapshot, *from, i, true);
+        what += QStringLiteral("<br>") + draftTooltip(*snapshot, *from, i, Phase::Prune);
       } else {
         what += from->bonus ? tr("<br>bonus: drawn from p(gamma+1) after all drafts were accepted")
                             : (snapshot->greedy ? tr("<br>correction: the target's argmax at the first rejection")
@@ -156,7 +160,7 @@ void TokenStripPanel::refresh() {
       item.background = Palette::pending();
       item.pending = true;
       item.position = round->start_length + static_cast<int64_t>(i);
-      item.tooltip = header(*snapshot, item.position, id, draftTooltip(*snapshot, *round, static_cast<int64_t>(i), false));
+      item.tooltip = header(*snapshot, item.position, id, draftTooltip(*snapshot, *round, static_cast<int64_t>(i), cursor.phase));
       items.push_back(item);
     }
   }

@@ -27,8 +27,9 @@ class TokenStripPanel : public ViewerPanel {
   QLabel* legend_;
 };
 
-// Tooltip text for draft i of a round (p, q, the draw and the verdict).
-QString draftTooltip(const SessionSnapshot& snapshot, const RoundRecord& round, int64_t i, bool judged);
+// Tooltip text for draft i of a round as of `phase` (q after draft, p after
+// verify, the draw and the verdict after accept).
+QString draftTooltip(const SessionSnapshot& snapshot, const RoundRecord& round, int64_t i, Phase phase);
 // A token's text made visible (spaces kept, newlines and empties shown).
 QString displayToken(const std::string& text);
 
