@@ -7,6 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/cache/fault.h"
+#include "core/error.h"
 #include "ui/bench/HeatmapBenchmark.h"
 #include "ui/logging/LogBridge.h"
 #include "ui/windows/MainWindow.h"
@@ -29,17 +31,20 @@ int main(int argc, char** argv) {
   QCommandLineOption default_layout(QStringLiteral("default-layout"), QStringLiteral("Ignore the saved window layout."));
   QCommandLineOption rounds(QStringLiteral("rounds"), QStringLiteral("Step this many rounds after loading."),
                             QStringLiteral("n"));
-  QCommandLineOption select(QStringLiteral("select-round"), QStringLiteral("Then show this round."),
+  QCommandLineOption select(QStringLiteral("select-round"), QStringLiteral("Then show this round (or 'rejected')."),
                             QStringLiteral("round"));
   QCommandLineOption bench(QStringLiteral("benchmark-heatmap"),
-                           QStringLiteral("Step the rounds given by --rounds (default 24), time the KV heatmap redraw "
-                                          "after each cursor move, print JSON and exit."));
-  QCommandLineOption position(QStringLiteral("select-position"), QStringLiteral("Then select this sequence position."),
+                           QStringLiteral("Step --rounds rounds (default 40; --max-new default 200), time the KV heatmap "
+                                          "redraw after each cursor move over them, print JSON and exit."));
+  QCommandLineOption position(QStringLiteral("select-position"),
+                              QStringLiteral("Then select this sequence position (or 'rejected')."),
                               QStringLiteral("position"));
   QCommandLineOption fault(QStringLiteral("fault"), QStringLiteral("Inject a cache fault (see kvscope-cli faults)."),
                            QStringLiteral("name"));
   QCommandLineOption diff(QStringLiteral("diff"), QStringLiteral("Start with the cached-vs-uncached diff."));
-  parser.addOptions({target, drafter, ngram, default_layout, rounds, select, position, fault, diff, bench});
+  QCommandLineOption prompt(QStringLiteral("prompt"), QStringLiteral("The prompt of the first session."), QStringLiteral("text"));
+  QCommandLineOption max_new(QStringLiteral("max-new"), QStringLiteral("Tokens to generate."), QStringLiteral("n"));
+  parser.addOptions({target, drafter, ngram, default_layout, prompt, max_new, rounds, select, position, fault, diff, bench});
   parser.process(app);
 
   kvscope::ui::LogBridge::install();
@@ -51,12 +56,29 @@ int main(int argc, char** argv) {
   if (parser.isSet(ngram)) options.models.drafter_kind = kvscope::DrafterKind::Ngram;
   options.restore_layout = !parser.isSet(default_layout);
   options.initial_rounds = parser.value(rounds).toInt();
-  options.select_round = parser.isSet(select) ? parser.value(select).toLongLong() : -1;
-  options.select_position = parser.isSet(position) ? parser.value(position).toLongLong() : -1;
+  // "rejected": the first round that rejected a draft / its first rejected draft.
+  const auto selection = [&](const QCommandLineOption& option) -> int64_t {
+    if (!parser.isSet(option)) return -1;
+    if (parser.value(option) == QStringLiteral("rejected")) return kvscope::ui::MainWindowOptions::kFirstRejection;
+    return parser.value(option).toLongLong();
+  };
+  options.select_round = selection(select);
+  options.select_position = selection(position);
+  options.prompt = parser.value(prompt);
+  options.max_new_tokens = parser.value(max_new).toInt();
   options.fault = parser.value(fault);
+  if (!options.fault.isEmpty()) {
+    try {
+      kvscope::parseFault(options.fault.toStdString());
+    } catch (const kvscope::Error& error) {
+      std::fprintf(stderr, "kvscope: --fault: %s\n", error.what());
+      return 2;
+    }
+  }
   options.run_diff = parser.isSet(diff);
   if (parser.isSet(bench)) {
-    if (!parser.isSet(rounds)) options.initial_rounds = 24;
+    if (!parser.isSet(rounds)) options.initial_rounds = 40;
+    if (!parser.isSet(max_new)) options.max_new_tokens = 200;  // long enough for ~200 cache rows
     options.restore_layout = false;
     kvscope::ui::MainWindow window(options);
     window.show();

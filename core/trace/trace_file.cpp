@@ -85,12 +85,21 @@ void writeTrace(const std::string& path, const TraceData& t) {
   for (const RoundRecord& r : t.rounds) rounds.push_back(toJson(r));
   std::vector<std::string> origins;
   for (TokenOrigin o : t.origins) origins.push_back(tokenOriginName(o));
-  json token_text = json::object();
-  for (const auto& [id, text] : t.token_text) token_text[std::to_string(id)] = text;
+  // Byte-fallback tokens display as partial UTF-8 sequences, which JSON
+  // strings cannot hold: those go to "token_bytes" as byte values.
+  json token_text = json::object(), token_bytes = json::object();
+  for (const auto& [id, text] : t.token_text) {
+    try {
+      (void)json(text).dump();  // throws on invalid UTF-8
+      token_text[std::to_string(id)] = text;
+    } catch (const json::type_error&) {
+      token_bytes[std::to_string(id)] = std::vector<uint8_t>(text.begin(), text.end());
+    }
+  }
   const json doc = {{"format", kFormatName},     {"version", kTraceFormatVersion}, {"info", t.info},
                     {"sequence", t.sequence},    {"origins", origins},             {"prompt_length", t.prompt_length},
                     {"rounds", rounds},          {"verify", verify_json},          {"ledger", ledger_json},
-                    {"token_text", token_text}};
+                    {"token_text", token_text},  {"token_bytes", token_bytes}};
   const std::string text = doc.dump(-1, ' ', false, json::error_handler_t::replace);
   saveTensors(path, tensors, {{kMetadataKey, text}, {"format", "pt"}}, StDType::F32);
 }
@@ -161,6 +170,12 @@ TraceData readTrace(const std::string& path) {
       t.verify[round] = std::move(record);
     }
     for (const auto& [id, text] : doc.at("token_text").items()) t.token_text[std::stoll(id)] = text.get<std::string>();
+    if (doc.contains("token_bytes")) {
+      for (const auto& [id, bytes] : doc.at("token_bytes").items()) {
+        const auto b = bytes.get<std::vector<uint8_t>>();
+        t.token_text[std::stoll(id)] = std::string(b.begin(), b.end());
+      }
+    }
     readLedger(*file, doc.at("ledger"), t);
   } catch (const Error& e) {
     fail(path, std::string("corrupted trace: ") + e.what());

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <iostream>
 
+#include "core/cache/fault.h"
 #include "core/model/scoring.h"
 #include "session_test_support.h"
 
@@ -139,6 +140,32 @@ INSTANTIATE_TEST_SUITE_P(Session, GreedyEqualsTarget, ::testing::ValuesIn(greedy
                            }
                            return name;
                          });
+
+// The comparison can fail: with a cache bug injected (core/cache/fault.h)
+// the same comparison finds differing outputs.
+TEST(GreedyEqualsTargetControl, InjectedCacheBugsChangeTheOutput) {
+  const auto target = fixtureModel("llama-tiny");
+  const auto drafter = std::make_shared<NgramDrafter>(3);
+  const auto prompts = randomPrompts(10, 512, 4, 30, /*seed=*/99);
+  for (const char* fault : {"no-prune", "prune-short", "stale-rope"}) {
+    int differing = 0;
+    for (const auto& prompt : prompts) {
+      GenerateOptions g;
+      g.max_new_tokens = kMaxNew;
+      g.ignore_eos = true;
+      const auto reference = generateAutoregressive(*target, prompt, g, {}).ids;
+      SessionOptions o = fastOptions(4, kMaxNew, true, greedySettings());
+      o.ignore_eos = true;
+      o.fault = parseFault(fault);
+      Session session(target, drafter, prompt, o, {});
+      session.runToEnd();
+      if (session.generated() != reference) ++differing;
+    }
+    std::cout << "[ info ] fault " << fault << ": " << differing << " of " << prompts.size()
+              << " outputs differ from the target-only output\n";
+    EXPECT_GT(differing, 0) << fault;
+  }
+}
 
 // --- Hugging Face's reference runs ---------------------------------------
 

@@ -9,6 +9,8 @@
 #include <QTextBrowser>
 #include <QtTest>
 
+#include <qcustomplot.h>
+
 #include "ui/widgets/KvHeadGrid.h"
 #include "ui/widgets/KvHeatmapView.h"
 #include "ui/widgets/TokenStripWidget.h"
@@ -173,6 +175,15 @@ class MainWindowTest : public QObject {
     window.kvCachePanel()->targetView()->setAllHeads(true);
     flush(window);
     QCOMPARE(window.kvCachePanel()->targetView()->headGrid()->headCount(), 2);  // llama-tiny: 2 kv heads
+    // KVSCOPE_UI_SHOTS=dir saves what the panel looks like (for reviewing the UI).
+    if (const QByteArray dir = qgetenv("KVSCOPE_UI_SHOTS"); !dir.isEmpty()) {
+      window.resize(1600, 1000);
+      window.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&window));
+      flush(window);
+      QTest::qWait(100);
+      QVERIFY(window.kvCachePanel()->grab().save(QString::fromUtf8(dir) + "/kv-small-multiples.png"));
+    }
   }
 
   void bookmarksJump() {
@@ -262,6 +273,42 @@ class MainWindowTest : public QObject {
         QVERIFY2(!dock->isHidden(), qPrintable(dock->objectName()));
       }
     }
+  }
+
+  void clickingTheTimelineAndAKvRowMovesTheCursor() {
+    MainWindow window(fixtureOptions());
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr, kTimeout);
+    stepRound(window);
+    stepRound(window);
+    QCustomPlot* timeline = window.timelinePanel()->plot();
+    timeline->replot();
+    const QPoint bar(static_cast<int>(timeline->xAxis->coordToPixel(1)), static_cast<int>(timeline->yAxis->coordToPixel(0.5)));
+    QTest::mouseClick(timeline, Qt::LeftButton, {}, bar);
+    QCOMPARE(window.context().cursor().round, int64_t{1});
+    flush(window);
+    KvHeatmapView* target = window.kvCachePanel()->targetView();
+    target->plot()->replot();
+    const int row = 3;
+    const QPoint cell(static_cast<int>(target->plot()->xAxis->coordToPixel(4)),
+                      static_cast<int>(target->plot()->yAxis->coordToPixel(row)));
+    QTest::mouseClick(target->plot(), Qt::LeftButton, {}, cell);
+    const LedgerEntry& entry = window.context().snapshot()->entries[target->matrix().entry_indices[row]];
+    QCOMPARE(window.context().cursor().position, entry.position);
+    QVERIFY(window.kvCachePanel()->history()->toPlainText().contains(QStringLiteral("position %1").arg(entry.position)));
+  }
+
+  void ngramDrafterHasNoDrafterCache() {
+    MainWindowOptions options = fixtureOptions();
+    options.models.drafter_kind = DrafterKind::Ngram;
+    MainWindow window(options);
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr, kTimeout);
+    QVERIFY(!window.context().snapshot()->drafter.present);
+    QVERIFY(QString::fromStdString(window.context().snapshot()->drafter_name).contains("prompt-lookup"));
+    stepRound(window);
+    QCOMPARE(window.kvCachePanel()->drafterView()->rowCount(), 0);
+    QVERIFY(window.kvCachePanel()->targetView()->rowCount() > 0);
   }
 };
 

@@ -89,6 +89,10 @@ void KvHeadGrid::show(const SessionSnapshot* snapshot, const Cursor& cursor, Cac
         hatch->setBrush(QColor(255, 255, 255, 150));
       }
     }
+    auto dims = QSharedPointer<QCPAxisTickerText>::create();  // no ticks under the status columns
+    for (int c = 0; c < cols; c += std::max(1, cols / 4)) dims->addTick(c, QString::number(c));
+    x->setTicker(dims);
+    y->setLabel(h % columns == 0 ? QStringLiteral("row") : QString());
     x->setRange(-2.9, std::max(cols, 1) - 0.5);
     y->setRange(-0.5, std::max(rows, 1) - 0.5);
   }

@@ -30,6 +30,10 @@ AttentionPanel::AttentionPanel(DebuggerContext& context, QWidget* parent) : View
   plot_->setMinimumSize(260, 100);
   plot_->yAxis->setRangeReversed(true);
   plot_->xAxis->setLabel(tr("key position"));
+  auto positions = QSharedPointer<QCPAxisTickerFixed>::create();  // whole positions only
+  positions->setTickStep(1);
+  positions->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+  plot_->xAxis->setTicker(positions);
   map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
   map_->setInterpolate(false);
   QCPColorGradient gradient(QCPColorGradient::gpHot);

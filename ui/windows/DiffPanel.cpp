@@ -16,11 +16,10 @@ namespace kvscope::ui {
 namespace {
 constexpr double kFloor = 1e-9;  // log axes: exact zeros drawn at the floor
 
-QCPGraph* pointsGraph(QCustomPlot* plot, const QString& name, const QColor& color) {
+QCPGraph* pointsGraph(QCustomPlot* plot, const QColor& color, QCPScatterStyle::ScatterShape shape) {
   QCPGraph* graph = plot->addGraph();
-  graph->setName(name);
   graph->setLineStyle(QCPGraph::lsNone);
-  graph->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, 6));
+  graph->setScatterStyle(QCPScatterStyle(shape, color, color, 7));
   return graph;
 }
 }  // namespace
@@ -52,14 +51,20 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   positions_->yAxis->setScaleType(QCPAxis::stLogarithmic);
   positions_->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
   positions_->yAxis->setLabel(tr("max |\u0394 logit|"));
-  positions_->xAxis->setLabel(tr("position (target verify queries)"));
+  positions_->xAxis->setLabel(tr("query position (\u25cf target verify, \u25b2 drafter draft)"));
+  auto whole = QSharedPointer<QCPAxisTickerFixed>::create();
+  whole->setTickStep(1);
+  whole->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+  positions_->xAxis->setTicker(whole);
   positions_->yAxis2->setVisible(true);
   positions_->yAxis2->setScaleType(QCPAxis::stLogarithmic);
   positions_->yAxis2->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
   positions_->yAxis2->setLabel(tr("KL(p_uncached || p_cached)"));
-  agree_ = pointsGraph(positions_, tr("agree"), Palette::acceptedDraft().darker(120));
-  noise_ = pointsGraph(positions_, tr("float noise"), Palette::bonus().darker(120));
-  divergent_ = pointsGraph(positions_, tr("divergent"), Palette::pruned());
+  const QColor colors[3] = {Palette::acceptedDraft().darker(120), Palette::bonus().darker(120), Palette::pruned()};
+  for (int v = 0; v < 3; ++v) {  // target verify queries: discs; drafter draft queries: triangles
+    points_[0][v] = pointsGraph(positions_, colors[v], QCPScatterStyle::ssDisc);
+    points_[1][v] = pointsGraph(positions_, colors[v], QCPScatterStyle::ssTriangle);
+  }
   kl_ = positions_->addGraph(positions_->xAxis, positions_->yAxis2);
   kl_->setName(tr("KL"));
   kl_->setPen(QPen(QColor(90, 90, 200), 1, Qt::DashLine));
@@ -87,7 +92,7 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   auto* legend = new QLabel(QStringLiteral("<span style='color:%1'>●</span> agree &nbsp;"
                                            "<span style='color:%2'>●</span> float noise &nbsp;"
                                            "<span style='color:%3'>●</span> divergent &nbsp;"
-                                           "<span style='color:#5a5ac8'>- - -</span> KL (right axis) &nbsp;&nbsp; "
+                                           "<span style='color:#5a5ac8'>- - -</span> KL of the target (right axis) &nbsp;&nbsp; "
                                            "audit: log10 max |Δ| of K/V per layer and position, "
                                            "<span style='color:#7800a0'>■</span> missing or extra row")
                                 .arg(Palette::acceptedDraft().darker(120).name(), Palette::bonus().darker(120).name(),
@@ -124,27 +129,35 @@ const AuditData* DiffPanel::shownAudit() const {
   return snapshot->diff && snapshot->diff->audit ? snapshot->diff->audit.get() : nullptr;
 }
 
-int DiffPanel::pointCount() const { return agree_->dataCount() + noise_->dataCount() + divergent_->dataCount(); }
+int DiffPanel::pointCount() const {
+  int count = 0;
+  for (auto& cache : points_) {
+    for (QCPGraph* graph : cache) count += graph->dataCount();
+  }
+  return count;
+}
 
 void DiffPanel::refresh() {
   const SessionSnapshot* snapshot = context().snapshot();
   const DiffData* diff = snapshot && snapshot->diff ? snapshot->diff.get() : nullptr;
   positions_->clearItems();
   audit_->clearItems();
-  QVector<double> keys[3], values[3], kl_keys, kl_values;
+  QVector<double> keys[2][3], values[2][3], kl_keys, kl_values;
   if (diff) {
     for (const DiffPoint& point : diff->points) {
-      if (point.cache != CacheRole::Target) continue;
+      const int c = point.cache == CacheRole::Target ? 0 : 1;
       const int v = std::clamp(point.verdict, 0, 2);
-      keys[v] << static_cast<double>(point.position);
-      values[v] << std::max(point.max_abs_logit_diff, kFloor);
-      kl_keys << static_cast<double>(point.position);
-      kl_values << std::max(point.kl, kFloor);
+      keys[c][v] << static_cast<double>(point.position);
+      values[c][v] << std::max(point.max_abs_logit_diff, kFloor);
+      if (c == 0) {
+        kl_keys << static_cast<double>(point.position);
+        kl_values << std::max(point.kl, kFloor);
+      }
     }
   }
-  agree_->setData(keys[0], values[0]);
-  noise_->setData(keys[1], values[1]);
-  divergent_->setData(keys[2], values[2]);
+  for (int c = 0; c < 2; ++c) {
+    for (int v = 0; v < 3; ++v) points_[c][v]->setData(keys[c][v], values[c][v]);
+  }
   kl_->setData(kl_keys, kl_values);
   positions_->rescaleAxes();
   positions_->yAxis->setRangeLower(kFloor);

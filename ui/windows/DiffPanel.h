@@ -43,9 +43,7 @@ class DiffPanel : public ViewerPanel {
   QPushButton* go_;
   QLabel* summary_;
   QCustomPlot* positions_;
-  QCPGraph* agree_;
-  QCPGraph* noise_;
-  QCPGraph* divergent_;
+  QCPGraph* points_[2][3];  // [target, drafter][agree, noise, divergent]
   QCPGraph* kl_;
   QCustomPlot* audit_;
   QCPColorMap* audit_map_;

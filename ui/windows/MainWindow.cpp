@@ -11,6 +11,7 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QSignalBlocker>
@@ -36,7 +37,11 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   setWindowTitle(tr("kvscope \u2014 KV cache debugger for speculative decoding"));
   setObjectName(QStringLiteral("kvscopeMainWindow"));
   setDockNestingEnabled(true);
-  resize(1600, 1000);
+  QSize size(1600, 1000);  // the first run's size; later runs restore the saved geometry
+  if (const QScreen* screen = QGuiApplication::primaryScreen()) {
+    size = size.boundedTo(screen->availableGeometry().size());
+  }
+  resize(size);
 
   session_ = new SessionPanel(context_);
   timeline_ = new TimelinePanel(context_);
@@ -83,6 +88,8 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     session_->setModelDirs(QString::fromStdString(options_.models.target_dir),
                            QString::fromStdString(options_.models.drafter_dir));
     if (!options_.fault.isEmpty()) session_->setFault(options_.fault);
+    if (!options_.prompt.isEmpty()) session_->setPrompt(options_.prompt);
+    if (options_.max_new_tokens > 0) session_->setMaxNewTokens(options_.max_new_tokens);
     controller_.loadModels(options_.models);
   }
 }
@@ -280,10 +287,22 @@ void MainWindow::connectEngine() {
     if (pending_rounds_ > 0 && !finished) {
       --pending_rounds_;
       controller_.stepRound();
-    } else if (pending_rounds_ >= 0 && options_.select_round >= 0) {
+    } else if (pending_rounds_ >= 0 && options_.select_round != -1) {
       pending_rounds_ = -1;  // done: select once
-      context_.goToRound(options_.select_round);
-      if (options_.select_position >= 0) context_.selectPosition(options_.select_position);
+      int64_t round = options_.select_round;
+      int64_t position = options_.select_position;
+      if (round == MainWindowOptions::kFirstRejection && context_.snapshot()) {
+        round = -1;
+        for (const RoundRecord& record : context_.snapshot()->rounds) {
+          if (record.index >= 1 && record.accepted < static_cast<int64_t>(record.drafts.size())) {
+            round = record.index;
+            if (position == MainWindowOptions::kFirstRejection) position = record.start_length + record.accepted;
+            break;
+          }
+        }
+      }
+      if (round >= 0) context_.goToRound(round);
+      if (position >= 0) context_.selectPosition(position);
     }
   });
   connect(&controller_, &EngineController::failed, this, &MainWindow::showError);

@@ -30,8 +30,12 @@ struct MainWindowOptions {
   UiModelSpec models;         // empty dirs: bundled, else the test fixtures
   bool restore_layout = true;
   int initial_rounds = 0;      // rounds to step right after the first session starts (demos)
-  int64_t select_round = -1;   // then put the cursor on this round (-1: stay at the latest)
-  int64_t select_position = -1;
+  static constexpr int64_t kFirstRejection = -2;
+  int64_t select_round = -1;     // then put the cursor on this round (-1: stay at the latest;
+                                 // kFirstRejection: the first round that rejected a draft)
+  int64_t select_position = -1;  // kFirstRejection: that round's first rejected draft
+  QString prompt;         // empty: the sample prompt
+  int max_new_tokens = 0; // 0: the panel's default
   QString fault;          // inject this fault (a name from core/cache/fault.h) in the first session
   bool run_diff = false;  // run the cached-vs-uncached diff instead of a plain first session
 };

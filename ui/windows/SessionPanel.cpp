@@ -247,7 +247,7 @@ void SessionPanel::setProgress(int step, int total, const QString& what) {
 }
 
 void SessionPanel::setLoadedModels(const QString& target_dir, const QString& drafter_name) {
-  loaded_->setText(tr("loaded: target %1, drafter %2").arg(target_dir, drafter_name));
+  loaded_->setText(tr("loaded: target %1 \u00b7 %2").arg(target_dir, drafter_name));
 }
 
 void SessionPanel::rememberRecent(const QString& dir) {

@@ -39,6 +39,10 @@ TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : Viewer
   plot_->yAxis2->setLabel(tr("running alpha"));
   plot_->yAxis->setLabel(tr("tokens"));
   plot_->xAxis->setLabel(tr("round"));
+  auto rounds = QSharedPointer<QCPAxisTickerFixed>::create();  // whole rounds only
+  rounds->setTickStep(1);
+  rounds->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+  plot_->xAxis->setTicker(rounds);
   alpha_ = plot_->addGraph(plot_->xAxis, plot_->yAxis2);
   alpha_->setName(tr("running alpha"));
   alpha_->setPen(QPen(QColor(40, 40, 40), 2));
