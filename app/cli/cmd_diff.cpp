@@ -17,6 +17,8 @@ void printReport(const DiffReport& r, const SessionSetup& setup) {
   std::cout << "diff (" << r.mode << "), fault: " << faultInfo(setup.options.fault).name << "\n";
   std::cout << "positions compared: " << r.positions.size() << "  agree " << r.agree << ", numerical noise " << r.noise
             << ", divergent " << r.divergent << "; max |delta logit| " << r.max_abs_logit_diff << "\n";
+  std::cout << "top-1 flips: " << r.top1_flips << "; smallest top-2 margin " << r.min_top2_margin
+            << " (a flip counts as noise only when the margin is <= 2 x |delta|)\n";
   if (r.mode == "free") {
     if (r.first_token_divergence >= 0) {
       std::cout << "first token divergence at generated token " << r.first_token_divergence << "\n";

@@ -44,6 +44,8 @@ namespace {
 
 void tally(DiffReport& report, PositionDiff d) {
   report.max_abs_logit_diff = std::max(report.max_abs_logit_diff, d.max_abs_logit_diff);
+  report.min_top2_margin = report.positions.empty() ? d.top2_margin : std::min(report.min_top2_margin, d.top2_margin);
+  if (!d.top1_agree) ++report.top1_flips;
   (d.verdict == PositionClass::Agree ? report.agree : d.verdict == PositionClass::Noise ? report.noise
                                                                                          : report.divergent) += 1;
   report.positions.push_back(d);
@@ -164,7 +166,9 @@ nlohmann::json toJson(const DiffReport& r, bool include_positions) {
                       {"agree_positions", r.agree},
                       {"noise_positions", r.noise},
                       {"divergent_positions", r.divergent},
-                      {"max_abs_logit_diff", r.max_abs_logit_diff}};
+                      {"max_abs_logit_diff", r.max_abs_logit_diff},
+                      {"top1_flips", r.top1_flips},
+                      {"min_top2_margin", r.min_top2_margin}};
   if (r.first_divergence) {
     const FirstDivergence& f = *r.first_divergence;
     j["first_divergence"] = {{"cache", cacheRoleName(f.cache)}, {"round", f.round}, {"position", f.position},

@@ -54,6 +54,8 @@ struct DiffReport {
   std::vector<PositionDiff> positions;
   int64_t agree = 0, noise = 0, divergent = 0;
   double max_abs_logit_diff = 0;
+  int64_t top1_flips = 0;            // positions whose top-1 changed (inside the margin or not)
+  double min_top2_margin = 0;        // smallest uncached top-1 minus top-2 logit seen
   std::optional<FirstDivergence> first_divergence;
   std::optional<AuditReport> audit_at_divergence;
   // Free-running: both token streams and the first index where they differ.
