@@ -44,6 +44,19 @@ class MainWindowTest : public QObject {
     QVERIFY(window.stepRoundAction()->isEnabled());
   }
 
+  void opensWithTheDefaultModels() {
+    // The bundled pair when resources/models has it, else the fixture pair.
+    MainWindowOptions options;
+    options.restore_layout = false;
+    MainWindow window(options);
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    const SessionSnapshot& snapshot = *window.context().snapshot();
+    QVERIFY(snapshot.target.present);
+    QVERIFY(snapshot.drafter.present);
+    QCOMPARE(window.context().cursor().round, int64_t{0});
+    QVERIFY(window.stepRoundAction()->isEnabled());
+  }
+
   void stepPhaseShowsDraftsThenVerdict() {
     MainWindow window(fixtureOptions());
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() && window.stepPhaseAction()->isEnabled(), kTimeout);

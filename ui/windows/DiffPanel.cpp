@@ -76,6 +76,10 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   audit_->xAxis->setLabel(tr("position"));
   audit_->yAxis->setLabel(tr("layer"));
   audit_->yAxis->setRangeReversed(true);
+  auto audit_positions = QSharedPointer<QCPAxisTickerFixed>::create();
+  audit_positions->setTickStep(1);
+  audit_positions->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+  audit_->xAxis->setTicker(audit_positions);
   audit_map_ = new QCPColorMap(audit_->xAxis, audit_->yAxis);
   audit_map_->setInterpolate(false);
   auto* scale = new QCPColorScale(audit_);

@@ -301,6 +301,9 @@ void MainWindow::connectEngine() {
           }
         }
       }
+      if (position == MainWindowOptions::kFirstRejection && round >= 1 && context_.snapshot()) {
+        if (const RoundRecord* record = context_.snapshot()->round(round)) position = record->start_length + record->accepted;
+      }
       if (round >= 0) context_.goToRound(round);
       if (position >= 0) context_.selectPosition(position);
     }

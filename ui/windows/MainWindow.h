@@ -33,7 +33,7 @@ struct MainWindowOptions {
   static constexpr int64_t kFirstRejection = -2;
   int64_t select_round = -1;     // then put the cursor on this round (-1: stay at the latest;
                                  // kFirstRejection: the first round that rejected a draft)
-  int64_t select_position = -1;  // kFirstRejection: that round's first rejected draft
+  int64_t select_position = -1;  // kFirstRejection: the selected round's first rejected draft
   QString prompt;         // empty: the sample prompt
   int max_new_tokens = 0; // 0: the panel's default
   QString fault;          // inject this fault (a name from core/cache/fault.h) in the first session
