@@ -10,10 +10,10 @@ if [ ! -f "$here/resources/models/target/config.json" ]; then
   models=(--target "$here/tests/fixtures/models/llama-tiny" --drafter "$here/tests/fixtures/models/llama-tiny-draft")
 fi
 echo "== kvscope-cli run: speculative decoding, greedy, gamma 4 =="
-"$cli" run "${models[@]}" --prompt "Once upon a time" --gamma 4 --max-new 48 --greedy | head -n -1
+"$cli" run "${models[@]}" --prompt "And the LORD spake unto Moses, saying," --gamma 4 --max-new 48 --greedy | head -n -1
 if "$cli" help | grep -q '^  diff'; then
   echo
   echo "== kvscope-cli diff: cached vs uncached, with the 'prune-short' cache bug injected =="
-  "$cli" diff "${models[@]}" --prompt "Once upon a time" --gamma 4 --max-new 32 --greedy --fault prune-short \
+  "$cli" diff "${models[@]}" --prompt "And the LORD spake unto Moses, saying," --gamma 4 --max-new 32 --greedy --fault prune-short \
     | head -n -1 || true
 fi
