@@ -100,7 +100,7 @@ at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Pha
   (role == CacheRole::Target ? record.target_forwards : record.drafter_forwards) += 1;
   if (cache == nullptr) return model.forward(idsTensor(tokens), 0, nullptr, probes);  // [all, vocab]
 
-  // Feed only what the cache holds not yet, at explicit positions.
+  // Feed only the tokens the cache does not hold yet, at explicit positions.
   std::vector<int64_t>& held = believed(role);
   int64_t start = static_cast<int64_t>(held.size());
   int64_t position = start + (role == CacheRole::Target ? position_shift_target_ : position_shift_drafter_);
