@@ -1,71 +1,79 @@
-// kvscope-cli audit: recompute K/V from scratch and compare with the caches.
-// Without --at-round, audits after every round and stops at the first bad one.
+// kvscope-cli audit: runs the session, then audits a recorded moment: every
+// physical cache row against the rows the bookkeeping expects and a
+// from-scratch recomputation of K and V. Without --at-round, the moment of
+// the root cause (the first operation that broke the contract), else the end.
 #include <iostream>
 
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
 #include "app/cli/session_setup.h"
 #include "core/error.h"
-#include "core/trace/cache_audit.h"
+#include "core/inspect/cache_audit.h"
+#include "core/trace/trace_json.h"
 
 namespace kvscope::cli {
 namespace {
 
-std::vector<AuditReport> auditNow(const Session& session) {
-  std::vector<AuditReport> reports;
-  const int64_t round = session.currentRound() - 1;  // the round just pruned
-  if (session.targetCache()) {
-    reports.push_back(auditCache(session.target(), *session.targetCache(),
-                                 session.believedCacheTokens(CacheRole::Target), CacheRole::Target, round));
-  }
-  if (session.drafterCache()) {
-    reports.push_back(auditCache(*session.drafter()->model(), *session.drafterCache(),
-                                 session.believedCacheTokens(CacheRole::Drafter), CacheRole::Drafter, round));
-  }
-  return reports;
-}
-
-void printAudit(const AuditReport& a) {
-  std::cout << cacheRoleName(a.cache) << " cache after round " << a.round << ": " << a.expected_length
-            << " tokens expected, rows per layer:";
-  for (int64_t n : a.physical_lengths) std::cout << " " << n;
-  std::cout << "; max value error " << a.max_value_error;
+void printAudit(const CacheAudit& a, const Tokenizer& tokenizer) {
+  std::cout << cacheRoleName(a.cache) << " cache after round " << a.moment.round << " " << phaseName(a.moment.phase)
+            << ": " << a.expected_rows << " rows expected, rows per layer:";
+  for (int64_t n : a.rows_per_layer) std::cout << " " << n;
+  std::cout << "; " << a.ok_rows << " rows ok, max value error " << a.max_value_error;
   if (a.clean()) {
     std::cout << " -> clean\n";
-  } else {
-    const AuditCell& c = *a.first_bad;
-    std::cout << "\n  FIRST BAD CELL: round " << c.round << ", layer " << c.layer << ", head " << c.head
-              << ", position " << c.position << " (" << c.kind << "), " << a.bad_cells << " bad cells in all\n";
+    return;
   }
+  std::cout << "\n";
+  size_t shown = 0;
+  for (const RowVerdict& v : a.rows) {
+    if (++shown > 8) {
+      std::cout << "  ... " << a.rows.size() - 8 << " more\n";
+      break;
+    }
+    std::cout << "  layer " << v.layer << " row " << v.row << ": " << rowStateName(v.state) << ", '"
+              << tokenizer.tokenText(v.token) << "' written for position " << v.position;
+    if (v.rope_position != v.position) std::cout << " (rotary " << v.rope_position << ")";
+    if (v.max_abs_dk) std::cout << ", max |dK| " << *v.max_abs_dk << " |dV| " << *v.max_abs_dv;
+    std::cout << "\n";
+  }
+}
+
+Moment chosenMoment(Args& args, SessionController& controller) {
+  const int64_t at_round = args.integer("at-round", -1);
+  const auto phase = args.value("phase");
+  const Moment last = controller.snapshot()->lastMoment();
+  if (at_round >= 0) {
+    const Phase p = phase ? parsePhase(*phase) : (at_round == 0 ? Phase::Prefill : Phase::Prune);
+    return {at_round, p};
+  }
+  if (phase) throw Error("--phase needs --at-round");
+  if (auto cause = controller.rootCause()) return {cause->round, cause->phase};
+  return last;
 }
 
 int runAudit(Args& args) {
   const bool json = args.flag("json");
-  const int64_t at_round = args.integer("at-round", -1);
   SessionSetup setup = parseSessionSetup(args);
-  args.finish();
   if (!setup.options.use_cache) throw Error("audit checks the KV caches: use --cache on");
-  auto session = setup.makeSession(true);
-  session->stepPhase();  // prefill
-  std::vector<AuditReport> reports;
-  bool bad = false;
-  while (!session->finished()) {
-    session->stepRound();
-    const int64_t round = session->currentRound() - 1;
-    if (at_round >= 0 && round < at_round) continue;
-    reports = auditNow(*session);
-    for (const auto& r : reports) bad = bad || !r.clean();
-    if (bad || at_round >= 0) break;
+  auto controller = setup.makeController();
+  controller->runToEnd();
+  const Moment moment = chosenMoment(args, *controller);
+  args.finish();
+  const std::vector<CacheAudit> audits = controller->auditAt(moment);
+  bool ok = true;
+  int64_t ok_rows = 0;
+  nlohmann::json rows = nlohmann::json::array(), caches = nlohmann::json::array();
+  for (const CacheAudit& a : audits) {
+    if (!json) printAudit(a, *setup.target->tokenizer);
+    ok = ok && a.clean();
+    ok_rows += a.ok_rows;
+    for (const RowVerdict& v : a.rows) rows.push_back(toJson(v));
+    caches.push_back(toJson(a, true));
   }
-  if (reports.empty()) reports = auditNow(*session);
-  nlohmann::json caches = nlohmann::json::array();
-  for (const auto& r : reports) {
-    if (!json) printAudit(r);
-    caches.push_back(toJson(r, true));
-  }
-  if (!json && !bad) std::cout << "all audited caches match a fresh recomputation\n";
-  printJson({{"fault", faultInfo(setup.options.fault).name}, {"clean", !bad}, {"caches", caches}});
-  return bad ? 1 : 0;
+  if (!json && ok) std::cout << "every row of the audited caches is where the bookkeeping expects it, with the right values\n";
+  printJson({{"fault", faultInfo(setup.options.fault).name}, {"round", moment.round}, {"phase", phaseName(moment.phase)},
+             {"ok", ok}, {"ok_rows", ok_rows}, {"rows", rows}, {"caches", caches}});
+  return ok ? 0 : 1;
 }
 
 int runFaults(Args& args) {
@@ -74,14 +82,17 @@ int runFaults(Args& args) {
   nlohmann::json list = nlohmann::json::array();
   for (const FaultInfo& f : allFaults()) {
     if (!json) std::cout << f.name << "\n  what it breaks: " << f.breaks << "\n  mirrors: " << f.real_world << "\n\n";
-    list.push_back({{"name", f.name}, {"breaks", f.breaks}, {"mirrors", f.real_world}});
+    list.push_back({{"name", f.name}, {"explanation", f.breaks}, {"mirrors", f.real_world}});
   }
   printJson({{"faults", list}});
   return 0;
 }
 
 const CommandRegistrar kRegisterAudit{
-    "audit", "audit <run options> [--fault NAME] [--at-round R] [--json]   (exit 1 if a cache is wrong)", runAudit};
+    "audit",
+    "audit <run options> [--fault NAME] [--at-round R [--phase prefill|draft|verify|accept|prune]] [--json]   "
+    "(exit 1 if a row is wrong)",
+    runAudit};
 const CommandRegistrar kRegisterFaults{"faults", "faults [--json]   (the bug zoo, with explanations)", runFaults};
 
 }  // namespace

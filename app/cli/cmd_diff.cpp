@@ -1,5 +1,7 @@
 // kvscope-cli diff: cached vs uncached, lockstep (teacher-forced) or
-// free-running. Exit code 0 when nothing diverged, 1 when something did.
+// free-running, and the root cause: the first cache operation that broke the
+// bookkeeping's contract. Exit code 0 when nothing diverged and every
+// operation kept the contract, 1 otherwise.
 #include <iomanip>
 #include <iostream>
 
@@ -7,10 +9,22 @@
 #include "app/cli/command_registry.h"
 #include "app/cli/session_setup.h"
 #include "core/error.h"
-#include "core/trace/cache_diff.h"
+#include "core/inspect/cache_diff.h"
 
 namespace kvscope::cli {
 namespace {
+
+void printRootCause(const RootCause& c) {
+  std::cout << "ROOT CAUSE: " << c.what << "\n";
+  std::cout << "  " << cacheRoleName(c.cache) << " cache, round " << c.round << ", " << phaseName(c.phase) << ", "
+            << cacheEventKindName(c.operation) << ": " << c.actual_rows << " rows, " << c.expected_rows
+            << " required; layers";
+  for (int64_t l : c.layers) std::cout << " " << l;
+  std::cout << "; rows";
+  for (size_t i = 0; i < c.rows.size() && i < 12; ++i) std::cout << " " << c.rows[i];
+  if (c.rows.size() > 12) std::cout << " ...";
+  std::cout << "\n";
+}
 
 void printReport(const DiffReport& r, const SessionSetup& setup) {
   std::cout << std::setprecision(4);
@@ -26,22 +40,14 @@ void printReport(const DiffReport& r, const SessionSetup& setup) {
       std::cout << "cached and uncached runs produced the same " << r.cached_tokens.size() << " tokens\n";
     }
   }
-  if (!r.first_divergence) {
-    std::cout << "no divergence\n";
-    return;
-  }
-  const FirstDivergence& f = *r.first_divergence;
-  std::cout << "FIRST DIVERGENCE: " << cacheRoleName(f.cache) << " cache, round " << f.round << ", position "
-            << f.position;
-  if (f.layer) std::cout << ", layer " << *f.layer << ", head " << *f.head;
-  std::cout << "\n";
-  if (r.audit_at_divergence && r.audit_at_divergence->first_bad) {
-    const AuditReport& a = *r.audit_at_divergence;
-    std::cout << "audit of the " << cacheRoleName(a.cache) << " cache at that moment: first bad cell layer "
-              << a.first_bad->layer << ", head " << a.first_bad->head << ", position " << a.first_bad->position << " ("
-              << a.first_bad->kind << "); cache rows per layer:";
-    for (int64_t n : a.physical_lengths) std::cout << " " << n;
-    std::cout << " for " << a.expected_length << " tokens\n";
+  std::cout << r.explanation() << "\n";
+  if (r.root_cause) printRootCause(*r.root_cause);
+  if (r.first_divergence) {
+    const FirstDivergence& f = *r.first_divergence;
+    std::cout << "FIRST DIVERGENCE: " << cacheRoleName(f.cache) << " cache, round " << f.round << " ("
+              << phaseName(f.phase) << "), position " << f.position;
+    if (f.layer) std::cout << "; first bad row at that moment: layer " << *f.layer << ", head " << *f.head << ", row " << *f.row;
+    std::cout << "\n";
   }
   for (const PositionDiff& d : r.positions) {
     if (d.verdict != PositionClass::Divergent) continue;
@@ -64,8 +70,13 @@ int runDiff(Args& args) {
 
   DiffReport report;
   if (mode == "lockstep") {
-    auto session = setup.makeSession(true);
-    report = diffLockstep(*session, tolerances);
+    if (tolerances.noise != DiffTolerances{}.noise) {
+      auto session = setup.makeSession(true);
+      report = diffLockstep(*session, tolerances);
+    } else {
+      auto controller = setup.makeController();  // the GUI's code path
+      report = controller->runDiff();
+    }
   } else {
     auto cached = setup.makeSession(true);
     auto uncached = setup.makeSession(false);
@@ -75,12 +86,13 @@ int runDiff(Args& args) {
   auto result = toJson(report, json);
   result["fault"] = faultInfo(setup.options.fault).name;
   printJson(result);
-  return report.diverged() ? 1 : 0;
+  return report.failed() ? 1 : 0;
 }
 
 const CommandRegistrar kRegister{
     "diff",
-    "diff <run options> [--fault NAME] [--mode lockstep|free] [--noise-tolerance X] [--json]   (exit 1 if diverged)",
+    "diff <run options> [--fault NAME] [--mode lockstep|free] [--noise-tolerance X] [--json]   (exit 1 if diverged "
+    "or a cache operation broke the contract)",
     runDiff};
 
 }  // namespace

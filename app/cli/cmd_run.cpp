@@ -10,6 +10,7 @@
 #include "app/cli/session_setup.h"
 #include "app/cli/token_printer.h"
 #include "core/decode/autoregressive.h"
+#include "core/inspect/trace_capture.h"
 #include "core/trace/trace_file.h"
 #include "core/trace/trace_json.h"
 

@@ -56,4 +56,15 @@ std::unique_ptr<Session> SessionSetup::makeSession(bool use_cache) const {
                                    o, target->eos_ids);
 }
 
+std::unique_ptr<SessionController> SessionSetup::makeController() const {
+  auto controller = std::make_unique<SessionController>();
+  controller->adoptModels(std::shared_ptr<const CausalLM>(target, target->model.get()),
+                          std::shared_ptr<const Tokenizer>(target, target->tokenizer.get()), target->eos_ids,
+                          drafter_impl, target->dir);
+  SessionOptions o = options;
+  o.use_cache = true;
+  controller->startSession(prompt, o);
+  return controller;
+}
+
 }  // namespace kvscope::cli

@@ -8,6 +8,7 @@
 
 #include "app/cli/args.h"
 #include "core/decode/session.h"
+#include "core/inspect/session_controller.h"
 #include "core/model/model_bundle.h"
 
 namespace kvscope::cli {
@@ -21,6 +22,9 @@ struct SessionSetup {
   std::string drafter_label;
 
   std::unique_ptr<Session> makeSession(bool use_cache) const;
+  // The controller the GUI drives, holding these models and a new session
+  // (with the cache on) ready to step or diff.
+  std::unique_ptr<SessionController> makeController() const;
 };
 
 SessionSetup parseSessionSetup(Args& args);

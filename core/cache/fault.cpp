@@ -48,6 +48,22 @@ const std::vector<FaultInfo>& allFaults() {
        "K and V are stored in fp16 and read back into fp32: every entry carries rounding drift (about 5e-4 relative). "
        "Not a logic bug; the diff must class it as numerical noise unless it flips a top-1 outside the margin.",
        "Engines that keep the KV cache in half precision to save memory (fp16 / bf16 / fp8 KV caches)."},
+      {Fault::BonusNotFed, "bonus-not-fed",
+       "After a round that accepts every draft, the bonus token's K/V row is never written: the next forward feeds "
+       "it but its row is dropped, so the cache is one row short and every later row sits one slot early.",
+       "Engines that append the bonus token to the output but skip it when catching the caches up (the "
+       "all-accepted branch of a speculative loop, where the drafter and target both lag one token)."},
+      {Fault::VerifyMaskLeak, "verify-mask-leak",
+       "The verify pass builds no causal mask among the rows it appends: each draft query also sees the keys of "
+       "the drafts after it. The K/V rows written are computed from leaked attention (wrong values from layer 1 "
+       "on) and the verify logits are wrong.",
+       "Attention masks built for one new token reused for a multi-token verify pass (e.g. passing "
+       "is_causal=False or an all-ones mask when q_len > 1, as in several tree/speculative attention ports)."},
+      {Fault::AppendReversed, "append-reversed",
+       "A forward that appends several rows at once writes them in reverse order: row i holds the K/V of the "
+       "token meant for row start + n - 1 - i. Invisible in one-token decoding; shows after prefill and verify.",
+       "Scatter/index bugs in paged or ring-buffer caches where slot indices for a multi-token write are "
+       "computed in the wrong order (e.g. a reversed slot mapping)."},
   };
   return faults;
 }

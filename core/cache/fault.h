@@ -1,9 +1,8 @@
 #pragma once
 // The bug zoo: injectable cache bugs that reproduce real ones. Each is named,
 // switchable at run time, and explained (what it breaks, which real bug it
-// mirrors). The session consults the active fault at the three places where
-// engines get caches wrong: how much prune removes, which positions and
-// tokens are fed, and how K/V are stored.
+// mirrors). What each one does to cache operations is FaultPolicy's business
+// (core/cache/fault_policy.h); this file is the catalogue.
 #include <string>
 #include <vector>
 
@@ -21,6 +20,9 @@ enum class Fault {
   FullPrefixWithCache,  // the whole prefix is fed again with a non-empty cache
   DrafterNotPruned,     // only the target is rolled back
   HalfCache,            // K/V stored in fp16 (drift, not a logic bug)
+  BonusNotFed,          // after a fully accepted round the bonus token's row is never written
+  VerifyMaskLeak,       // verify drafts see the drafts after them (no causal mask among new rows)
+  AppendReversed,       // a multi-row append writes its rows in reverse order
 };
 
 struct FaultInfo {

@@ -53,10 +53,17 @@ void KvCache::append(int64_t layer_index, const at::Tensor& k, const at::Tensor&
   require(k.dim() == 3 && k.size(0) == kv_heads_ && k.size(2) == head_dim_ && v.sizes() == k.sizes(),
           "KvCache::append: expected k and v of shape [" + std::to_string(kv_heads_) + ", n, " +
               std::to_string(head_dim_) + "]");
-  const int64_t n = k.size(1);
+  at::Tensor k_written = k, v_written = v;  // [kv_heads, n, head_dim]
+  if (write_order_) {
+    for (int64_t i : *write_order_) require(i >= 0 && i < k.size(1), "KvCache::append: write order out of range");
+    const auto order = torch::tensor(*write_order_, torch::kInt64);
+    k_written = k.index_select(1, order);
+    v_written = v.index_select(1, order);
+  }
+  const int64_t n = k_written.size(1);
   ensureCapacity(layer, layer.length + n);
-  layer.k.narrow(1, layer.length, n).copy_(k);
-  layer.v.narrow(1, layer.length, n).copy_(v);
+  layer.k.narrow(1, layer.length, n).copy_(k_written);
+  layer.v.narrow(1, layer.length, n).copy_(v_written);
   layer.length += n;
 }
 

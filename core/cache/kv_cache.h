@@ -9,6 +9,7 @@
 // Lengths are per layer because some real bugs crop only some layers; a
 // correct engine keeps them equal.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -46,6 +47,16 @@ class KvCache {
   void cropLayer(int64_t layer, int64_t new_length);
   void clear();
 
+  // Fault injection (core/cache/fault_policy.h) acts on cache writes through
+  // these two switches; a correct engine never sets them.
+  // Which of an append's n rows are written, in which physical order (indices
+  // into the appended rows); nullopt = all, in order. Applies to every append
+  // until reset to nullopt.
+  void setWriteOrder(std::optional<std::vector<int64_t>> order) { write_order_ = std::move(order); }
+  // Whether the rows one forward appends mask each other causally.
+  void setCausalAmongNewRows(bool causal) { causal_among_new_ = causal; }
+  bool causalAmongNewRows() const { return causal_among_new_; }
+
  private:
   struct Layer {
     at::Tensor k;  // [kv_heads, capacity, head_dim]
@@ -59,6 +70,8 @@ class KvCache {
   int64_t head_dim_;
   c10::TensorOptions storage_;
   std::vector<Layer> layers_;
+  std::optional<std::vector<int64_t>> write_order_;
+  bool causal_among_new_ = true;
 };
 
 }  // namespace kvscope

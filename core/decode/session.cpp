@@ -18,12 +18,18 @@ double millisecondsSince(Clock::time_point start) {
 }
 
 // Collects the attention weights of every layer during one forward.
+// Collects the attention weights and masks of every layer during one forward.
 class AttentionRecorder : public ProbeSink {
  public:
-  explicit AttentionRecorder(int64_t layers) : weights(layers) {}
-  bool wants(Probe probe, int64_t) const override { return probe == Probe::AttentionWeights; }
-  void record(Probe, int64_t layer, const at::Tensor& value) override { weights[layer] = value; }
-  std::vector<at::Tensor> weights;  // per layer [heads, queries, keys]
+  explicit AttentionRecorder(int64_t layers) : weights(layers), masks(layers) {}
+  bool wants(Probe probe, int64_t) const override {
+    return probe == Probe::AttentionWeights || probe == Probe::AttentionMask;
+  }
+  void record(Probe probe, int64_t layer, const at::Tensor& value) override {
+    (probe == Probe::AttentionWeights ? weights : masks)[layer] = value;
+  }
+  std::vector<at::Tensor> weights;  // per layer [heads, fed, keys]
+  std::vector<at::Tensor> masks;    // per layer [fed, keys] bool
 };
 
 }  // namespace
@@ -43,13 +49,18 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
       drafter_(std::move(drafter)),
       options_(std::move(options)),
       eos_ids_(std::move(eos_ids)),
-      generator_(makeGenerator(options_.seed)),
-      sequence_(std::move(prompt)) {
+      faults_(options_.fault),
+      generator_(makeGenerator(options_.seed)) {
   require(target_ != nullptr, "session: no target model");
   options_.validate();
-  checkFitsContext(*target_, static_cast<int64_t>(sequence_.size()), options_.max_new_tokens);
+  record_.sequence = std::move(prompt);
+  record_.bookkeeping = options_.bookkeeping;
+  record_.fault = faultInfo(options_.fault).name;
+  record_.use_cache = options_.use_cache;
+  record_.target_layers = target_->config().num_layers;
+  checkFitsContext(*target_, static_cast<int64_t>(record_.sequence.size()), options_.max_new_tokens);
   const int64_t vocab = target_->config().vocab_size;
-  for (int64_t id : sequence_) {
+  for (int64_t id : record_.sequence) {
     require(id >= 0 && id < vocab, "prompt token id " + std::to_string(id) + " is outside the target's vocabulary (size " +
                                        std::to_string(vocab) + ")");
   }
@@ -59,27 +70,30 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
       throw Error("the drafter's vocabulary (" + std::to_string(drafter_vocab) + " ids) does not match the target's (" +
                   std::to_string(vocab) + " ids); speculative decoding needs one shared vocabulary");
     }
-    checkFitsContext(*draft_model, static_cast<int64_t>(sequence_.size()), options_.max_new_tokens);
+    checkFitsContext(*draft_model, static_cast<int64_t>(record_.sequence.size()), options_.max_new_tokens);
+    record_.drafter_layers = draft_model->config().num_layers;
     if (options_.use_cache) drafter_cache_ = draft_model->makeCache(cacheStorage());
+    layout_[slot(CacheRole::Drafter)].layers.resize(static_cast<size_t>(record_.drafter_layers));
   }
   if (options_.use_cache) target_cache_ = target_->makeCache(cacheStorage());
-  prompt_length_ = static_cast<int64_t>(sequence_.size());
-  origins_.assign(sequence_.size(), TokenOrigin::Prompt);
+  layout_[slot(CacheRole::Target)].layers.resize(static_cast<size_t>(record_.target_layers));
+  record_.prompt_length = static_cast<int64_t>(record_.sequence.size());
+  record_.origins.assign(record_.sequence.size(), TokenOrigin::Prompt);
   gamma_ = drafter_ ? options_.gamma : 0;
 }
 
 Session::~Session() = default;
 
 c10::optional<c10::ScalarType> Session::cacheStorage() const {
-  if (options_.fault == Fault::HalfCache) return torch::kFloat16;
+  if (faults_.halfPrecisionStorage()) return torch::kFloat16;
   return c10::nullopt;  // the compute dtype
 }
 
 std::vector<int64_t> Session::generated() const {
-  return std::vector<int64_t>(sequence_.begin() + prompt_length_, sequence_.end());
+  return std::vector<int64_t>(record_.sequence.begin() + record_.prompt_length, record_.sequence.end());
 }
 
-Metrics Session::metrics() const { return computeMetrics(rounds_); }
+Metrics Session::metrics() const { return computeMetrics(record_.rounds); }
 
 KvCache* Session::cacheOf(CacheRole role) const {
   return role == CacheRole::Target ? target_cache_.get() : drafter_cache_.get();
@@ -93,89 +107,190 @@ const std::vector<int64_t>& Session::believedCacheTokens(CacheRole role) const {
   return role == CacheRole::Target ? believed_target_ : believed_drafter_;
 }
 
+namespace {
+
+// Passes probes through to the caller's sink and keeps every layer's K and V
+// as computed, to compare with what the cache stored.
+class WriteRecorder : public ProbeSink {
+ public:
+  WriteRecorder(int64_t layers, ProbeSink* inner) : keys(layers), values(layers), inner_(inner) {}
+  bool wants(Probe probe, int64_t layer) const override {
+    return probe == Probe::Key || probe == Probe::Value || (inner_ && inner_->wants(probe, layer));
+  }
+  void record(Probe probe, int64_t layer, const at::Tensor& value) override {
+    if (probe == Probe::Key) keys[layer] = value;
+    if (probe == Probe::Value) values[layer] = value;
+    if (inner_ && inner_->wants(probe, layer)) inner_->record(probe, layer, value);
+  }
+  std::vector<at::Tensor> keys, values;  // per layer [kv_heads, n, head_dim], compute dtype
+
+ private:
+  ProbeSink* inner_;
+};
+
+}  // namespace
+
+std::vector<int64_t> Session::rowsPerLayer(CacheRole role) const {
+  const KvCache* cache = cacheOf(role);
+  std::vector<int64_t> rows;
+  for (int64_t layer = 0; layer < cache->numLayers(); ++layer) rows.push_back(cache->length(layer));
+  return rows;
+}
+
+void Session::logEvent(CacheEvent event) {
+  applyEvent(layout_[slot(event.cache)], event);
+  contract_rows_[slot(event.cache)] = event.expected_rows;
+  record_.events.record(std::move(event));
+}
+
 at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Phase phase, ProbeSink* probes) {
   const CausalLM& model = role == CacheRole::Target ? *target_ : *drafter_->model();
   KvCache* cache = cacheOf(role);
-  RoundRecord& record = rounds_.back();
+  RoundRecord& record = record_.rounds.back();
   (role == CacheRole::Target ? record.target_forwards : record.drafter_forwards) += 1;
   if (cache == nullptr) return model.forward(idsTensor(tokens), 0, nullptr, probes);  // [all, vocab]
 
   // Feed only the tokens the cache does not hold yet, at explicit positions.
   std::vector<int64_t>& held = believed(role);
-  int64_t start = static_cast<int64_t>(held.size());
-  int64_t position = start + (role == CacheRole::Target ? position_shift_target_ : position_shift_drafter_);
-  const Fault fault = options_.fault;
-  if (fault == Fault::FullPrefixWithCache && role == CacheRole::Target && phase == Phase::Verify) {
-    start = position = 0;  // the bug: the whole prefix again, on top of the cache
-  }
+  const int64_t believed_length = static_cast<int64_t>(held.size());
+  const int64_t start = faults_.feedStart(role, phase, believed_length);
+  const int64_t rope_start = start + (start == believed_length ? position_shift(role) : 0);
   const std::vector<int64_t> pending(tokens.begin() + start, tokens.end());
   const int64_t n = static_cast<int64_t>(pending.size());
-  std::vector<int64_t> rows_before;
-  for (int64_t layer = 0; layer < cache->numLayers(); ++layer) rows_before.push_back(cache->length(layer));
+  const std::vector<int64_t> rows_before = rowsPerLayer(role);
 
-  const auto ids = idsTensor(pending);
-  auto logits = fault == Fault::None ? model.forward(ids, position, cache, probes)  // invariant asserted
-                                     : model.forwardUnchecked(ids, position, cache, probes);  // [n, vocab]
-  std::vector<at::Tensor> k_rows, v_rows;
-  for (int64_t layer = 0; layer < cache->numLayers(); ++layer) {
-    k_rows.push_back(cache->keys(layer).narrow(1, rows_before[layer], n));  // [kv_heads, n, head_dim]
-    v_rows.push_back(cache->values(layer).narrow(1, rows_before[layer], n));
+  WriteRequest request{role, phase, n, rows_before.front(), -1};
+  const int64_t bonus = bonus_position_[slot(role)];
+  if (bonus >= start && bonus < start + n) request.bonus_index = bonus - start;
+  WritePlan plan = faults_.write(request);
+  std::string fault_action = plan.fault_action;
+  if (start != believed_length) fault_action = "fed the whole prefix again from position 0 on top of the cache";
+  if (rope_start != start) {
+    fault_action = "rotary positions start at " + std::to_string(rope_start) + " instead of " + std::to_string(start) +
+                   " (the position counter was not rewound after a rollback)";
   }
-  ledger_.recordBirths(role, start, pending, torch::stack(k_rows), torch::stack(v_rows), round_index_, phase);
-  record.cache_ops.push_back({role, phase, CacheOp::Kind::Append, rows_before[0], cache->length()});
+  if (faults_.halfPrecisionStorage()) fault_action = "stored K/V in float16";
+  cache->setWriteOrder(plan.order);
+  cache->setCausalAmongNewRows(plan.causal_among_new);
+  WriteRecorder computed(cache->numLayers(), probes);
+  const auto ids = idsTensor(pending);
+  at::Tensor logits;
+  try {
+    logits = faults_.active() ? model.forwardUnchecked(ids, rope_start, cache, &computed)  // [n, vocab]
+                              : model.forward(ids, rope_start, cache, &computed);          // invariant asserted
+  } catch (...) {
+    cache->setWriteOrder(std::nullopt);
+    cache->setCausalAmongNewRows(true);
+    throw;
+  }
+  cache->setWriteOrder(std::nullopt);
+  cache->setCausalAmongNewRows(true);
+
+  std::vector<int64_t> order = plan.order.value_or(std::vector<int64_t>());
+  if (!plan.order) {
+    for (int64_t i = 0; i < n; ++i) order.push_back(i);
+  }
+  std::vector<RowIdentity> identities;
+  for (int64_t i : order) identities.push_back({pending[i], start + i, rope_start + i});
+  if (request.bonus_index >= 0) bonus_position_[slot(role)] = -1;  // fed (written or not)
+  recordWrite(role, phase, identities, rows_before, computed.keys, computed.values, order,
+              static_cast<int64_t>(tokens.size()), fault_action);
   held.resize(start);
   held.insert(held.end(), pending.begin(), pending.end());
   return logits;
 }
 
-void Session::cropPhysically(CacheRole role, int64_t new_length, bool all_layers, DeathReason reason,
-                             int64_t first_wrong_position) {
+void Session::recordWrite(CacheRole role, Phase phase, const std::vector<RowIdentity>& identities,
+                          const std::vector<int64_t>& rows_before, const std::vector<at::Tensor>& computed_k,
+                          const std::vector<at::Tensor>& computed_v, const std::vector<int64_t>& order,
+                          int64_t expected_rows, std::string fault_action) {
   KvCache* cache = cacheOf(role);
-  const int64_t from = cache->length();
-  new_length = std::clamp<int64_t>(new_length, 0, from);
-  if (new_length == from) return;
-  if (all_layers) {
-    cache->crop(new_length);
-  } else {  // partial-layer-crop: only the first half of the layers
-    for (int64_t layer = 0; layer < (cache->numLayers() + 1) / 2; ++layer) {
-      cache->cropLayer(layer, std::min(new_length, cache->length(layer)));
+  const int64_t m = static_cast<int64_t>(identities.size());
+  CacheEvent event;
+  event.cache = role;
+  event.round = round_index_;
+  event.phase = phase;
+  event.rows_before = rows_before;
+  event.rows_after = rowsPerLayer(role);
+  event.expected_rows = expected_rows;
+  event.fault_action = std::move(fault_action);
+  if (m > 0) {
+    const auto index = torch::tensor(order, torch::kInt64);
+    std::vector<at::Tensor> k_rows, v_rows;
+    for (int64_t layer = 0; layer < cache->numLayers(); ++layer) {
+      auto k = cache->keys(layer).narrow(1, rows_before[layer], m);  // [kv_heads, m, head_dim] as stored
+      auto v = cache->values(layer).narrow(1, rows_before[layer], m);
+      const auto wanted_k = computed_k[layer].index_select(1, index).to(torch::kFloat32);
+      const auto wanted_v = computed_v[layer].index_select(1, index).to(torch::kFloat32);
+      event.max_store_error = std::max({event.max_store_error, (k.to(torch::kFloat32) - wanted_k).abs().max().item<double>(),
+                                        (v.to(torch::kFloat32) - wanted_v).abs().max().item<double>()});
+      k_rows.push_back(k);
+      v_rows.push_back(v);
     }
+    const int64_t first = record_.ledger.recordBirths(role, identities, torch::stack(k_rows), torch::stack(v_rows),
+                                                      round_index_, phase);
+    for (int64_t i = 0; i < m; ++i) event.written.push_back(first + i);
   }
-  ledger_.recordCrop(role, new_length, round_index_, Phase::Prune, reason, first_wrong_position);
-  rounds_.back().cache_ops.push_back({role, Phase::Prune, new_length == 0 ? CacheOp::Kind::Clear : CacheOp::Kind::Crop,
-                                      from, cache->length()});
+  int64_t& refeed = refeed_pending_[slot(role)];
+  event.kind = refeed > 0 ? CacheEventKind::Refeed : CacheEventKind::Append;
+  refeed = 0;
+  logEvent(std::move(event));
 }
 
 void Session::pruneCache(CacheRole role, int64_t keep, int64_t first_wrong_position) {
   KvCache* cache = cacheOf(role);
   if (cache == nullptr) return;
   std::vector<int64_t>& held = believed(role);
-  const int64_t held_length = static_cast<int64_t>(held.size());
-  const bool target = role == CacheRole::Target;
-  const Fault fault = options_.fault;
-  // Off by one the other way: one more entry is always dropped, never re-fed.
-  if (fault == Fault::PruneLongNoRefeed && target) {
-    held.resize(std::min(keep, held_length));
-    cropPhysically(role, std::min(keep, held_length) - 1, true, DeathReason::RejectedDraft, first_wrong_position);
-    return;
+  const int64_t contract_before = contract_rows_[slot(role)];
+  const int64_t required = std::min(contract_before, keep);
+  const PruneAction action = faults_.prune(
+      {role, static_cast<int64_t>(held.size()), keep, record_.rounds.back().accepted, cache->numLayers()});
+  const int64_t dropped = static_cast<int64_t>(held.size()) - action.believed_after;
+  if (required == contract_before && action.crop_to < 0) return;  // nothing required, nothing done
+  held.resize(static_cast<size_t>(action.believed_after));
+  if (!faults_.rewindsPositions() && dropped > 0) position_shift(role) += dropped;
+
+  CacheEvent event;
+  event.cache = role;
+  event.round = round_index_;
+  event.phase = Phase::Prune;
+  event.kind = action.kind;
+  event.reason = action.reason;
+  event.expected_rows = required;
+  event.fault_action = action.fault_action;
+  event.rows_before = rowsPerLayer(role);
+  if (action.crop_to >= 0) {
+    for (int64_t layer = 0; layer < action.layers_cropped; ++layer) {
+      cache->cropLayer(layer, std::min(action.crop_to, cache->length(layer)));
+    }
   }
-  if (keep >= held_length) return;  // nothing to drop
-  const int64_t dropped = held_length - keep;
-  held.resize(keep);  // what the engine believes from now on
-  const bool nothing_accepted = rounds_.back().accepted == 0;
-  if ((fault == Fault::NoPrune && target) || (fault == Fault::DrafterNotPruned && !target) ||
-      (fault == Fault::CropZeroNoop && nothing_accepted)) {
-    return;  // the rows stay
+  event.rows_after = rowsPerLayer(role);
+  // Entries that no layer holds any more die now.
+  const CacheLayout before = layout_[slot(role)];
+  CacheLayout after = before;
+  applyEvent(after, event);
+  std::vector<bool> still_held(static_cast<size_t>(record_.ledger.size()), false);
+  for (const auto& rows : after.layers) {
+    for (int64_t entry : rows) still_held[static_cast<size_t>(entry)] = true;
   }
-  if (fault == Fault::StaleRope) (target ? position_shift_target_ : position_shift_drafter_) += dropped;
-  int64_t physical = keep;
-  DeathReason reason = DeathReason::RejectedDraft;
-  if (fault == Fault::PruneShort && target) physical = keep + 1;
-  if (fault == Fault::ResetNotRollback && target) {
-    physical = 0;
-    reason = DeathReason::Reset;
+  std::vector<bool> seen(still_held.size(), false);
+  int64_t refeed = 0;
+  for (const auto& rows : before.layers) {
+    for (int64_t entry : rows) {
+      if (still_held[static_cast<size_t>(entry)] || seen[static_cast<size_t>(entry)]) continue;
+      seen[static_cast<size_t>(entry)] = true;
+      const LedgerEntry& e = record_.ledger.entry(entry);
+      DeathReason reason = action.reason;
+      if (reason == DeathReason::RejectedDraft && e.position < first_wrong_position) {
+        reason = DeathReason::Refeed;  // a correct entry cut on purpose (seed bookkeeping)
+        ++refeed;
+      }
+      record_.ledger.recordDeath(entry, round_index_, Phase::Prune, reason);
+      event.removed.push_back(entry);
+    }
   }
-  cropPhysically(role, physical, !(fault == Fault::PartialLayerCrop && target), reason, first_wrong_position);
+  if (options_.bookkeeping == Bookkeeping::Seed) refeed_pending_[slot(role)] = refeed;
+  logEvent(std::move(event));
 }
 
 void Session::stepPhase() {
@@ -203,19 +318,19 @@ void Session::runToEnd(const std::atomic<bool>* cancel) {
 void Session::runPrefill() {
   RoundRecord record;
   record.index = 0;
-  record.start_length = prompt_length_;
-  rounds_.push_back(record);
+  record.start_length = record_.prompt_length;
+  record_.rounds.push_back(record);
   // Every token but the last goes into the caches; the last is fed by the
   // first round (so each round starts with L - 1 entries for L tokens).
-  const std::vector<int64_t> prefix(sequence_.begin(), sequence_.end() - 1);
+  const std::vector<int64_t> prefix(record_.sequence.begin(), record_.sequence.end() - 1);
   if (!prefix.empty() && options_.use_cache) {
     auto start = Clock::now();
     feed(CacheRole::Target, prefix, Phase::Prefill);
-    rounds_.back().verify_ms = millisecondsSince(start);
+    record_.rounds.back().verify_ms = millisecondsSince(start);
     if (drafter_cache_) {
       start = Clock::now();
       feed(CacheRole::Drafter, prefix, Phase::Prefill);
-      rounds_.back().draft_ms = millisecondsSince(start);
+      record_.rounds.back().draft_ms = millisecondsSince(start);
     }
   }
   round_index_ = 1;
@@ -225,25 +340,25 @@ void Session::runPrefill() {
 void Session::runDraft() {
   RoundRecord record;
   record.index = round_index_;
-  record.start_length = static_cast<int64_t>(sequence_.size());
+  record.start_length = static_cast<int64_t>(record_.sequence.size());
   const int64_t remaining = options_.max_new_tokens - static_cast<int64_t>(generated().size());
   // Never draft the last token: the round's own next token fills it.
   record.gamma = std::max<int64_t>(0, std::min(gamma_, remaining - 1));
-  rounds_.push_back(record);
-  RoundRecord& r = rounds_.back();
+  record_.rounds.push_back(record);
+  RoundRecord& r = record_.rounds.back();
   const auto start = Clock::now();
   const int64_t vocab = target_->config().vocab_size;
   std::vector<at::Tensor> q_rows;
 
   if (r.gamma > 0 && drafter_ && drafter_->model() == nullptr) {
     const auto& ngram = static_cast<const NgramDrafter&>(*drafter_);
-    r.drafts = ngram.propose(sequence_, r.gamma);
+    r.drafts = ngram.propose(record_.sequence, r.gamma);
     for (int64_t d : r.drafts) {
       q_rows.push_back(torch::nn::functional::one_hot(torch::tensor(d), vocab).to(torch::kFloat32));
       r.q_draft.push_back(1.0);
     }
   } else if (r.gamma > 0 && drafter_) {
-    std::vector<int64_t> tokens = sequence_;
+    std::vector<int64_t> tokens = record_.sequence;
     std::vector<at::Tensor> draft_rows;
     for (int64_t i = 0; i < r.gamma; ++i) {
       const auto logits = feed(CacheRole::Drafter, tokens, Phase::Draft)[-1].to(torch::kFloat32);  // [vocab]
@@ -265,9 +380,9 @@ void Session::runDraft() {
 }
 
 void Session::runVerify() {
-  RoundRecord& r = rounds_.back();
+  RoundRecord& r = record_.rounds.back();
   const auto start = Clock::now();
-  std::vector<int64_t> tokens = sequence_;
+  std::vector<int64_t> tokens = record_.sequence;
   tokens.insert(tokens.end(), r.drafts.begin(), r.drafts.end());
   const int64_t queries = static_cast<int64_t>(r.drafts.size()) + 1;  // p_1 .. p_{k+1}
   AttentionRecorder attention(target_->config().num_layers);
@@ -288,14 +403,17 @@ void Session::runVerify() {
     for (const auto& w : attention.weights) {  // [heads, fed, keys] -> the verified query rows
       verify.attention.push_back(w.narrow(1, w.size(1) - queries, queries).to(torch::kFloat32).clone());
     }
+    for (const auto& m : attention.masks) {  // [fed, keys] -> the verified query rows
+      if (m.defined()) verify.masks.push_back(m.narrow(0, m.size(0) - queries, queries).clone());
+    }
   }
-  verify_records_[r.index] = std::move(verify);
+  record_.verify[r.index] = std::move(verify);
   r.verify_ms = millisecondsSince(start);
   next_phase_ = Phase::Accept;
 }
 
 void Session::runAccept() {
-  RoundRecord& r = rounds_.back();
+  RoundRecord& r = record_.rounds.back();
   const auto start = Clock::now();
   const AcceptanceResult result = options_.sampling.greedy
                                       ? acceptGreedy(r.drafts, verify_p_)
@@ -310,22 +428,24 @@ void Session::runAccept() {
   for (int64_t i = 0; i < result.accepted; ++i) emitted.emplace_back(r.drafts[i], TokenOrigin::AcceptedDraft);
   emitted.emplace_back(result.next_token, result.bonus ? TokenOrigin::Bonus : TokenOrigin::Correction);
   for (const auto& [token, origin] : emitted) {
-    sequence_.push_back(token);
-    origins_.push_back(origin);
+    record_.sequence.push_back(token);
+    record_.origins.push_back(origin);
     r.emitted.push_back(token);
     if (!options_.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
       r.hit_eos = true;
       break;
     }
   }
+  // The bonus token is fed (its row written) by the next round's forwards.
+  if (r.bonus) bonus_position_[0] = bonus_position_[1] = static_cast<int64_t>(record_.sequence.size()) - 1;
   r.accept_ms = millisecondsSince(start);
   next_phase_ = Phase::Prune;
 }
 
 void Session::runPrune() {
-  RoundRecord& r = rounds_.back();
+  RoundRecord& r = record_.rounds.back();
   const auto start = Clock::now();
-  const int64_t new_length = static_cast<int64_t>(sequence_.size());  // L'
+  const int64_t new_length = static_cast<int64_t>(record_.sequence.size());  // L'
   // Rows at positions >= L + n were computed from a rejected draft (or after one).
   const int64_t first_wrong = r.start_length + r.accepted;
   // Exact: each cache keeps L' - 1 entries (the newest token is fed next
@@ -339,6 +459,7 @@ void Session::runPrune() {
     gamma_ = std::clamp<int64_t>(gamma_ + (all_accepted ? 2 : -1), options_.gamma_min, options_.gamma_max);
   }
   r.prune_ms = millisecondsSince(start);
+  r.prune_done = true;
   finished_ = r.hit_eos || static_cast<int64_t>(generated().size()) >= options_.max_new_tokens;
   ++round_index_;
   next_phase_ = Phase::Draft;

@@ -12,13 +12,16 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
+#include "core/cache/cache_event_log.h"
 #include "core/cache/fault.h"
+#include "core/cache/fault_policy.h"
 #include "core/cache/kv_cache.h"
 #include "core/decode/drafter.h"
 #include "core/decode/sampling.h"
 #include "core/model/causal_lm.h"
 #include "core/trace/kv_ledger.h"
 #include "core/trace/metrics.h"
+#include "core/trace/session_record.h"
 #include "core/trace/trace_types.h"
 
 namespace kvscope {
@@ -36,16 +39,9 @@ struct SessionOptions {
   bool ignore_eos = false;
   bool record_attention = true;  // verify-pass attention of every layer, per round
   bool record_logits = true;     // verify-pass logits, per round
-  Fault fault = Fault::None;     // an injected cache bug (core/cache/fault.h)
+  Fault fault = Fault::None;     // an injected cache bug (core/cache/fault.h, fault_policy.h)
 
   void validate() const;  // throws Error naming the bad parameter
-};
-
-// What the verify forward of one round saw, kept for the diff and the GUI.
-struct VerifyRecord {
-  at::Tensor logits;                  // [queries, vocab] float32, the rows that scored drafts + next
-  std::vector<at::Tensor> attention;  // per layer [heads, queries, keys] float32 (when recorded)
-  int64_t first_query_position = 0;   // absolute position of the first query row
 };
 
 class Session {
@@ -72,19 +68,22 @@ class Session {
   const SessionOptions& options() const { return options_; }
   const CausalLM& target() const { return *target_; }
   const Drafter* drafter() const { return drafter_.get(); }
-  const std::vector<int64_t>& sequence() const { return sequence_; }
-  const std::vector<TokenOrigin>& origins() const { return origins_; }
-  int64_t promptLength() const { return prompt_length_; }
+  // Everything recorded so far (core/trace/session_record.h).
+  const SessionRecord& record() const { return record_; }
+  const std::vector<int64_t>& sequence() const { return record_.sequence; }
+  const std::vector<TokenOrigin>& origins() const { return record_.origins; }
+  int64_t promptLength() const { return record_.prompt_length; }
   std::vector<int64_t> generated() const;
-  const std::vector<RoundRecord>& rounds() const { return rounds_; }  // [0] is the prefill
-  const std::map<int64_t, VerifyRecord>& verifyRecords() const { return verify_records_; }
+  const std::vector<RoundRecord>& rounds() const { return record_.rounds; }  // [0] is the prefill
+  const std::map<int64_t, VerifyRecord>& verifyRecords() const { return record_.verify; }
+  const CacheEventLog& events() const { return record_.events; }
   // The drafter's logits for each draft of a round: [drafts, vocab] (model drafter only).
   const std::map<int64_t, at::Tensor>& draftLogits() const { return draft_logits_; }
   // The tokens the engine believes a cache holds, in order. A correct engine's
   // cache holds exactly their K/V rows; a fault makes the two disagree, which
   // is what the audit checks.
   const std::vector<int64_t>& believedCacheTokens(CacheRole role) const;
-  const KvLedger& ledger() const { return ledger_; }
+  const KvLedger& ledger() const { return record_.ledger; }
   const KvCache* targetCache() const { return target_cache_.get(); }
   const KvCache* drafterCache() const { return drafter_cache_.get(); }
   int64_t currentGamma() const { return gamma_; }
@@ -104,38 +103,44 @@ class Session {
   at::Tensor feed(CacheRole role, const std::vector<int64_t>& tokens_after_cache, Phase phase,
                   ProbeSink* probes = nullptr);
   // Cuts a cache back so the engine believes it holds `keep` entries; the
-  // active fault decides what physically happens.
+  // fault policy decides what physically happens. Logs the operation.
   void pruneCache(CacheRole role, int64_t keep, int64_t first_wrong_position);
-  void cropPhysically(CacheRole role, int64_t new_length, bool all_layers, DeathReason reason,
-                      int64_t first_wrong_position);
+  // Writes the ledger entries of a forward's rows and logs the append.
+  void recordWrite(CacheRole role, Phase phase, const std::vector<RowIdentity>& identities,
+                   const std::vector<int64_t>& rows_before, const std::vector<at::Tensor>& computed_k,
+                   const std::vector<at::Tensor>& computed_v, const std::vector<int64_t>& order,
+                   int64_t expected_rows, std::string fault_action);
+  void logEvent(CacheEvent event);
+  std::vector<int64_t> rowsPerLayer(CacheRole role) const;
   KvCache* cacheOf(CacheRole role) const;
   c10::optional<c10::ScalarType> cacheStorage() const;
   std::vector<int64_t>& believed(CacheRole role);
+  static size_t slot(CacheRole role) { return role == CacheRole::Target ? 0 : 1; }
 
   std::shared_ptr<const CausalLM> target_;
   std::shared_ptr<const Drafter> drafter_;
   SessionOptions options_;
+  FaultPolicy faults_;
   std::vector<int64_t> eos_ids_;
   at::Generator generator_;
 
-  std::vector<int64_t> sequence_;
-  std::vector<TokenOrigin> origins_;
-  int64_t prompt_length_ = 0;
+  SessionRecord record_;
   std::unique_ptr<KvCache> target_cache_;
   std::unique_ptr<KvCache> drafter_cache_;
-  KvLedger ledger_;
+  CacheLayout layout_[2];          // the physical rows of each cache now (target, drafter)
+  int64_t contract_rows_[2] = {0, 0};  // rows the bookkeeping requires now
+  int64_t refeed_pending_[2] = {0, 0}; // rows cut on purpose (seed bookkeeping), to be re-fed
+  int64_t bonus_position_[2] = {-1, -1};  // a bonus token not yet written to each cache
 
   Phase next_phase_ = Phase::Prefill;
   int64_t round_index_ = 0;
   int64_t gamma_ = 0;
   bool finished_ = false;
-  std::vector<RoundRecord> rounds_;
-  std::map<int64_t, VerifyRecord> verify_records_;
   std::map<int64_t, at::Tensor> draft_logits_;
   std::vector<int64_t> believed_target_;   // tokens the engine thinks each cache holds
   std::vector<int64_t> believed_drafter_;
-  int64_t position_shift_target_ = 0;      // stale-rope: positions not rewound after rollbacks
-  int64_t position_shift_drafter_ = 0;
+  int64_t position_shift_[2] = {0, 0};     // stale-rope: positions not rewound after rollbacks
+  int64_t& position_shift(CacheRole role) { return position_shift_[slot(role)]; }
 
   // Working state of the round in progress.
   at::Tensor draft_q_;       // [drafts, vocab] processed drafter distributions

@@ -14,7 +14,7 @@ std::pair<at::Tensor, at::Tensor> keysAndValues(const at::Tensor& k, const at::T
 }
 
 at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, double scale,
-                           int64_t layer, ProbeSink* probes) {
+                           int64_t layer, ProbeSink* probes, bool causal_among_new) {
   const int64_t heads = q.size(0), n = q.size(1), head_dim = q.size(2);
   const int64_t kv_heads = keys.size(0), total = keys.size(1);
   const int64_t group = heads / kv_heads;
@@ -27,6 +27,8 @@ at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at
   auto query_index = torch::arange(n, torch::kInt64).unsqueeze(1) + (total - n);  // [n, 1]
   auto key_index = torch::arange(total, torch::kInt64).unsqueeze(0);              // [1, T]
   auto hidden = key_index > query_index;                                          // [n, T]
+  if (!causal_among_new) hidden = hidden & (key_index < total - n);               // new rows all visible
+  probe(probes, Probe::AttentionMask, layer, hidden.logical_not());
   scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
 
   auto weights = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());  // [kv, g, n, T]

@@ -17,9 +17,12 @@ std::pair<at::Tensor, at::Tensor> keysAndValues(const at::Tensor& k, const at::T
 
 // q: [heads, n, head_dim]; keys, values: [kv_heads, T, head_dim] with heads a
 // multiple of kv_heads (GQA/MQA: query head h reads kv head h / group).
-// Query i sits at key index T - n + i and sees keys 0 .. T - n + i.
-// Returns [heads, n, head_dim]. Records AttentionWeights and AttentionOutput.
+// Query i sits at key index T - n + i and sees keys 0 .. T - n + i (by row
+// index, as real engines build the mask). With causal_among_new false (the
+// verify-mask-leak fault) every query also sees all of the last n rows.
+// Returns [heads, n, head_dim]. Records AttentionWeights, AttentionOutput and
+// AttentionMask.
 at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, double scale,
-                           int64_t layer, ProbeSink* probes);
+                           int64_t layer, ProbeSink* probes, bool causal_among_new = true);
 
 }  // namespace kvscope

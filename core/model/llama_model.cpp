@@ -130,7 +130,8 @@ at::Tensor LlamaModel::attention(const Layer& layer, int64_t index, const at::Te
   probe(probes, Probe::Value, index, v);
 
   auto [keys, values] = keysAndValues(k.contiguous(), v.contiguous(), index, cache);  // [Hkv, T, D]
-  auto out = causalAttention(q, keys, values, 1.0 / std::sqrt(static_cast<double>(D)), index, probes);
+  auto out = causalAttention(q, keys, values, 1.0 / std::sqrt(static_cast<double>(D)), index, probes,
+                             cache == nullptr || cache->causalAmongNewRows());
   auto merged = out.transpose(0, 1).reshape({n, config_.num_heads * D});  // [n, H * D]
   return torch::linear(merged, layer.wo, layer.bo);                        // [n, hidden]
 }

@@ -15,6 +15,7 @@ enum class Probe {
   Value,             // [kv_heads, n, head_dim], the rows this forward writes
   AttentionWeights,  // [heads, n, keys] softmax weights over all visible keys
   AttentionOutput,   // [heads, n, head_dim] weighted values, before the output projection
+  AttentionMask,     // [n, keys] bool, true where a query may see a key (the mask actually applied)
 };
 
 const char* probeName(Probe probe);

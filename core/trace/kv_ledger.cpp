@@ -6,16 +6,18 @@
 
 namespace kvscope {
 
-void KvLedger::recordBirths(CacheRole cache, int64_t from_position, const std::vector<int64_t>& tokens,
-                            const at::Tensor& k, const at::Tensor& v, int64_t round, Phase phase) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
+int64_t KvLedger::recordBirths(CacheRole cache, const std::vector<RowIdentity>& rows, const at::Tensor& k,
+                              const at::Tensor& v, int64_t round, Phase phase) {
+  const int64_t n = static_cast<int64_t>(rows.size());
   require(k.dim() == 4 && k.size(2) == n && v.sizes() == k.sizes(),
-          "KvLedger: expected K/V rows [layers, kv_heads, n, head_dim] for " + std::to_string(n) + " tokens");
+          "KvLedger: expected K/V rows [layers, kv_heads, n, head_dim] for " + std::to_string(n) + " rows");
+  const int64_t first = static_cast<int64_t>(entries_.size());
   for (int64_t i = 0; i < n; ++i) {
     LedgerEntry entry;
     entry.cache = cache;
-    entry.position = from_position + i;
-    entry.token = tokens[i];
+    entry.token = rows[i].token;
+    entry.position = rows[i].position;
+    entry.rope_position = rows[i].rope_position;
     entry.born_round = round;
     entry.born_phase = phase;
     entry.row = static_cast<int64_t>(k_rows_.size());
@@ -23,18 +25,14 @@ void KvLedger::recordBirths(CacheRole cache, int64_t from_position, const std::v
     v_rows_.push_back(v.select(2, i).to(torch::kFloat32).clone());
     entries_.push_back(entry);
   }
+  return first;
 }
 
-void KvLedger::recordCrop(CacheRole cache, int64_t new_length, int64_t round, Phase phase, DeathReason reason,
-                          int64_t first_wrong_position) {
-  int64_t row_in_cache = 0;  // live entries sit in the cache in birth order
-  for (LedgerEntry& e : entries_) {
-    if (e.cache != cache || e.died_round >= 0) continue;
-    if (row_in_cache++ < new_length) continue;
-    e.died_round = round;
-    e.died_phase = phase;
-    e.reason = e.position >= first_wrong_position ? reason : DeathReason::Refeed;
-  }
+void KvLedger::recordDeath(int64_t index, int64_t round, Phase phase, DeathReason reason) {
+  LedgerEntry& e = entries_.at(static_cast<size_t>(index));
+  e.died_round = round;
+  e.died_phase = phase;
+  e.reason = reason;
 }
 
 std::vector<int64_t> KvLedger::entriesOfRound(CacheRole cache, int64_t round) const {

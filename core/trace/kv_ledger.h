@@ -12,18 +12,22 @@
 
 namespace kvscope {
 
+// Who a written row is: the token, the position it was computed for and the
+// rotary position applied (they differ only under a fault).
+struct RowIdentity {
+  int64_t token = 0;
+  int64_t position = 0;
+  int64_t rope_position = 0;
+};
+
 class KvLedger {
  public:
-  // n new entries at positions [from_position, from_position + n):
-  // k, v are [layers, kv_heads, n, head_dim].
-  void recordBirths(CacheRole cache, int64_t from_position, const std::vector<int64_t>& tokens,
-                    const at::Tensor& k, const at::Tensor& v, int64_t round, Phase phase);
-  // The cache keeps its first new_length rows: its live entries after the
-  // first new_length (in row order, i.e. birth order) die. Entries at
-  // positions >= first_wrong_position die as `reason`; correct entries cut
-  // below it (over-pruning) die as Refeed.
-  void recordCrop(CacheRole cache, int64_t new_length, int64_t round, Phase phase, DeathReason reason,
-                  int64_t first_wrong_position);
+  // New entries, one per written row, in physical order; k, v are
+  // [layers, kv_heads, rows, head_dim]. Returns the index of the first.
+  int64_t recordBirths(CacheRole cache, const std::vector<RowIdentity>& rows, const at::Tensor& k,
+                       const at::Tensor& v, int64_t round, Phase phase);
+  // The entry left the last layer that held it.
+  void recordDeath(int64_t entry, int64_t round, Phase phase, DeathReason reason);
 
   const std::vector<LedgerEntry>& entries() const { return entries_; }
   // Indices into entries() of `cache` that were alive at some point of
@@ -32,6 +36,8 @@ class KvLedger {
   // Live entries of `cache` at the end of `round`, ordered by position.
   std::vector<int64_t> liveAfterRound(CacheRole cache, int64_t round) const;
   int64_t liveCount(CacheRole cache) const;
+  const LedgerEntry& entry(int64_t index) const { return entries_.at(static_cast<size_t>(index)); }
+  int64_t size() const { return static_cast<int64_t>(entries_.size()); }
 
   at::Tensor keys(int64_t row) const { return k_rows_.at(row); }    // [layers, kv_heads, head_dim]
   at::Tensor values(int64_t row) const { return v_rows_.at(row); }  // [layers, kv_heads, head_dim]

@@ -50,19 +50,38 @@ DeathReason parseDeathReason(const std::string& name) {
   return parseByName(name, all, deathReasonName, "death reason");
 }
 
-json toJson(const CacheOp& op) {
-  return {{"cache", cacheRoleName(op.cache)}, {"phase", phaseName(op.phase)}, {"kind", cacheOpKindName(op.kind)},
-          {"from", op.from_length}, {"to", op.to_length}};
+json toJson(const CacheEvent& e) {
+  return {{"cache", cacheRoleName(e.cache)},   {"round", e.round},
+          {"phase", phaseName(e.phase)},       {"operation", cacheEventKindName(e.kind)},
+          {"rows_before", e.rows_before},      {"rows_after", e.rows_after},
+          {"expected_rows", e.expected_rows},  {"written", e.written},
+          {"removed", e.removed},              {"reason", deathReasonName(e.reason)},
+          {"fault_action", e.fault_action},    {"max_store_error", e.max_store_error}};
+}
+
+CacheEvent cacheEventFromJson(const json& j) {
+  CacheEvent e;
+  e.cache = parseCacheRole(field<std::string>(j, "cache"));
+  e.round = field<int64_t>(j, "round");
+  e.phase = parsePhase(field<std::string>(j, "phase"));
+  e.kind = parseCacheEventKind(field<std::string>(j, "operation"));
+  e.rows_before = field<std::vector<int64_t>>(j, "rows_before");
+  e.rows_after = field<std::vector<int64_t>>(j, "rows_after");
+  e.expected_rows = field<int64_t>(j, "expected_rows");
+  e.written = field<std::vector<int64_t>>(j, "written");
+  e.removed = field<std::vector<int64_t>>(j, "removed");
+  e.reason = parseDeathReason(field<std::string>(j, "reason"));
+  e.fault_action = field<std::string>(j, "fault_action");
+  e.max_store_error = field<double>(j, "max_store_error");
+  return e;
 }
 
 json toJson(const RoundRecord& r) {
-  json ops = json::array();
-  for (const CacheOp& op : r.cache_ops) ops.push_back(toJson(op));
   return {{"round", r.index},         {"start_length", r.start_length}, {"gamma", r.gamma},
           {"drafts", r.drafts},       {"q", r.q_draft},                 {"p", r.p_draft},
           {"uniforms", r.uniforms},   {"accepted", r.accepted},         {"next_token", r.next_token},
           {"bonus", r.bonus},         {"hit_eos", r.hit_eos},           {"emitted", r.emitted},
-          {"cache_ops", ops},         {"target_forwards", r.target_forwards},
+          {"prune_done", r.prune_done}, {"target_forwards", r.target_forwards},
           {"drafter_forwards", r.drafter_forwards},
           {"ms", {{"draft", r.draft_ms}, {"verify", r.verify_ms}, {"accept", r.accept_ms}, {"prune", r.prune_ms}}}};
 }
@@ -88,22 +107,14 @@ RoundRecord roundFromJson(const json& j) {
   r.verify_ms = field<double>(ms, "verify");
   r.accept_ms = field<double>(ms, "accept");
   r.prune_ms = field<double>(ms, "prune");
-  for (const json& op : field<json>(j, "cache_ops")) {
-    CacheOp c;
-    c.cache = parseCacheRole(field<std::string>(op, "cache"));
-    c.phase = parsePhase(field<std::string>(op, "phase"));
-    const std::string kind = field<std::string>(op, "kind");
-    c.kind = kind == "append" ? CacheOp::Kind::Append : kind == "crop" ? CacheOp::Kind::Crop : CacheOp::Kind::Clear;
-    c.from_length = field<int64_t>(op, "from");
-    c.to_length = field<int64_t>(op, "to");
-    r.cache_ops.push_back(c);
-  }
+  r.prune_done = field<bool>(j, "prune_done");
   if (r.accepted < 0 || r.accepted > static_cast<int64_t>(r.drafts.size())) throw Error("round accepted count out of range");
   return r;
 }
 
 json toJson(const LedgerEntry& e) {
   return {{"cache", cacheRoleName(e.cache)}, {"position", e.position},       {"token", e.token},
+          {"rope_position", e.rope_position},
           {"born_round", e.born_round},      {"born_phase", phaseName(e.born_phase)},
           {"died_round", e.died_round},      {"died_phase", phaseName(e.died_phase)},
           {"reason", deathReasonName(e.reason)}, {"row", e.row}};
@@ -113,6 +124,7 @@ LedgerEntry ledgerEntryFromJson(const json& j) {
   LedgerEntry e;
   e.cache = parseCacheRole(field<std::string>(j, "cache"));
   e.position = field<int64_t>(j, "position");
+  e.rope_position = field<int64_t>(j, "rope_position");
   e.token = field<int64_t>(j, "token");
   e.born_round = field<int64_t>(j, "born_round");
   e.born_phase = parsePhase(field<std::string>(j, "born_phase"));

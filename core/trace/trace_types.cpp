@@ -1,5 +1,7 @@
 #include "core/trace/trace_types.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace kvscope {
@@ -48,13 +50,25 @@ const char* deathReasonName(DeathReason reason) {
   return "?";
 }
 
-const char* cacheOpKindName(CacheOp::Kind kind) {
-  switch (kind) {
-    case CacheOp::Kind::Append: return "append";
-    case CacheOp::Kind::Crop: return "crop";
-    case CacheOp::Kind::Clear: return "clear";
+int phaseOrder(Phase phase) { return static_cast<int>(phase); }
+
+bool atOrBefore(const Moment& a, const Moment& b) {
+  if (a.round != b.round) return a.round < b.round;
+  return phaseOrder(a.phase) <= phaseOrder(b.phase);
+}
+
+std::vector<int64_t> streamOfRound(const std::vector<int64_t>& sequence, int64_t prompt_length,
+                                   const std::vector<RoundRecord>& rounds, int64_t round) {
+  const auto size = static_cast<int64_t>(sequence.size());
+  if (round <= 0 || round >= static_cast<int64_t>(rounds.size())) {
+    const int64_t length = std::clamp<int64_t>(round <= 0 ? prompt_length : size, 0, size);
+    return std::vector<int64_t>(sequence.begin(), sequence.begin() + length);
   }
-  return "?";
+  const RoundRecord& r = rounds[static_cast<size_t>(round)];
+  const int64_t start = std::clamp<int64_t>(r.start_length, 0, size);
+  std::vector<int64_t> stream(sequence.begin(), sequence.begin() + start);
+  stream.insert(stream.end(), r.drafts.begin(), r.drafts.end());
+  return stream;
 }
 
 }  // namespace kvscope

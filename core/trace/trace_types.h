@@ -38,25 +38,30 @@ enum class DeathReason {
 };
 const char* deathReasonName(DeathReason reason);
 
-// One change of a cache's length.
-struct CacheOp {
-  CacheRole cache = CacheRole::Target;
+// A moment of a session: just after `phase` of `round` ran (round 0 is the
+// prefill). Every recorded view and audit is taken at a moment.
+struct Moment {
+  int64_t round = 0;
   Phase phase = Phase::Prefill;
-  enum class Kind { Append, Crop, Clear } kind = Kind::Append;
-  int64_t from_length = 0;
-  int64_t to_length = 0;
 };
-const char* cacheOpKindName(CacheOp::Kind kind);
+// Phases in execution order: Prefill < Draft < Verify < Accept < Prune.
+int phaseOrder(Phase phase);
+// True when a happened at or before b.
+bool atOrBefore(const Moment& a, const Moment& b);
 
-// One entry (one position) of one cache, from its birth to its death.
-// Its K/V rows (all layers) are stored once, at birth, in the ledger.
+// One K/V row write of one cache (all layers at once), from its birth to its
+// death: its identity (the token, the position it was computed for, the
+// rotary position actually applied) and when it was written and removed.
+// Its K/V rows (all layers) are stored once, at birth, in the ledger. Which
+// physical row it occupies in each layer comes from the cache event log.
 struct LedgerEntry {
   CacheRole cache = CacheRole::Target;
-  int64_t position = 0;
+  int64_t position = 0;       // the absolute position the engine computed it for
+  int64_t rope_position = 0;  // the position its rotary (or learned) embedding used
   int64_t token = 0;
   int64_t born_round = 0;
   Phase born_phase = Phase::Prefill;
-  int64_t died_round = -1;  // -1 while alive
+  int64_t died_round = -1;  // -1 while some layer still holds it
   Phase died_phase = Phase::Prune;
   DeathReason reason = DeathReason::Alive;
   int64_t row = 0;  // index of its K/V rows in the ledger's store
@@ -78,11 +83,17 @@ struct RoundRecord {
   int64_t next_token = -1;      // the correction (n < drafts) or bonus token
   bool bonus = false;
   bool hit_eos = false;
+  bool prune_done = false;       // the round has been pruned (it is complete)
   std::vector<int64_t> emitted;  // tokens appended to the sequence this round
-  std::vector<CacheOp> cache_ops;
   int64_t target_forwards = 0;
   int64_t drafter_forwards = 0;
   double draft_ms = 0, verify_ms = 0, accept_ms = 0, prune_ms = 0;
 };
+
+// The tokens whose rows a cache should hold during `round`: the sequence as
+// the round began followed by its drafts (the prompt for round 0). Every
+// cache's expected rows at any moment of the round are a prefix of it.
+std::vector<int64_t> streamOfRound(const std::vector<int64_t>& sequence, int64_t prompt_length,
+                                   const std::vector<RoundRecord>& rounds, int64_t round);
 
 }  // namespace kvscope

@@ -126,12 +126,12 @@ void runChecked(Session& session, bool by_phase, std::set<int64_t>* accepted_cou
           }
         }
         if (exact) EXPECT_EQ((L + k) - target_len, k - r.accepted) << where << " (target drops gamma - n)";
-        // The prune's cache operations say the same.
-        for (const CacheOp& op : r.cache_ops) {
-          if (op.kind == CacheOp::Kind::Crop) {
-            EXPECT_EQ(op.to_length, keep) << where;
-            EXPECT_GT(op.from_length, op.to_length) << where;
-          }
+        // The prune's logged cache operations say the same, and what was required.
+        for (const CacheEvent& e : session.events().events()) {
+          if (e.round != r.index || e.kind != CacheEventKind::Crop) continue;
+          EXPECT_EQ(e.rows_after.front(), keep) << where;
+          EXPECT_EQ(e.expected_rows, keep) << where;
+          EXPECT_GT(e.rows_before.front(), e.rows_after.front()) << where;
         }
         if (accepted_counts && k == kGamma) accepted_counts->insert(r.accepted);
       }

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/model/safetensors.h"
+#include "core/inspect/trace_capture.h"
 #include "core/trace/trace_file.h"
 #include "core/trace/trace_json.h"
 #include "session_test_support.h"
@@ -65,16 +66,21 @@ bool validUtf8(const std::string& s) {
   return true;
 }
 
-void expectSameTrace(const TraceData& a, const TraceData& b) {
-  EXPECT_EQ(a.info, b.info);
+void expectSameTrace(const TraceData& ta, const TraceData& tb) {
+  EXPECT_EQ(ta.info, tb.info);
+  const SessionRecord& a = ta.record;
+  const SessionRecord& b = tb.record;
   EXPECT_EQ(a.sequence, b.sequence);
   EXPECT_EQ(a.origins, b.origins);
   EXPECT_EQ(a.prompt_length, b.prompt_length);
+  EXPECT_EQ(a.fault, b.fault);
+  EXPECT_EQ(a.target_layers, b.target_layers);
+  EXPECT_EQ(a.drafter_layers, b.drafter_layers);
   // Token texts: see TokenTextOfByteTokensSurvives for partial UTF-8 sequences.
-  ASSERT_EQ(a.token_text.size(), b.token_text.size());
-  for (const auto& [id, text] : a.token_text) {
-    ASSERT_TRUE(b.token_text.count(id)) << id;
-    if (validUtf8(text)) EXPECT_EQ(b.token_text.at(id), text) << "token text of id " << id;
+  ASSERT_EQ(ta.token_text.size(), tb.token_text.size());
+  for (const auto& [id, text] : ta.token_text) {
+    ASSERT_TRUE(tb.token_text.count(id)) << id;
+    if (validUtf8(text)) EXPECT_EQ(tb.token_text.at(id), text) << "token text of id " << id;
   }
   ASSERT_EQ(a.rounds.size(), b.rounds.size());
   for (size_t i = 0; i < a.rounds.size(); ++i) {
@@ -95,9 +101,17 @@ void expectSameTrace(const TraceData& a, const TraceData& b) {
     for (size_t layer = 0; layer < va.attention.size(); ++layer) {
       EXPECT_TRUE(torch::equal(va.attention[layer], vb.attention[layer])) << "round " << round << " layer " << layer;
     }
+    ASSERT_EQ(va.masks.size(), vb.masks.size());
+    for (size_t layer = 0; layer < va.masks.size(); ++layer) {
+      EXPECT_TRUE(torch::equal(va.masks[layer], vb.masks[layer])) << "mask of round " << round << " layer " << layer;
+    }
   }
-  // Ledger: per cache, the same entries in the same order (the file groups
-  // them by cache), each with bit-identical K/V rows.
+  // Cache events: the same operations, referring to the same ledger entries.
+  ASSERT_EQ(a.events.events().size(), b.events.events().size());
+  for (size_t i = 0; i < a.events.events().size(); ++i) {
+    EXPECT_EQ(toJson(a.events.events()[i]), toJson(b.events.events()[i])) << "cache event " << i;
+  }
+  // Ledger: the same entries in the same order, each with bit-identical K/V rows.
   EXPECT_EQ(a.ledger.entries().size(), b.ledger.entries().size());
   for (CacheRole role : {CacheRole::Target, CacheRole::Drafter}) {
     const auto ea = entriesOf(a.ledger, role), eb = entriesOf(b.ledger, role);
@@ -157,13 +171,13 @@ TEST(SessionTrace, RoundTripIsIdentical) {
     ASSERT_TRUE(session->finished());
     const auto original = captureTrace(*session, fixtureTokenizer("llama-tiny").get(), {{"note", label}});
     // The capture holds what the session did.
-    EXPECT_EQ(original.sequence, session->sequence());
-    EXPECT_EQ(original.rounds.size(), session->rounds().size());
-    EXPECT_EQ(original.ledger.entries().size(), session->ledger().entries().size());
-    EXPECT_EQ(original.verify.size(), session->rounds().size() - 1);
+    EXPECT_EQ(original.record.sequence, session->sequence());
+    EXPECT_EQ(original.record.rounds.size(), session->rounds().size());
+    EXPECT_EQ(original.record.ledger.entries().size(), session->ledger().entries().size());
+    EXPECT_EQ(original.record.verify.size(), session->rounds().size() - 1);
     EXPECT_EQ(original.info["note"], label);
     EXPECT_FALSE(original.token_text.empty());
-    if (v.use_cache) EXPECT_FALSE(original.ledger.entries().empty());
+    if (v.use_cache) EXPECT_FALSE(original.record.ledger.entries().empty());
 
     const std::string path = dir.file("session.kvtrace");
     writeTrace(path, original);
@@ -278,7 +292,7 @@ TEST_F(SessionTraceErrors, FlippedMetadataBytesAreRefused) {
   expectTraceError(flipped("\"kvscope\":\"{", 11, "brace.kvtrace"), {"not valid JSON"}, "flipped brace");
   // The format name and the version.
   expectTraceError(flipped("kvscope-trace", 2, "format.kvtrace"), {"not a kvscope trace"}, "flipped format");
-  expectTraceError(flipped("\\\"version\\\":1", 12, "version.kvtrace"), {"version 0 is not supported"},
+  expectTraceError(flipped("\\\"version\\\":2", 12, "version.kvtrace"), {"version 3 is not supported"},
                    "flipped version");
   // A required key and an enum value deep inside.
   expectTraceError(flipped("\\\"rounds\\\"", 3, "rounds.kvtrace"), {"corrupted trace"}, "flipped key");

@@ -1,4 +1,4 @@
-#include "core/trace/snapshot_builder.h"
+#include "core/inspect/snapshot_builder.h"
 
 #include <torch/torch.h>
 
@@ -7,6 +7,7 @@
 #include "core/decode/session.h"
 #include "core/model/tokenizer/tokenizer.h"
 #include "core/trace/trace_file.h"
+#include "core/trace/trace_json.h"
 
 namespace kvscope {
 
@@ -30,15 +31,30 @@ CacheGeometry geometryOf(const CausalLM* model) {
   return geometry;
 }
 
-std::shared_ptr<const AttentionData> convertAttention(const VerifyRecord& record) {
+std::shared_ptr<const AttentionData> convertAttention(int64_t round, const VerifyRecord& record) {
   auto data = std::make_shared<AttentionData>();
+  data->round = round;
   data->first_query_position = record.first_query_position;
-  for (const at::Tensor& layer : record.attention) {
-    if (!layer.defined() || layer.dim() != 3) continue;
-    data->heads = layer.size(0);
-    data->queries = layer.size(1);
-    data->keys = layer.size(2);
+  for (size_t l = 0; l < record.attention.size(); ++l) {
+    const at::Tensor& layer = record.attention[l];
+    // Layers must agree in heads and queries; keys may differ (a fault can
+    // leave layers with different row counts). Anything else is dropped.
+    if (!layer.defined() || layer.dim() != 3) break;
+    if (l == 0) {
+      data->heads = layer.size(0);
+      data->queries = layer.size(1);
+    } else if (layer.size(0) != data->heads || layer.size(1) != data->queries) {
+      break;
+    }
+    data->keys.push_back(layer.size(2));
     data->layers.push_back(toFloats(layer));
+    std::vector<uint8_t> mask;
+    if (l < record.masks.size() && record.masks[l].defined() && record.masks[l].dim() == 2 &&
+        record.masks[l].size(0) == data->queries && record.masks[l].size(1) == layer.size(2)) {
+      const at::Tensor m = record.masks[l].to(torch::kUInt8).contiguous().reshape({-1});
+      mask.assign(m.data_ptr<uint8_t>(), m.data_ptr<uint8_t>() + m.numel());
+    }
+    data->masks.push_back(std::move(mask));
   }
   if (record.logits.defined() && record.logits.dim() == 2) {
     const at::Tensor probs = torch::softmax(record.logits.to(torch::kFloat32), -1);
@@ -75,34 +91,32 @@ void SnapshotBuilder::setVocabulary(const Tokenizer& tokenizer) {
     try {
       vocab->push_back(tokenizer.tokenText(id));
     } catch (const std::exception&) {
-      vocab->push_back("<" + std::to_string(id) + ">");
+      vocab->push_back("<id " + std::to_string(id) + ">");
     }
   }
   vocab_ = std::move(vocab);
 }
 
-void SnapshotBuilder::fillRecord(SessionSnapshot& snapshot_ref, const std::vector<int64_t>& sequence,
-                                 const std::vector<TokenOrigin>& origins, int64_t prompt_length,
-                                 const std::vector<RoundRecord>& rounds, const std::map<int64_t, VerifyRecord>& verify,
-                                 const KvLedger& ledger_in) {
-  SessionSnapshot* snapshot = &snapshot_ref;
-  snapshot->sequence = sequence;
-  snapshot->origins = origins;
-  snapshot->prompt_length = prompt_length;
-  snapshot->rounds = rounds;
-  snapshot->emitted_round.assign(snapshot->sequence.size(), 0);
-  for (const RoundRecord& round : snapshot->rounds) {
+void SnapshotBuilder::fillRecord(SessionSnapshot& snapshot, const SessionRecord& record) {
+  snapshot.sequence = record.sequence;
+  snapshot.origins = record.origins;
+  snapshot.prompt_length = record.prompt_length;
+  snapshot.rounds = record.rounds;
+  snapshot.events = record.events;
+  snapshot.bookkeeping = record.bookkeeping;
+  snapshot.fault = record.fault;
+  snapshot.emitted_round.assign(snapshot.sequence.size(), 0);
+  for (const RoundRecord& round : snapshot.rounds) {
     if (round.index < 1) continue;
     for (size_t i = 0; i < round.emitted.size(); ++i) {
       const size_t position = static_cast<size_t>(round.start_length) + i;
-      if (position < snapshot->emitted_round.size()) snapshot->emitted_round[position] = round.index;
+      if (position < snapshot.emitted_round.size()) snapshot.emitted_round[position] = round.index;
     }
   }
 
-  const KvLedger& ledger = ledger_in;
-  snapshot->entries = ledger.entries();
-  const auto& k_rows = ledger.keyRows();
-  const auto& v_rows = ledger.valueRows();
+  snapshot.entries = record.ledger.entries();
+  const auto& k_rows = record.ledger.keyRows();
+  const auto& v_rows = record.ledger.valueRows();
   const size_t row_count = std::min(k_rows.size(), v_rows.size());
   if (rows_.size() > row_count) rows_.clear();  // the ledger was restored or replaced
   while (rows_.size() < row_count) {
@@ -111,14 +125,14 @@ void SnapshotBuilder::fillRecord(SessionSnapshot& snapshot_ref, const std::vecto
     row->v = toFloats(v_rows[rows_.size()]);
     rows_.push_back(std::move(row));
   }
-  snapshot->rows = rows_;
+  snapshot.rows = rows_;
 
-  for (const auto& [round, record] : verify) {
-    if (attention_.count(round) == 0 && (!record.attention.empty() || record.logits.defined())) {
-      attention_[round] = convertAttention(record);
+  for (const auto& [round, verify] : record.verify) {
+    if (attention_.count(round) == 0 && (!verify.attention.empty() || verify.logits.defined())) {
+      attention_[round] = convertAttention(round, verify);
     }
   }
-  snapshot->attention = attention_;
+  snapshot.attention = attention_;
 }
 
 std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const Session& session) {
@@ -143,8 +157,7 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const Session& session) 
   snapshot->current_round = session.currentRound();
   snapshot->current_gamma = session.currentGamma();
 
-  fillRecord(*snapshot, session.sequence(), session.origins(), session.promptLength(), session.rounds(),
-             session.verifyRecords(), session.ledger());
+  fillRecord(*snapshot, session.record());
   snapshot->metrics = session.metrics();
   return snapshot;
 }
@@ -173,17 +186,17 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace) 
     snapshot->use_cache = o.value("use_cache", true);
   }
   // Geometry from the stored rows ([layers, kv_heads, head_dim]) and attention.
-  for (const LedgerEntry& entry : trace.ledger.entries()) {
+  for (const LedgerEntry& entry : trace.record.ledger.entries()) {
     CacheGeometry& geometry = entry.cache == CacheRole::Target ? snapshot->target : snapshot->drafter;
     if (geometry.present) continue;
-    const at::Tensor row = trace.ledger.keys(entry.row);
+    const at::Tensor row = trace.record.ledger.keys(entry.row);
     if (row.dim() != 3) continue;
     geometry.present = true;
     geometry.layers = row.size(0);
     geometry.kv_heads = row.size(1);
     geometry.head_dim = row.size(2);
   }
-  for (const auto& [round, record] : trace.verify) {
+  for (const auto& [round, record] : trace.record.verify) {
     if (!record.attention.empty() && record.attention.front().dim() == 3) {
       snapshot->target.heads = record.attention.front().size(0);
       break;
@@ -194,26 +207,33 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace) 
   auto vocab = std::make_shared<std::vector<std::string>>();
   for (int64_t id = 0; id <= max_id; ++id) {
     const auto found = trace.token_text.find(id);
-    vocab->push_back(found != trace.token_text.end() ? found->second : "<" + std::to_string(id) + ">");
+    vocab->push_back(found != trace.token_text.end() ? found->second : "<id " + std::to_string(id) + ">");
   }
   snapshot->vocab = vocab;
 
-  fillRecord(*snapshot, trace.sequence, trace.origins, trace.prompt_length, trace.rounds, trace.verify, trace.ledger);
-  snapshot->metrics = computeMetrics(trace.rounds);
+  fillRecord(*snapshot, trace.record);
+  snapshot->metrics = computeMetrics(trace.record.rounds);
+  snapshot->prompt = text(Ptr("/prompt"), "");
+  if (info.contains("investigation") && info["investigation"].is_object()) {
+    const nlohmann::json& investigation = info["investigation"];
+    if (investigation.contains("diff") && investigation["diff"].is_object()) {
+      snapshot->diff = std::make_shared<const DiffReport>(diffReportFromJson(investigation["diff"]));
+    }
+  }
   // Where the session stood: saved by the GUI, else inferred from the last round.
   if (info.contains("state") && info["state"].is_object()) {
     snapshot->current_round = info["state"].value("current_round", int64_t{0});
     snapshot->next_phase = static_cast<Phase>(info["state"].value("next_phase", 1));
     snapshot->current_gamma = info["state"].value("current_gamma", int64_t{0});
-  } else if (!trace.rounds.empty()) {
-    const RoundRecord& last = trace.rounds.back();
+  } else if (!trace.record.rounds.empty()) {
+    const RoundRecord& last = trace.record.rounds.back();
     snapshot->current_gamma = last.gamma;
     if (last.index == 0 || last.next_token >= 0) {
       snapshot->current_round = last.index + 1;
       snapshot->next_phase = Phase::Draft;
     } else {
       snapshot->current_round = last.index;
-      snapshot->next_phase = trace.verify.count(last.index) ? Phase::Accept : Phase::Verify;
+      snapshot->next_phase = trace.record.verify.count(last.index) ? Phase::Accept : Phase::Verify;
     }
   }
   return snapshot;

@@ -1,20 +1,14 @@
-#include "core/trace/cache_diff.h"
+#include "core/inspect/cache_diff.h"
+
+#include <torch/torch.h>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/model/scoring.h"
+#include "core/trace/trace_json.h"
 
 namespace kvscope {
-
-const char* positionClassName(PositionClass c) {
-  switch (c) {
-    case PositionClass::Agree: return "agree";
-    case PositionClass::Noise: return "noise";
-    case PositionClass::Divergent: return "divergent";
-  }
-  return "?";
-}
 
 PositionDiff comparePosition(const at::Tensor& cached, const at::Tensor& uncached, const DiffTolerances& tol) {
   PositionDiff d;
@@ -72,16 +66,17 @@ std::optional<int64_t> compareRows(DiffReport& report, CacheRole role, int64_t r
   return first_bad;
 }
 
-void noteDivergence(DiffReport& report, Session& session, CacheRole role, int64_t round, int64_t position) {
+void noteDivergence(DiffReport& report, Session& session, CacheRole role, Phase phase, int64_t round,
+                    int64_t position) {
   if (report.first_divergence) return;
-  FirstDivergence first{role, round, position, std::nullopt, std::nullopt};
-  const KvCache* cache = role == CacheRole::Target ? session.targetCache() : session.drafterCache();
+  FirstDivergence first{role, round, phase, position, std::nullopt, std::nullopt, std::nullopt};
   const CausalLM* model = role == CacheRole::Target ? &session.target() : session.drafter()->model();
-  if (cache && model) {
-    AuditReport audit = auditCache(*model, *cache, session.believedCacheTokens(role), role, round);
-    if (audit.first_bad) {
-      first.layer = audit.first_bad->layer;
-      first.head = audit.first_bad->head;
+  if (model) {
+    CacheAudit audit = auditAt(session.record(), role, {round, phase}, model);
+    if (const RowVerdict* bad = audit.firstBad()) {
+      first.layer = bad->layer;
+      first.head = bad->worst_head;
+      first.row = bad->row;
     }
     report.audit_at_divergence = std::move(audit);
   }
@@ -90,7 +85,8 @@ void noteDivergence(DiffReport& report, Session& session, CacheRole role, int64_
 
 }  // namespace
 
-DiffReport diffLockstep(Session& session, const DiffTolerances& tol, const std::atomic<bool>* cancel) {
+DiffReport diffLockstep(Session& session, const DiffTolerances& tol, const std::atomic<bool>* cancel,
+                        const TokenText& text) {
   require(session.options().use_cache, "lockstep diff: the session under test must use the KV cache");
   c10::InferenceMode guard;
   DiffReport report;
@@ -110,7 +106,7 @@ DiffReport diffLockstep(Session& session, const DiffTolerances& tol, const std::
       tokens.insert(tokens.end(), r.drafts.begin(), r.drafts.begin() + (k - 1));
       const auto uncached = uncachedRows(*session.drafter()->model(), tokens, start - 1, k);
       if (auto bad = compareRows(report, CacheRole::Drafter, round, start - 1, it->second, uncached, tol)) {
-        noteDivergence(report, session, CacheRole::Drafter, round, start - 1 + *bad);
+        noteDivergence(report, session, CacheRole::Drafter, Phase::Draft, round, start - 1 + *bad);
       }
     } else {
       const VerifyRecord& v = session.verifyRecords().at(round);
@@ -118,10 +114,15 @@ DiffReport diffLockstep(Session& session, const DiffTolerances& tol, const std::
       tokens.insert(tokens.end(), r.drafts.begin(), r.drafts.end());
       const auto uncached = uncachedRows(session.target(), tokens, start - 1, queries);
       if (auto bad = compareRows(report, CacheRole::Target, round, start - 1, v.logits, uncached, tol)) {
-        noteDivergence(report, session, CacheRole::Target, round, start - 1 + *bad);
+        noteDivergence(report, session, CacheRole::Target, Phase::Verify, round, start - 1 + *bad);
       }
     }
   }
+  RootCauseOptions options;
+  options.target = &session.target();
+  options.drafter = session.drafter() ? session.drafter()->model() : nullptr;
+  if (report.first_divergence) options.check_values_until = Moment{report.first_divergence->round, report.first_divergence->phase};
+  report.root_cause = findRootCause(session.record(), options, text);
   return report;
 }
 
@@ -155,44 +156,10 @@ DiffReport diffFreeRunning(Session& cached, Session& uncached, const DiffToleran
     for (const RoundRecord& r : cached.rounds()) {
       if (r.index > 0 && r.start_length <= position) round = r.index;
     }
-    report.first_divergence = FirstDivergence{CacheRole::Target, round, position, std::nullopt, std::nullopt};
+    report.first_divergence =
+        FirstDivergence{CacheRole::Target, round, Phase::Verify, position, std::nullopt, std::nullopt, std::nullopt};
   }
   return report;
-}
-
-nlohmann::json toJson(const DiffReport& r, bool include_positions) {
-  nlohmann::json j = {{"mode", r.mode},
-                      {"diverged", r.diverged()},
-                      {"agree_positions", r.agree},
-                      {"noise_positions", r.noise},
-                      {"divergent_positions", r.divergent},
-                      {"max_abs_logit_diff", r.max_abs_logit_diff},
-                      {"top1_flips", r.top1_flips},
-                      {"min_top2_margin", r.min_top2_margin}};
-  if (r.first_divergence) {
-    const FirstDivergence& f = *r.first_divergence;
-    j["first_divergence"] = {{"cache", cacheRoleName(f.cache)}, {"round", f.round}, {"position", f.position},
-                             {"layer", f.layer ? nlohmann::json(*f.layer) : nlohmann::json(nullptr)},
-                             {"head", f.head ? nlohmann::json(*f.head) : nlohmann::json(nullptr)}};
-  } else {
-    j["first_divergence"] = nullptr;
-  }
-  if (r.audit_at_divergence) j["audit_at_divergence"] = toJson(*r.audit_at_divergence, false);
-  if (r.mode == "free") {
-    j["first_token_divergence"] = r.first_token_divergence < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.first_token_divergence);
-    j["cached_tokens"] = r.cached_tokens;
-    j["uncached_tokens"] = r.uncached_tokens;
-  }
-  if (include_positions) {
-    nlohmann::json positions = nlohmann::json::array();
-    for (const PositionDiff& d : r.positions) {
-      positions.push_back({{"cache", cacheRoleName(d.cache)}, {"round", d.round}, {"position", d.position},
-                           {"max_abs_logit_diff", d.max_abs_logit_diff}, {"kl", d.kl}, {"top1_agree", d.top1_agree},
-                           {"top2_margin", d.top2_margin}, {"class", positionClassName(d.verdict)}});
-    }
-    j["positions"] = positions;
-  }
-  return j;
 }
 
 }  // namespace kvscope

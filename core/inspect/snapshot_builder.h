@@ -6,13 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "core/trace/snapshot.h"
+#include "core/inspect/snapshot.h"
 
 namespace kvscope {
 
-class KvLedger;
 class Session;
-struct VerifyRecord;
+struct SessionRecord;
 class Tokenizer;
 struct TraceData;
 
@@ -28,10 +27,7 @@ class SnapshotBuilder {
   std::shared_ptr<SessionSnapshot> build(const TraceData& trace);
 
  private:
-  void fillRecord(SessionSnapshot& snapshot, const std::vector<int64_t>& sequence,
-                  const std::vector<TokenOrigin>& origins, int64_t prompt_length,
-                  const std::vector<RoundRecord>& rounds, const std::map<int64_t, VerifyRecord>& verify,
-                  const KvLedger& ledger);
+  void fillRecord(SessionSnapshot& snapshot, const SessionRecord& record);
   std::string target_name_;
   std::string drafter_name_;
   std::shared_ptr<const std::vector<std::string>> vocab_;

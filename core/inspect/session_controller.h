@@ -1,8 +1,10 @@
 #pragma once
-// The one controller the GUI drives: loads a target/drafter pair, starts a
-// session, steps it and hands out snapshots. Qt-free and torch-free in its
-// interface (libtorch stays behind the pimpl). Not thread-safe: one thread
-// (the GUI's worker) owns it; only the cancel flag may be set from elsewhere.
+// The controller both front ends drive: it owns the models and one session
+// (or an opened trace), steps it, hands out snapshots, and runs the diff and
+// the audit. The GUI's worker thread and kvscope-cli's diff/audit use the same
+// calls. Qt-free and torch-free in its interface (libtorch stays behind the
+// pimpl). Not thread-safe: one thread owns it; only a cancel flag may be set
+// from elsewhere.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -10,20 +12,26 @@
 #include <string>
 #include <vector>
 
-#include "core/trace/snapshot.h"
+#include "core/inspect/reports.h"
+#include "core/inspect/snapshot.h"
 
 namespace kvscope {
 
+class CausalLM;
+class Drafter;
+class Tokenizer;
+struct SessionOptions;
+
 enum class DrafterKind { Model, Ngram, None };
 
-struct UiModelSpec {
+struct ModelSpec {
   std::string target_dir;   // empty: the default (bundled, else the test fixture)
   DrafterKind drafter_kind = DrafterKind::Model;
   std::string drafter_dir;  // empty: the default
   int64_t max_ngram = 3;
 };
 
-struct UiSessionSpec {
+struct SessionSpec {
   std::string prompt;
   int64_t gamma = 4;
   bool adaptive_gamma = false;
@@ -39,7 +47,7 @@ struct UiSessionSpec {
   std::string fault = "none";  // a name from allFaults() (core/cache/fault.h)
 };
 
-struct UiLoadResult {
+struct LoadResult {
   std::string target_dir;
   std::string drafter_dir;  // empty for n-gram / none
   std::string drafter_name;
@@ -56,26 +64,31 @@ struct DefaultModels {
 };
 DefaultModels defaultModelDirectories();
 
-class UiEngine {
+class SessionController {
  public:
   // step, total, what is being done (for a progress bar)
   using Progress = std::function<void(int step, int total, const std::string& what)>;
 
-  UiEngine();
-  ~UiEngine();
-  UiEngine(const UiEngine&) = delete;
-  UiEngine& operator=(const UiEngine&) = delete;
+  SessionController();
+  ~SessionController();
+  SessionController(const SessionController&) = delete;
+  SessionController& operator=(const SessionController&) = delete;
 
   // Throws Error; on failure the previously loaded models stay in place.
-  UiLoadResult loadModels(const UiModelSpec& spec, const Progress& progress = {});
+  LoadResult loadModels(const ModelSpec& spec, const Progress& progress = {});
+  // Models loaded elsewhere (the CLI's); the tokenizer may be null.
+  void adoptModels(std::shared_ptr<const CausalLM> target, std::shared_ptr<const Tokenizer> tokenizer,
+                   std::vector<int64_t> eos_ids, std::shared_ptr<const Drafter> drafter, std::string target_name);
   bool hasModels() const;
   // Throws Error (bad prompt, bad options); the previous session stays.
-  void startSession(const UiSessionSpec& spec);
+  void startSession(const SessionSpec& spec);
+  void startSession(std::vector<int64_t> prompt, const SessionOptions& options);
   bool hasSession() const;
   bool finished() const;
 
   void stepPhase();
   void stepRound();
+  void runToEnd();
   // Steps until finished or cancelled (checked between phases); calls
   // after_round with a snapshot after each completed round.
   void run(const std::atomic<bool>& cancel,
@@ -84,16 +97,23 @@ class UiEngine {
   std::shared_ptr<const SessionSnapshot> snapshot();
 
   // Starts a session with `spec` (the cache forced on) and runs it to the end
-  // in lockstep with an uncached recomputation; the snapshots then carry the
-  // diff. Throws Error (no models, bad spec).
-  void runDiff(const UiSessionSpec& spec, const std::atomic<bool>& cancel);
-  // Audits both caches as they stand now (the target first); the snapshots
-  // carry the result until the next step. Throws Error without a session.
-  void auditNow();
+  // in lockstep with an uncached recomputation, then finds the root cause;
+  // the snapshots then carry the report. Throws Error (no models, bad spec).
+  const DiffReport& runDiff(const SessionSpec& spec, const std::atomic<bool>& cancel);
+  // The same on the session just started (nothing stepped yet).
+  const DiffReport& runDiff(const std::atomic<bool>* cancel = nullptr);
+  // Audits both caches at a recorded moment (values too when the models of
+  // this session are loaded); the snapshots carry it. The session is not
+  // stepped. Throws Error when the moment was not recorded.
+  std::vector<CacheAudit> auditAt(const Moment& moment);
+  // The first cache operation that broke the contract (structure and stored
+  // values; appended values too when a diff found a divergence).
+  std::optional<RootCause> rootCause() const;
 
   // .kvtrace files. gui_state_json (a JSON object, may be empty) is stored
-  // with the trace and handed back on open (cursor, bookmarks). Saving uses
-  // the live session, or the opened trace when replaying one.
+  // with the trace and handed back on open (cursor, bookmarks). The fault,
+  // the prompt and the diff report with its root cause are saved too. Saving
+  // uses the live session, or the opened trace when replaying one.
   void saveTrace(const std::string& path, const std::string& gui_state_json);
   // Replaces the live session with the file's record (replay only: the
   // models stay loaded for the next session). Throws Error for a bad file.

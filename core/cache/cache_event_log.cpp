@@ -1,0 +1,105 @@
+#include "core/cache/cache_event_log.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace kvscope {
+
+const char* cacheEventKindName(CacheEventKind kind) {
+  switch (kind) {
+    case CacheEventKind::Append: return "append";
+    case CacheEventKind::Refeed: return "refeed";
+    case CacheEventKind::Crop: return "crop";
+    case CacheEventKind::Reset: return "reset";
+    case CacheEventKind::Evict: return "evict";
+  }
+  return "?";
+}
+
+CacheEventKind parseCacheEventKind(const std::string& name) {
+  for (CacheEventKind kind : {CacheEventKind::Append, CacheEventKind::Refeed, CacheEventKind::Crop,
+                              CacheEventKind::Reset, CacheEventKind::Evict}) {
+    if (name == cacheEventKindName(kind)) return kind;
+  }
+  throw Error("unknown cache operation '" + name + "'");
+}
+
+void CacheEventLog::record(CacheEvent event) {
+  require(event.rows_before.size() == event.rows_after.size() && !event.rows_after.empty(),
+          "cache event: rows before and after must be given for every layer");
+  events_.push_back(std::move(event));
+}
+
+void CacheEventLog::restore(std::vector<CacheEvent> events) {
+  std::vector<int64_t> layers(2, -1);
+  for (const CacheEvent& e : events) {
+    require(e.rows_before.size() == e.rows_after.size() && !e.rows_after.empty(),
+            "cache event: rows before and after disagree in layer count");
+    int64_t& known = layers[e.cache == CacheRole::Target ? 0 : 1];
+    const int64_t count = static_cast<int64_t>(e.rows_after.size());
+    require(known < 0 || known == count, "cache events of one cache disagree in layer count");
+    known = count;
+  }
+  events_ = std::move(events);
+}
+
+void applyEventToLayer(std::vector<int64_t>& rows, const CacheEvent& e, int64_t layer) {
+  if (layer < 0 || layer >= static_cast<int64_t>(e.rows_after.size())) return;
+  const size_t before = static_cast<size_t>(std::max<int64_t>(0, e.rows_before[static_cast<size_t>(layer)]));
+  const size_t after = static_cast<size_t>(std::max<int64_t>(0, e.rows_after[static_cast<size_t>(layer)]));
+  if (e.kind == CacheEventKind::Append || e.kind == CacheEventKind::Refeed) {
+    rows.resize(std::min(rows.size(), before));
+    for (size_t i = 0; i < e.written.size() && rows.size() < after; ++i) rows.push_back(e.written[i]);
+  } else if (e.kind == CacheEventKind::Evict) {
+    // Eviction removes rows anywhere; the survivors keep their order.
+    rows.erase(std::remove_if(rows.begin(), rows.end(),
+                              [&](int64_t entry) {
+                                return std::find(e.removed.begin(), e.removed.end(), entry) != e.removed.end();
+                              }),
+               rows.end());
+  } else {
+    rows.resize(std::min(rows.size(), after));
+  }
+}
+
+void applyEvent(CacheLayout& layout, const CacheEvent& e) {
+  for (size_t l = 0; l < layout.layers.size(); ++l) applyEventToLayer(layout.layers[l], e, static_cast<int64_t>(l));
+}
+
+CacheLayout CacheEventLog::layoutAfterEvents(CacheRole cache, int64_t layers, size_t count) const {
+  CacheLayout layout;
+  layout.layers.resize(static_cast<size_t>(std::max<int64_t>(layers, 0)));
+  for (size_t i = 0; i < count && i < events_.size(); ++i) {
+    if (events_[i].cache == cache) applyEvent(layout, events_[i]);
+  }
+  return layout;
+}
+
+size_t CacheEventLog::countAtOrBefore(const Moment& moment) const {
+  size_t count = 0;
+  while (count < events_.size() && atOrBefore(events_[count].moment(), moment)) ++count;
+  return count;
+}
+
+CacheLayout CacheEventLog::layoutAt(CacheRole cache, int64_t layers, const Moment& moment) const {
+  return layoutAfterEvents(cache, layers, countAtOrBefore(moment));
+}
+
+int64_t CacheEventLog::expectedRowsAt(CacheRole cache, const Moment& moment) const {
+  int64_t expected = 0;
+  const size_t count = countAtOrBefore(moment);
+  for (size_t i = 0; i < count; ++i) {
+    if (events_[i].cache == cache) expected = events_[i].expected_rows;
+  }
+  return expected;
+}
+
+int64_t CacheEventLog::layerCount(CacheRole cache) const {
+  for (const CacheEvent& e : events_) {
+    if (e.cache == cache) return static_cast<int64_t>(e.rows_after.size());
+  }
+  return 0;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,90 @@
+#pragma once
+// The cache operation log: every operation on a cache (append, re-feed, crop,
+// reset, eviction, and what an injected fault did to it) as an event with its
+// round, phase, the rows per layer before and after, and the number of rows
+// the session's bookkeeping required afterwards. Replaying the events gives
+// the physical layout of any layer at any moment: which ledger entry each row
+// holds. Torch-free plain records, so the trace file and the GUI read them.
+//
+// Rows are not positions: under a cache bug row i need not hold position i,
+// and layers need not agree. The layout is what the model actually attended to.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/trace/trace_types.h"
+
+namespace kvscope {
+
+enum class CacheEventKind {
+  Append,  // rows written by a forward
+  Refeed,  // an append that re-writes tokens an earlier prune removed on purpose
+  Crop,    // the cache cut back to a length (a rollback after verification)
+  Reset,   // the cache cleared
+  Evict,   // rows removed by an eviction policy
+};
+const char* cacheEventKindName(CacheEventKind kind);
+CacheEventKind parseCacheEventKind(const std::string& name);  // throws Error
+
+struct CacheEvent {
+  CacheRole cache = CacheRole::Target;
+  int64_t round = 0;
+  Phase phase = Phase::Prefill;
+  CacheEventKind kind = CacheEventKind::Append;
+  std::vector<int64_t> rows_before;  // per layer
+  std::vector<int64_t> rows_after;   // per layer
+  // The rows the session's bookkeeping requires after this operation
+  // (DESIGN.md, "Speculative round bookkeeping").
+  int64_t expected_rows = 0;
+  // Append / Refeed: the ledger entries written, in physical row order; layer
+  // l holds them at rows [rows_before[l], rows_before[l] + written.size()).
+  std::vector<int64_t> written;
+  // Crop / Reset / Evict: ledger entries removed (any layer), and why.
+  std::vector<int64_t> removed;
+  DeathReason reason = DeathReason::Alive;
+  // What an injected fault did to this operation ("" when nothing).
+  std::string fault_action;
+  // Append: max |stored - computed| over the written K/V (storage precision).
+  double max_store_error = 0;
+
+  Moment moment() const { return {round, phase}; }
+  int64_t rowsAfter(int64_t layer) const { return rows_after.at(static_cast<size_t>(layer)); }
+};
+
+// The physical rows of every layer of one cache: layers[l][r] is the ledger
+// entry held by row r of layer l.
+struct CacheLayout {
+  std::vector<std::vector<int64_t>> layers;
+
+  int64_t rows(int64_t layer) const { return static_cast<int64_t>(layers.at(static_cast<size_t>(layer)).size()); }
+  bool empty() const { return layers.empty(); }
+};
+
+class CacheEventLog {
+ public:
+  void record(CacheEvent event);
+  const std::vector<CacheEvent>& events() const { return events_; }
+  void restore(std::vector<CacheEvent> events);  // from a trace; checked
+  void clear() { events_.clear(); }
+
+  // Events [0, count) replayed for `cache` with `layers` layers.
+  CacheLayout layoutAfterEvents(CacheRole cache, int64_t layers, size_t count) const;
+  // The layout just after `moment` (every event at or before it).
+  CacheLayout layoutAt(CacheRole cache, int64_t layers, const Moment& moment) const;
+  // How many events happened at or before `moment`.
+  size_t countAtOrBefore(const Moment& moment) const;
+  // The rows required just after `moment` (0 before the first event).
+  int64_t expectedRowsAt(CacheRole cache, const Moment& moment) const;
+  // Layers of `cache` seen in the log (0 when it has no events).
+  int64_t layerCount(CacheRole cache) const;
+
+ private:
+  std::vector<CacheEvent> events_;
+};
+
+// Applies one event to a layout (the replay step; exposed for incremental walks).
+void applyEvent(CacheLayout& layout, const CacheEvent& event);
+// The same for one layer's rows only.
+void applyEventToLayer(std::vector<int64_t>& rows, const CacheEvent& event, int64_t layer);
+
+}  // namespace kvscope

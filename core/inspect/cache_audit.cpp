@@ -1,0 +1,116 @@
+#include "core/inspect/cache_audit.h"
+
+#include "core/inspect/row_identity.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/model/scoring.h"
+
+namespace kvscope {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Collects the fresh K and V rows of every layer from an uncached forward.
+class KeyValueRecorder : public ProbeSink {
+ public:
+  explicit KeyValueRecorder(int64_t layers) : keys(layers), values(layers) {}
+  bool wants(Probe probe, int64_t) const override { return probe == Probe::Key || probe == Probe::Value; }
+  void record(Probe probe, int64_t layer, const at::Tensor& value) override {
+    (probe == Probe::Key ? keys : values)[layer] = value.to(torch::kFloat32);
+  }
+  std::vector<at::Tensor> keys, values;  // per layer [kv_heads, n, head_dim]
+};
+
+}  // namespace
+
+namespace {
+
+// Fills max |dK|, |dV| of the verdicts comparable with a recomputation and
+// turns ok rows with wrong numbers into WrongValues. fresh_k/v: [kv_heads, E, D].
+void compareValues(const SessionRecord& record, std::vector<RowVerdict>& verdicts, int64_t layer,
+                   const at::Tensor& fresh_k, const at::Tensor& fresh_v, const AuditTolerance& tol) {
+  std::vector<int64_t> entries, positions;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    const RowVerdict& v = verdicts[i];
+    if (v.entry < 0 || v.position < 0 || v.position >= fresh_k.size(1)) continue;
+    if (v.state == RowState::Stale) continue;
+    entries.push_back(v.entry);
+    positions.push_back(v.position);
+    which.push_back(i);
+  }
+  if (entries.empty()) return;
+  const auto cached_k = record.ledger.stackKeys(entries)[layer];  // [kv_heads, R, D]
+  const auto cached_v = record.ledger.stackValues(entries)[layer];
+  const auto index = torch::tensor(positions, torch::kInt64);
+  const auto want_k = fresh_k.index_select(1, index), want_v = fresh_v.index_select(1, index);  // [kv_heads, R, D]
+  const auto dk = (cached_k - want_k).abs().amax(-1).contiguous();  // [kv_heads, R]
+  const auto dv = (cached_v - want_v).abs().amax(-1).contiguous();
+  const auto scale = torch::maximum(want_k.abs().amax(-1), want_v.abs().amax(-1));
+  const auto bad = (torch::maximum(dk, dv) > (tol.absolute + tol.relative * scale)).any(0).contiguous();  // [R]
+  const auto worst = torch::maximum(dk, dv).argmax(0).contiguous();  // [R]
+  const auto dk_max = dk.amax(0).contiguous(), dv_max = dv.amax(0).contiguous();
+  for (size_t j = 0; j < which.size(); ++j) {
+    RowVerdict& v = verdicts[which[j]];
+    const auto jj = static_cast<int64_t>(j);
+    v.max_abs_dk = dk_max[jj].item<double>();
+    v.max_abs_dv = dv_max[jj].item<double>();
+    v.worst_head = worst[jj].item<int64_t>();
+    if (v.state == RowState::Ok && bad[jj].item<bool>()) v.state = RowState::WrongValues;
+  }
+}
+
+}  // namespace
+
+CacheAudit auditAt(const SessionRecord& record, CacheRole cache, const Moment& moment, const CausalLM* model,
+                   const AuditTolerance& tolerance) {
+  CacheAudit audit;
+  audit.cache = cache;
+  audit.moment = moment;
+  const int64_t layers = record.layers(cache);
+  const CacheLayout layout = record.events.layoutAt(cache, layers, moment);
+  const std::vector<int64_t> stream = record.streamOfRound(moment.round);
+  audit.expected_rows = std::min<int64_t>(record.events.expectedRowsAt(cache, moment), stream.size());
+  KeyValueRecorder fresh(layers);
+  if (model != nullptr && audit.expected_rows > 0) {
+    c10::InferenceMode guard;
+    const std::vector<int64_t> expected(stream.begin(), stream.begin() + audit.expected_rows);
+    model->forward(idsTensor(expected), 0, nullptr, &fresh);
+    audit.values_checked = true;
+  }
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    const auto& rows = layout.layers[static_cast<size_t>(layer)];
+    audit.rows_per_layer.push_back(static_cast<int64_t>(rows.size()));
+    std::vector<RowVerdict> verdicts = classifyRows(record.ledger.entries(), cache, layer, rows, audit.expected_rows, stream);
+    if (audit.values_checked) compareValues(record, verdicts, layer, fresh.keys[layer], fresh.values[layer], tolerance);
+    std::vector<double> error(rows.size(), audit.values_checked ? kInf : std::nan(""));
+    for (const RowVerdict& v : verdicts) {
+      if (v.entry >= 0 && v.max_abs_dk) {
+        const double e = std::max(*v.max_abs_dk, *v.max_abs_dv);
+        audit.max_value_error = std::max(audit.max_value_error, e);
+        if (v.state == RowState::Ok || v.state == RowState::WrongValues) error[static_cast<size_t>(v.row)] = e;
+      }
+      if (v.state == RowState::Ok) {
+        ++audit.ok_rows;
+      } else {
+        audit.rows.push_back(v);
+      }
+    }
+    audit.error.push_back(std::move(error));
+  }
+  std::stable_sort(audit.rows.begin(), audit.rows.end(), [](const RowVerdict& a, const RowVerdict& b) {
+    return std::make_pair(a.row, a.layer) < std::make_pair(b.row, b.layer);
+  });
+  return audit;
+}
+
+}  // namespace kvscope

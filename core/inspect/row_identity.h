@@ -1,0 +1,22 @@
+#pragma once
+// Row identity against the bookkeeping: for one layer's physical rows (ledger
+// entries in row order), which hold the token of the stream at their own slot,
+// computed for that position with that rotary position (ok), which should
+// have been removed (stale), which are a second copy (duplicate) or in the
+// wrong slot or rotated for the wrong position (wrong_position), and which
+// expected positions no row holds (missing). Values are the audit's business
+// (cache_audit.h); this part is torch-free so the GUI can mark rows too.
+#include <cstdint>
+#include <vector>
+
+#include "core/inspect/reports.h"
+#include "core/trace/trace_types.h"
+
+namespace kvscope {
+
+// One verdict per physical row (in row order), then one per missing position.
+std::vector<RowVerdict> classifyRows(const std::vector<LedgerEntry>& entries, CacheRole cache, int64_t layer,
+                                     const std::vector<int64_t>& rows, int64_t expected_rows,
+                                     const std::vector<int64_t>& stream);
+
+}  // namespace kvscope
