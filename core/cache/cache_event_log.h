@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/trace/trace_types.h"
+#include "core/cache/cache_types.h"
 
 namespace kvscope {
 

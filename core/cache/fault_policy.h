@@ -10,7 +10,7 @@
 
 #include "core/cache/cache_event_log.h"
 #include "core/cache/fault.h"
-#include "core/trace/trace_types.h"
+#include "core/cache/cache_types.h"
 
 namespace kvscope {
 

@@ -6,18 +6,6 @@
 
 namespace kvscope {
 
-const char* phaseName(Phase phase) {
-  switch (phase) {
-    case Phase::Prefill: return "prefill";
-    case Phase::Draft: return "draft";
-    case Phase::Verify: return "verify";
-    case Phase::Accept: return "accept";
-    case Phase::Prune: return "prune";
-  }
-  return "?";
-}
-
-const char* cacheRoleName(CacheRole role) { return role == CacheRole::Target ? "target" : "drafter"; }
 
 const char* tokenOriginName(TokenOrigin origin) {
   switch (origin) {
@@ -39,23 +27,7 @@ Bookkeeping parseBookkeeping(const std::string& name) {
   throw Error("unknown bookkeeping '" + name + "' (expected exact or seed)");
 }
 
-const char* deathReasonName(DeathReason reason) {
-  switch (reason) {
-    case DeathReason::Alive: return "alive";
-    case DeathReason::RejectedDraft: return "rejected draft";
-    case DeathReason::Refeed: return "over-pruned (re-fed)";
-    case DeathReason::Eviction: return "eviction";
-    case DeathReason::Reset: return "reset";
-  }
-  return "?";
-}
 
-int phaseOrder(Phase phase) { return static_cast<int>(phase); }
-
-bool atOrBefore(const Moment& a, const Moment& b) {
-  if (a.round != b.round) return a.round < b.round;
-  return phaseOrder(a.phase) <= phaseOrder(b.phase);
-}
 
 std::vector<int64_t> streamOfRound(const std::vector<int64_t>& sequence, int64_t prompt_length,
                                    const std::vector<RoundRecord>& rounds, int64_t round) {

@@ -6,15 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "core/cache/cache_types.h"
+
 namespace kvscope {
 
-// The phases of a session. Prefill runs once (round 0); every later round
-// runs Draft -> Verify -> Accept -> Prune.
-enum class Phase { Prefill, Draft, Verify, Accept, Prune };
-const char* phaseName(Phase phase);
-
-enum class CacheRole { Target, Drafter };
-const char* cacheRoleName(CacheRole role);
 
 // Where each token of the sequence came from.
 enum class TokenOrigin { Prompt, AcceptedDraft, Correction, Bonus };
@@ -28,26 +23,7 @@ enum class Bookkeeping {
 const char* bookkeepingName(Bookkeeping bookkeeping);
 Bookkeeping parseBookkeeping(const std::string& name);  // "exact" | "seed"
 
-// Why a cache entry stopped being valid.
-enum class DeathReason {
-  Alive,
-  RejectedDraft,  // a draft (or a row computed after one) cut at prune
-  Refeed,         // a correct entry cut by over-pruning, to be recomputed (seed bookkeeping)
-  Eviction,       // removed by an eviction / pruning policy
-  Reset,          // the whole cache cleared
-};
-const char* deathReasonName(DeathReason reason);
 
-// A moment of a session: just after `phase` of `round` ran (round 0 is the
-// prefill). Every recorded view and audit is taken at a moment.
-struct Moment {
-  int64_t round = 0;
-  Phase phase = Phase::Prefill;
-};
-// Phases in execution order: Prefill < Draft < Verify < Accept < Prune.
-int phaseOrder(Phase phase);
-// True when a happened at or before b.
-bool atOrBefore(const Moment& a, const Moment& b);
 
 // One K/V row write of one cache (all layers at once), from its birth to its
 // death: its identity (the token, the position it was computed for, the
