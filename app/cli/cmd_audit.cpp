@@ -9,6 +9,7 @@
 #include "app/cli/session_setup.h"
 #include "core/error.h"
 #include "core/inspect/cache_audit.h"
+#include "core/inspect/row_history.h"
 #include "core/trace/trace_json.h"
 
 namespace kvscope::cli {
@@ -51,8 +52,35 @@ Moment chosenMoment(Args& args, SessionController& controller) {
   return last;
 }
 
+// The history of the entry at one physical row of one layer at `moment`.
+nlohmann::json printRowHistory(const SessionSnapshot& snapshot, CacheRole cache, int64_t layer, int64_t row,
+                               const Moment& moment, bool json) {
+  const std::vector<int64_t> rows = physicalRows(snapshot, cache, layer, moment);
+  if (row < 0 || row >= static_cast<int64_t>(rows.size())) {
+    throw Error("--row " + std::to_string(row) + ": the " + cacheRoleName(cache) + " cache's layer " +
+                std::to_string(layer) + " holds " + std::to_string(rows.size()) + " rows after round " +
+                std::to_string(moment.round) + " " + phaseName(moment.phase));
+  }
+  const int64_t entry = rows[static_cast<size_t>(row)];
+  nlohmann::json items = nlohmann::json::array();
+  if (!json) std::cout << "history of " << cacheRoleName(cache) << " layer " << layer << " row " << row << ":\n";
+  for (const RowHistoryItem& item : rowHistory(snapshot.entries, snapshot.events, entry, layer)) {
+    if (!json) {
+      std::cout << "  round " << item.moment.round << " " << phaseName(item.moment.phase) << " ("
+                << cacheEventKindName(item.operation) << "): " << item.what;
+      if (!item.fault_action.empty()) std::cout << "  [fault: " << item.fault_action << "]";
+      std::cout << "\n";
+    }
+    items.push_back(toJson(item));
+  }
+  return {{"cache", cacheRoleName(cache)}, {"layer", layer}, {"row", row}, {"entry", entry}, {"events", items}};
+}
+
 int runAudit(Args& args) {
   const bool json = args.flag("json");
+  const int64_t history_row = args.integer("row", -1);
+  const int64_t history_layer = args.integer("layer", 0);
+  const CacheRole history_cache = parseCacheRole(args.value("cache-of-row").value_or("target"));
   SessionSetup setup = parseSessionSetup(args);
   if (!setup.options.use_cache) throw Error("audit checks the KV caches: use --cache on");
   auto controller = setup.makeController();
@@ -71,8 +99,13 @@ int runAudit(Args& args) {
     caches.push_back(toJson(a, true));
   }
   if (!json && ok) std::cout << "every row of the audited caches is where the bookkeeping expects it, with the right values\n";
-  printJson({{"fault", faultInfo(setup.options.fault).name}, {"round", moment.round}, {"phase", phaseName(moment.phase)},
-             {"ok", ok}, {"ok_rows", ok_rows}, {"rows", rows}, {"caches", caches}});
+  nlohmann::json result = {{"fault", faultInfo(setup.options.fault).name}, {"round", moment.round},
+                           {"phase", phaseName(moment.phase)}, {"ok", ok}, {"ok_rows", ok_rows}, {"rows", rows},
+                           {"caches", caches}};
+  if (history_row >= 0) {
+    result["history"] = printRowHistory(*controller->snapshot(), history_cache, history_layer, history_row, moment, json);
+  }
+  printJson(result);
   return ok ? 0 : 1;
 }
 
@@ -90,8 +123,9 @@ int runFaults(Args& args) {
 
 const CommandRegistrar kRegisterAudit{
     "audit",
-    "audit <run options> [--fault NAME] [--at-round R [--phase prefill|draft|verify|accept|prune]] [--json]   "
-    "(exit 1 if a row is wrong)",
+    "audit <run options> [--fault NAME] [--at-round R [--phase prefill|draft|verify|accept|prune]] "
+    "[--row R [--layer L] [--cache-of-row target|drafter]] [--json]   (exit 1 if a row is wrong; --row prints that "
+    "row's history)",
     runAudit};
 const CommandRegistrar kRegisterFaults{"faults", "faults [--json]   (the bug zoo, with explanations)", runFaults};
 

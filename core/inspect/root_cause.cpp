@@ -172,31 +172,6 @@ std::optional<RootCause> findRootCause(const SessionRecord& record, const RootCa
   return std::nullopt;
 }
 
-std::vector<int64_t> eventsTouchingEntry(const SessionRecord& record, int64_t entry) {
-  std::vector<int64_t> touching;
-  const auto& events = record.events.events();
-  if (entry < 0 || entry >= record.ledger.size()) return touching;
-  const LedgerEntry& target = record.ledger.entry(entry);
-  // A row is touched by the append that wrote it, every later operation on its
-  // cache that could move or cut it (crops, resets, evictions), and appends
-  // that wrote another row for its position.
-  bool born = false;
-  for (size_t i = 0; i < events.size(); ++i) {
-    const CacheEvent& e = events[i];
-    if (e.cache != target.cache) continue;
-    const bool writes_it = std::find(e.written.begin(), e.written.end(), entry) != e.written.end();
-    const bool removes_it = std::find(e.removed.begin(), e.removed.end(), entry) != e.removed.end();
-    if (writes_it) born = true;
-    if (!born) continue;
-    const bool cuts = e.kind == CacheEventKind::Crop || e.kind == CacheEventKind::Reset || e.kind == CacheEventKind::Evict;
-    bool rewrites_position = false;
-    for (int64_t w : e.written) rewrites_position = rewrites_position || (w != entry && record.ledger.entry(w).position == target.position);
-    if (writes_it || removes_it || cuts || rewrites_position) touching.push_back(static_cast<int64_t>(i));
-    if (removes_it && target.died_round >= 0 && e.round >= target.died_round) break;
-  }
-  return touching;
-}
-
 std::string describeEvent(const CacheEvent& e) {
   std::ostringstream out;
   out << "round " << e.round << " " << phaseName(e.phase) << " (" << cacheEventKindName(e.kind) << "): "

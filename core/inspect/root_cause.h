@@ -35,9 +35,6 @@ struct RootCauseOptions {
 std::optional<RootCause> findRootCause(const SessionRecord& record, const RootCauseOptions& options,
                                        const TokenText& text = {});
 
-// The events that touched one physical row's entry (its pixel history):
-// indices into record.events.events().
-std::vector<int64_t> eventsTouchingEntry(const SessionRecord& record, int64_t entry);
 // One line for an event: "round 1 prune (crop): target 15 -> 11 rows, 10 required; fault: removed one row too few".
 std::string describeEvent(const CacheEvent& event);
 

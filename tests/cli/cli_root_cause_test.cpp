@@ -61,6 +61,24 @@ TEST(CliRootCause, AuditOfARecordedMoment) {
   EXPECT_EQ(row["cache"], "target");
 }
 
+TEST(CliRootCause, RowHistoryListsTheOperationsThatTouchedIt) {
+  // Under prune-short the rejected draft's row survives round 1's prune.
+  auto args = fixtureRun("audit", "prune-short");
+  args.insert(args.end(), {"--at-round", "1", "--phase", "prune", "--row", "11", "--layer", "0"});
+  const CliResult r = runCli(args);
+  const auto j = r.lastJson();
+  ASSERT_TRUE(j.is_object()) << r.describe();
+  const auto& events = j["history"]["events"];
+  ASSERT_GE(events.size(), 2u) << j.dump();
+  EXPECT_EQ(events[0]["operation"], "append");
+  EXPECT_EQ(events[0]["round"], 1);
+  EXPECT_EQ(events[0]["row_after"], 11);
+  EXPECT_EQ(events[1]["operation"], "crop");
+  EXPECT_EQ(events[1]["phase"], "prune");
+  EXPECT_EQ(events[1]["row_after"], 11);  // kept: the contract required 11 rows (0..10)
+  EXPECT_EQ(events[1]["fault_action"], "removed one row too few");
+}
+
 TEST(CliRootCause, AuditRefusesAMomentNotRecorded) {
   auto args = fixtureRun("audit", "none");
   args.insert(args.end(), {"--at-round", "999"});
