@@ -2,6 +2,7 @@
 // models (or the given ones) loaded and a sample prompt, ready to step.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QScreen>
 #include <QSettings>
 #include <cstdio>
 
@@ -10,6 +11,7 @@
 #include "core/cache/fault.h"
 #include "core/error.h"
 #include "ui/bench/HeatmapBenchmark.h"
+#include "ui/bench/Screenshot.h"
 #include "ui/logging/LogBridge.h"
 #include "ui/windows/MainWindow.h"
 
@@ -44,7 +46,12 @@ int main(int argc, char** argv) {
   QCommandLineOption diff(QStringLiteral("diff"), QStringLiteral("Start with the cached-vs-uncached diff."));
   QCommandLineOption prompt(QStringLiteral("prompt"), QStringLiteral("The prompt of the first session."), QStringLiteral("text"));
   QCommandLineOption max_new(QStringLiteral("max-new"), QStringLiteral("Tokens to generate."), QStringLiteral("n"));
-  parser.addOptions({target, drafter, ngram, default_layout, prompt, max_new, rounds, select, position, fault, diff, bench});
+  QCommandLineOption screenshot(QStringLiteral("screenshot"),
+                                QStringLiteral("Once the first session (or --diff) is ready and --rounds stepped, save the "
+                                               "window as a PNG and exit (default layout)."),
+                                QStringLiteral("file"));
+  parser.addOptions({target, drafter, ngram, default_layout, prompt, max_new, rounds, select, position, fault, diff, bench,
+                     screenshot});
   parser.process(app);
 
   kvscope::ui::LogBridge::install();
@@ -88,6 +95,18 @@ int main(int argc, char** argv) {
     }
     const auto result = kvscope::ui::benchmarkHeatmapRedraw(window, 5);
     std::printf("%s\n", result.toJson().toUtf8().constData());
+    return 0;
+  }
+  if (parser.isSet(screenshot)) {
+    options.restore_layout = false;
+    kvscope::ui::MainWindow window(options);
+    if (const QScreen* screen = QGuiApplication::primaryScreen()) window.setGeometry(screen->availableGeometry());
+    window.show();
+    if (!kvscope::ui::saveScreenshotWhenReady(window, parser.value(screenshot), options.initial_rounds, 600000)) {
+      std::fprintf(stderr, "screenshot: the session did not get ready or %s could not be written\n",
+                   qPrintable(parser.value(screenshot)));
+      return 1;
+    }
     return 0;
   }
   kvscope::ui::MainWindow window(options);

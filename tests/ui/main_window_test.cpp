@@ -14,6 +14,7 @@
 #include "ui/widgets/KvHeadGrid.h"
 #include "ui/widgets/KvHeatmapView.h"
 #include "ui/widgets/TokenStripWidget.h"
+#include "ui/windows/RowHistoryPanel.h"
 #include "ui/windows/SessionPanel.h"
 #include "tests/ui/ui_test_support.h"
 
@@ -40,7 +41,7 @@ class MainWindowTest : public QObject {
     QCOMPARE(int64_t{window.kvCachePanel()->targetView()->rowCount()}, snapshot.prompt_length - 1);
     QCOMPARE(int64_t{window.kvCachePanel()->drafterView()->rowCount()}, snapshot.prompt_length - 1);
     QCOMPARE(int64_t{window.tokenStripPanel()->strip()->items().size()}, snapshot.prompt_length);
-    QCOMPARE(int(window.docks().size()), 7);
+    QCOMPARE(int(window.docks().size()), 8);
     QVERIFY(window.stepRoundAction()->isEnabled());
   }
 
@@ -141,8 +142,8 @@ class MainWindowTest : public QObject {
     const int64_t dropped = static_cast<int64_t>(round.drafts.size()) - round.accepted;  // exact bookkeeping
     QCOMPARE(int64_t{target->countStatus(RowStatus::WrittenPruned) + target->countStatus(RowStatus::Pruned)}, dropped);
     std::vector<int64_t> pruned;
-    for (int i = 0; i < target->rowCount(); ++i) {
-      if (target->matrix().status[i] == RowStatus::WrittenPruned) pruned.push_back(target->matrix().entry_indices[i]);
+    for (const ViewRow& row : target->matrix().rows) {
+      if (row.status == RowStatus::WrittenPruned) pruned.push_back(row.entry);
     }
     QCOMPARE(static_cast<int64_t>(pruned.size()), dropped);
     for (int64_t index : pruned) {
@@ -151,14 +152,16 @@ class MainWindowTest : public QObject {
       QCOMPARE(entry.reason, DeathReason::RejectedDraft);
       QVERIFY(entry.position >= round.start_length + round.accepted);
     }
-    // Clicking a pruned row's entry shows its history.
-    window.kvCachePanel()->showEntry(pruned.front());
-    QVERIFY(window.kvCachePanel()->history()->toPlainText().contains("rejected"));
+    // Selecting a pruned row shows its history: written, then removed as a rejected draft.
+    window.context().selectEntry(pruned.front());
+    window.rowHistoryPanel()->flushRefresh();
+    QVERIFY(window.rowHistoryPanel()->text()->toPlainText().contains("rejected"));
+    QCOMPARE(window.rowHistoryPanel()->history().events.back().effect, RowEffect::Removed);
 
     window.context().goToRound(rejected_round + 1);
     flush(window);
-    for (int64_t index : target->matrix().entry_indices) {
-      QVERIFY(std::find(pruned.begin(), pruned.end(), index) == pruned.end());
+    for (const ViewRow& row : target->matrix().rows) {
+      QVERIFY(std::find(pruned.begin(), pruned.end(), row.entry) == pruned.end());
     }
     QCOMPARE(target->countStatus(RowStatus::Pruned), 0);
   }
@@ -166,7 +169,7 @@ class MainWindowTest : public QObject {
   void badModelDirectoryShowsErrorAndAppKeepsWorking() {
     MainWindow window(fixtureOptions());
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
-    UiModelSpec bad;
+    ModelSpec bad;
     bad.target_dir = "/nonexistent/kvscope-model";
     bad.drafter_dir = KVSCOPE_FIXTURES "/models/llama-tiny-draft";
     window.controller().loadModels(bad);
@@ -256,8 +259,9 @@ class MainWindowTest : public QObject {
     emit window.tokenStripPanel()->strip()->positionClicked(2);
     QCOMPARE(window.context().cursor().position, int64_t{2});
     flush(window);
-    QVERIFY(window.kvCachePanel()->history()->toPlainText().contains("position 2"));
-    QVERIFY(window.kvCachePanel()->history()->toPlainText().contains("born: round 0"));
+    window.rowHistoryPanel()->flushRefresh();
+    QVERIFY(window.rowHistoryPanel()->text()->toPlainText().contains("written for position 2"));
+    QVERIFY(window.rowHistoryPanel()->text()->toPlainText().contains("born round 0 prefill"));
   }
 
   void layoutIsSavedRestoredAndReset() {
@@ -307,9 +311,12 @@ class MainWindowTest : public QObject {
     const QPoint cell(static_cast<int>(target->plot()->xAxis->coordToPixel(4)),
                       static_cast<int>(target->plot()->yAxis->coordToPixel(row)));
     QTest::mouseClick(target->plot(), Qt::LeftButton, {}, cell);
-    const LedgerEntry& entry = window.context().snapshot()->entries[target->matrix().entry_indices[row]];
+    const LedgerEntry& entry = window.context().snapshot()->entries[target->matrix().rows[row].entry];
     QCOMPARE(window.context().cursor().position, entry.position);
-    QVERIFY(window.kvCachePanel()->history()->toPlainText().contains(QStringLiteral("position %1").arg(entry.position)));
+    QCOMPARE(window.context().cursor().entry, target->matrix().rows[row].entry);
+    QCOMPARE(window.context().cursor().row, int64_t{row});
+    window.rowHistoryPanel()->flushRefresh();
+    QVERIFY(window.rowHistoryPanel()->text()->toPlainText().contains(QStringLiteral("written for position %1").arg(entry.position)));
   }
 
   void ngramDrafterHasNoDrafterCache() {

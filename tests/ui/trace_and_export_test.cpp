@@ -52,7 +52,61 @@ class TraceAndExportTest : public QObject {
     QCOMPARE(int64_t(window.context().snapshot()->entries.size()), entries);
     flush(window);
     QCOMPARE(window.kvCachePanel()->targetView()->rowCount(), rows);
-    QVERIFY(!window.stepRoundAction()->isEnabled());
+    QVERIFY(window.stepRoundAction()->isEnabled());  // through the recorded rounds
+    window.context().setCursor(window.context().latest());
+    QVERIFY(!window.stepRoundAction()->isEnabled());  // a replay has nothing after its last moment
+    QFile::remove(path);
+  }
+
+  void savedDiffReopensWithTheRootCauseAndSelection() {
+    const QString path = QDir::temp().filePath(QStringLiteral("kvscope-ui-diff-%1.kvtrace").arg(QCoreApplication::applicationPid()));
+    std::string what, prompt;
+    Cursor saved;
+    RowHistory history;
+    {
+      MainWindow window(fixtureOptions());
+      runDiff(window, "prune-short");
+      if (QTest::currentTestFailed()) return;
+      QVERIFY(window.context().snapshot()->diff->root_cause.has_value());
+      what = window.context().snapshot()->diff->root_cause->what;
+      prompt = window.context().snapshot()->prompt;
+      window.diffPanel()->goToRootCauseButton()->click();
+      Cursor cursor = window.context().cursor();
+      cursor.layer = 1;  // the investigation moved on: another layer and head, same row
+      cursor.head = 1;
+      window.context().setCursor(cursor);
+      window.context().toggleBookmark(2);
+      window.kvCachePanel()->setShowingValues(true);
+      flush(window);
+      saved = window.context().cursor();
+      QVERIFY(saved.entry >= 0 && saved.row >= 0);
+      history = window.rowHistoryPanel()->history();
+      window.saveTrace(path);
+      QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(path) && !window.controller().busy(), kTimeout);
+    }
+    MainWindowOptions options = fixtureOptions();
+    options.load_on_start = false;  // no models: the same diff view, root cause and selection
+    MainWindow window(options);
+    window.openTrace(path);
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().cursor() == saved, 20000);
+    flush(window);
+    const SessionSnapshot& snapshot = *window.context().snapshot();
+    QVERIFY(snapshot.replay_only);
+    QVERIFY(snapshot.diff != nullptr);
+    QVERIFY(snapshot.diff->root_cause.has_value());
+    QCOMPARE(snapshot.diff->root_cause->what, what);
+    QVERIFY(window.diffPanel()->report()->toPlainText().contains(QString::fromStdString(what)));
+    QVERIFY(window.diffPanel()->goToRootCauseButton()->isEnabled());
+    QCOMPARE(window.context().bookmarks(), QVector<int64_t>{2});
+    QVERIFY(window.kvCachePanel()->showingValues());
+    QCOMPARE(window.rowHistoryPanel()->history().entry, history.entry);
+    QCOMPARE(window.rowHistoryPanel()->history().events.size(), history.events.size());
+    QCOMPARE(int64_t{window.kvCachePanel()->targetView()->layer()}, saved.layer);
+    QCOMPARE(int64_t{window.attentionPanel()->kvHead()}, saved.head);
+    // The Session form shows what the trace ran with.
+    QCOMPARE(window.sessionPanel()->fault(), QStringLiteral("prune-short"));
+    QCOMPARE(window.sessionPanel()->prompt().toStdString(), prompt);
     QFile::remove(path);
   }
 

@@ -3,11 +3,15 @@
 // worker thread, flushing the panels' coalesced redraws, finding the error dialog.
 #include <QApplication>
 #include <QMessageBox>
+#include <QPushButton>
 #include <QtTest>
 
 #include "ui/windows/AttentionPanel.h"
 #include "ui/windows/KvCachePanel.h"
 #include "ui/windows/MainWindow.h"
+#include "ui/windows/RowHistoryPanel.h"
+#include "ui/windows/DiffPanel.h"
+#include "ui/windows/SessionPanel.h"
 #include "ui/windows/TimelinePanel.h"
 #include "ui/windows/TokenStripPanel.h"
 
@@ -30,10 +34,43 @@ inline void flush(MainWindow& window) {
   window.tokenStripPanel()->flushRefresh();
   window.kvCachePanel()->flushRefresh();
   window.attentionPanel()->flushRefresh();
+  window.rowHistoryPanel()->flushRefresh();
+  window.diffPanel()->flushRefresh();
 }
 
-// Steps one round and waits until its snapshot arrived.
+// Waits until the engine is idle and a snapshot newer than `before` arrived.
+// (Helpers are void: QVERIFY returns from them; callers check currentTestFailed.)
+inline void waitForSnapshot(MainWindow& window, const SessionSnapshot* before) {
+  QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != before && !window.controller().busy(), kTimeout);
+  flush(window);
+}
+
+// Starts a session with `fault` and waits for its prefill.
+inline void startWithFault(MainWindow& window, const char* fault) {
+  QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+  window.sessionPanel()->setFault(QString::fromUtf8(fault));
+  const SessionSnapshot* before = window.context().snapshot();
+  window.controller().startSession(window.sessionPanel()->sessionSpec());
+  waitForSnapshot(window, before);
+  if (QTest::currentTestFailed()) return;
+  QCOMPARE(window.context().snapshot()->fault, std::string(fault));
+}
+
+// Runs the diff of the session panel's settings with `fault` and waits for its report.
+inline void runDiff(MainWindow& window, const char* fault) {
+  QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+  window.sessionPanel()->setFault(QString::fromUtf8(fault));
+  const SessionSnapshot* before = window.context().snapshot();
+  window.diffPanel()->runButton()->click();
+  QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != before && window.context().snapshot()->diff != nullptr &&
+                               !window.controller().busy(),
+                           kTimeout);
+  flush(window);
+}
+
+// Steps the live session one round (F11 from the latest moment) and waits for its snapshot.
 inline void stepRound(MainWindow& window) {
+  if (!window.context().atLatest()) window.context().setCursor(window.context().latest());
   const int64_t before = window.context().latest().round;
   QTRY_VERIFY_WITH_TIMEOUT(window.stepRoundAction()->isEnabled(), kTimeout);
   window.stepRoundAction()->trigger();

@@ -6,6 +6,7 @@ namespace kvscope::ui {
 
 EngineController::EngineController(QObject* parent) : QObject(parent) {
   qRegisterMetaType<kvscope::ui::SnapshotPtr>("kvscope::ui::SnapshotPtr");
+  qRegisterMetaType<kvscope::ui::SnapshotReason>("kvscope::ui::SnapshotReason");
   thread_.setObjectName(QStringLiteral("kvscope-engine"));
   worker_ = new EngineWorker(&cancel_);
   worker_->moveToThread(&thread_);
@@ -38,11 +39,11 @@ void EngineController::post(Job job) {
   QMetaObject::invokeMethod(worker_, std::move(job), Qt::QueuedConnection);
 }
 
-void EngineController::loadModels(const UiModelSpec& spec) {
+void EngineController::loadModels(const ModelSpec& spec) {
   post([worker = worker_, spec] { worker->loadModels(spec); });
 }
 
-void EngineController::startSession(const UiSessionSpec& spec, bool run_prefill) {
+void EngineController::startSession(const SessionSpec& spec, bool run_prefill) {
   cancel_ = false;
   post([worker = worker_, spec, run_prefill] { worker->startSession(spec, run_prefill); });
 }
@@ -64,15 +65,15 @@ void EngineController::run() {
 
 void EngineController::stop() { cancel_ = true; }
 
-void EngineController::runDiff(const UiSessionSpec& spec) {
+void EngineController::runDiff(const SessionSpec& spec) {
   cancel_ = false;
   running_ = true;
   emit runningChanged(true);
   post([worker = worker_, spec] { worker->runDiff(spec); });
 }
 
-void EngineController::auditNow() {
-  post([worker = worker_] { worker->auditNow(); });
+void EngineController::auditAt(const Moment& moment) {
+  post([worker = worker_, moment] { worker->auditAt(moment); });
 }
 
 void EngineController::saveTrace(const QString& path, const QString& gui_state_json) {

@@ -19,14 +19,16 @@ class EngineController : public QObject {
   bool busy() const { return busy_; }
   bool running() const { return running_; }
 
-  void loadModels(const UiModelSpec& spec);
-  void startSession(const UiSessionSpec& spec, bool run_prefill = true);
+  void loadModels(const ModelSpec& spec);
+  void startSession(const SessionSpec& spec, bool run_prefill = true);
   void stepPhase();
   void stepRound();
   void run();
   void stop();  // cancels a run (or a diff) after the phase in progress
-  void runDiff(const UiSessionSpec& spec);
-  void auditNow();  // audits the caches as they stand now  // restarts the session and diffs it to the end (Stop cancels)
+  // Restarts the session and diffs it to the end (Stop cancels).
+  void runDiff(const SessionSpec& spec);
+  // Audits both caches at a recorded moment; the session is not stepped.
+  void auditAt(const Moment& moment);
   void saveTrace(const QString& path, const QString& gui_state_json);
   void openTrace(const QString& path);
 
@@ -36,7 +38,7 @@ class EngineController : public QObject {
   void progress(int step, int total, const QString& what);
   void modelsLoaded(const QString& target_dir, const QString& drafter_dir, const QString& drafter_name,
                     const QStringList& notes);
-  void snapshotReady(kvscope::ui::SnapshotPtr snapshot, bool new_session);
+  void snapshotReady(kvscope::ui::SnapshotPtr snapshot, kvscope::ui::SnapshotReason reason);
   void failed(const QString& what, const QString& message);
   void traceSaved(const QString& path);
   void traceOpened(const QString& path, const QString& gui_state_json);

@@ -7,7 +7,7 @@
 
 namespace kvscope::ui {
 
-EngineWorker::EngineWorker(std::atomic<bool>* cancel) : engine_(std::make_unique<UiEngine>()), cancel_(cancel) {}
+EngineWorker::EngineWorker(std::atomic<bool>* cancel) : engine_(std::make_unique<SessionController>()), cancel_(cancel) {}
 
 EngineWorker::~EngineWorker() = default;
 
@@ -26,9 +26,9 @@ void EngineWorker::guarded(const QString& what, Job job) {
   emit busyChanged(false, QString());
 }
 
-void EngineWorker::loadModels(const UiModelSpec& spec) {
+void EngineWorker::loadModels(const ModelSpec& spec) {
   guarded(QStringLiteral("Loading models"), [&] {
-    const UiLoadResult result = engine_->loadModels(spec, [this](int step, int total, const std::string& what) {
+    const LoadResult result = engine_->loadModels(spec, [this](int step, int total, const std::string& what) {
       emit progress(step, total, QString::fromStdString(what));
     });
     QStringList notes;
@@ -38,25 +38,25 @@ void EngineWorker::loadModels(const UiModelSpec& spec) {
   });
 }
 
-void EngineWorker::startSession(const UiSessionSpec& spec, bool run_prefill) {
+void EngineWorker::startSession(const SessionSpec& spec, bool run_prefill) {
   guarded(QStringLiteral("Starting the session"), [&] {
     engine_->startSession(spec);
     if (run_prefill) engine_->stepPhase();
-    emit snapshotReady(engine_->snapshot(), true);
+    emit snapshotReady(engine_->snapshot(), SnapshotReason::NewSession);
   });
 }
 
 void EngineWorker::stepPhase() {
   guarded(QStringLiteral("Step phase"), [&] {
     engine_->stepPhase();
-    emit snapshotReady(engine_->snapshot(), false);
+    emit snapshotReady(engine_->snapshot(), SnapshotReason::Step);
   });
 }
 
 void EngineWorker::stepRound() {
   guarded(QStringLiteral("Step round"), [&] {
     engine_->stepRound();
-    emit snapshotReady(engine_->snapshot(), false);
+    emit snapshotReady(engine_->snapshot(), SnapshotReason::Step);
   });
 }
 
@@ -69,26 +69,26 @@ void EngineWorker::run() {
       // At most ~20 snapshots a second reach the GUI; the last one always does.
       pending = std::move(snapshot);
       if (since_last.elapsed() >= 50) {
-        emit snapshotReady(std::move(pending), false);
+        emit snapshotReady(std::move(pending), SnapshotReason::Step);
         pending.reset();
         since_last.restart();
       }
     });
-    emit snapshotReady(engine_->snapshot(), false);
+    emit snapshotReady(engine_->snapshot(), SnapshotReason::Step);
   });
 }
 
-void EngineWorker::runDiff(const UiSessionSpec& spec) {
+void EngineWorker::runDiff(const SessionSpec& spec) {
   guarded(QStringLiteral("Diff cached vs uncached"), [&] {
     engine_->runDiff(spec, *cancel_);
-    emit snapshotReady(engine_->snapshot(), true);
+    emit snapshotReady(engine_->snapshot(), SnapshotReason::Diff);
   });
 }
 
-void EngineWorker::auditNow() {
+void EngineWorker::auditAt(const Moment& moment) {
   guarded(QStringLiteral("Cache audit"), [&] {
-    engine_->auditNow();
-    emit snapshotReady(engine_->snapshot(), false);
+    engine_->auditAt(moment);
+    emit snapshotReady(engine_->snapshot(), SnapshotReason::Audit);
   });
 }
 
@@ -103,7 +103,7 @@ void EngineWorker::openTrace(const QString& path) {
   guarded(QStringLiteral("Opening the trace"), [&] {
     std::string gui_state;
     SnapshotPtr snapshot = engine_->openTrace(path.toStdString(), &gui_state);
-    emit snapshotReady(std::move(snapshot), true);
+    emit snapshotReady(std::move(snapshot), SnapshotReason::Trace);
     emit traceOpened(path, QString::fromStdString(gui_state));
   });
 }

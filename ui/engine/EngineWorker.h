@@ -1,5 +1,5 @@
 #pragma once
-// Lives on the engine thread and owns the core (UiEngine and its Session).
+// Lives on the engine thread and owns the core (the SessionController).
 // The GUI calls it only through queued invocations; results come back as
 // signals carrying plain snapshots copied on this thread.
 #include <QObject>
@@ -8,7 +8,7 @@
 #include <atomic>
 #include <memory>
 
-#include "core/trace/ui_engine.h"
+#include "core/inspect/session_controller.h"
 #include "ui/context/DebuggerContext.h"
 
 namespace kvscope::ui {
@@ -20,13 +20,13 @@ class EngineWorker : public QObject {
   ~EngineWorker() override;
 
   // Each runs the job on this thread; call via EngineController.
-  void loadModels(const UiModelSpec& spec);
-  void startSession(const UiSessionSpec& spec, bool run_prefill);
+  void loadModels(const ModelSpec& spec);
+  void startSession(const SessionSpec& spec, bool run_prefill);
   void stepPhase();
   void stepRound();
   void run();
-  void runDiff(const UiSessionSpec& spec);
-  void auditNow();
+  void runDiff(const SessionSpec& spec);
+  void auditAt(const Moment& moment);
   void saveTrace(const QString& path, const QString& gui_state_json);
   void openTrace(const QString& path);
 
@@ -35,7 +35,7 @@ class EngineWorker : public QObject {
   void progress(int step, int total, const QString& what);
   void modelsLoaded(const QString& target_dir, const QString& drafter_dir, const QString& drafter_name,
                     const QStringList& notes);
-  void snapshotReady(kvscope::ui::SnapshotPtr snapshot, bool new_session);
+  void snapshotReady(kvscope::ui::SnapshotPtr snapshot, kvscope::ui::SnapshotReason reason);
   void failed(const QString& what, const QString& message);
   void traceSaved(const QString& path);
   void traceOpened(const QString& path, const QString& gui_state_json);
@@ -45,7 +45,7 @@ class EngineWorker : public QObject {
   template <typename Job>
   void guarded(const QString& what, Job job);
 
-  std::unique_ptr<UiEngine> engine_;
+  std::unique_ptr<SessionController> engine_;
   std::atomic<bool>* cancel_;
 };
 

@@ -34,7 +34,7 @@ void KvHeadGrid::show(const SessionSnapshot* snapshot, const Cursor& cursor, Cac
   std::vector<CacheMatrix> matrices;
   double extent = 1e-6;
   for (int h = 0; h < heads_; ++h) {
-    matrices.push_back(cacheMatrix(*snapshot, role, cursor.round, cursor.phase, layer, h, values));
+    matrices.push_back(cacheMatrix(*snapshot, role, cursor.moment(), layer, h, values));
     extent = std::max({extent, std::fabs(static_cast<double>(matrices.back().min)),
                        std::fabs(static_cast<double>(matrices.back().max))});
   }
@@ -43,7 +43,7 @@ void KvHeadGrid::show(const SessionSnapshot* snapshot, const Cursor& cursor, Cac
   const int columns = std::max(1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(heads_)))));
   for (int h = 0; h < heads_; ++h) {
     const CacheMatrix& matrix = matrices[static_cast<size_t>(h)];
-    const int rows = static_cast<int>(matrix.entry_indices.size());
+    const int rows = static_cast<int>(matrix.rows.size());
     const int cols = static_cast<int>(matrix.cols);
     auto* rect = new QCPAxisRect(plot_);
     plot_->plotLayout()->addElement(h / columns, h % columns, rect);
@@ -62,10 +62,10 @@ void KvHeadGrid::show(const SessionSnapshot* snapshot, const Cursor& cursor, Cac
     map->data()->setRange(QCPRange(0, std::max(cols - 1, 1)), QCPRange(0, std::max(rows - 1, 1)));
     for (int r = 0; r < rows; ++r) {
       for (int c = 0; c < cols; ++c) map->data()->setCell(c, r, matrix.values[static_cast<size_t>(r * cols + c)]);
-      const RowStatus status = matrix.status[static_cast<size_t>(r)];
-      const bool written = status == RowStatus::Written || status == RowStatus::WrittenPruned;
-      const bool pruned = status == RowStatus::Pruned || status == RowStatus::WrittenPruned;
-      if (!written && !pruned) continue;
+      const ViewRow& row = matrix.rows[static_cast<size_t>(r)];
+      const bool written = row.status == RowStatus::Written || row.status == RowStatus::WrittenPruned;
+      const bool pruned = row.status == RowStatus::Pruned || row.status == RowStatus::WrittenPruned;
+      if (!written && !pruned && row.state == RowState::Ok) continue;
       const auto mark = [&](double left, double right, const QColor& color) {
         auto* item = new QCPItemRect(plot_);
         item->setClipAxisRect(rect);
@@ -76,6 +76,7 @@ void KvHeadGrid::show(const SessionSnapshot* snapshot, const Cursor& cursor, Cac
         item->setPen(Qt::NoPen);
         item->setBrush(color);
       };
+      if (row.state != RowState::Ok) mark(-3.6, -2.7, Palette::rowState(row.state));
       if (written) mark(-2.7, -1.8, Palette::written());
       if (pruned) mark(-1.8, -0.9, Palette::pruned());
       if (pruned) {
@@ -93,7 +94,7 @@ void KvHeadGrid::show(const SessionSnapshot* snapshot, const Cursor& cursor, Cac
     for (int c = 0; c < cols; c += std::max(1, cols / 4)) dims->addTick(c, QString::number(c));
     x->setTicker(dims);
     y->setLabel(h % columns == 0 ? QStringLiteral("row") : QString());
-    x->setRange(-2.9, std::max(cols, 1) - 0.5);
+    x->setRange(-3.8, std::max(cols, 1) - 0.5);
     y->setRange(-0.5, std::max(rows, 1) - 0.5);
   }
   plot_->replot(QCustomPlot::rpQueuedReplot);

@@ -1,11 +1,11 @@
 #pragma once
 // Small multiples: every kv head of one layer of one cache side by side, one
-// heatmap each (rows = entries visible at the cursor, columns = head_dim),
-// sharing one colour range; written and pruned rows marked as in the single
-// heatmap.
+// heatmap each (rows = the physical rows at the cursor, columns = head_dim),
+// sharing one colour range; written, removed and wrong rows marked as in the
+// single heatmap.
 #include <QWidget>
 
-#include "core/trace/snapshot.h"
+#include "core/inspect/snapshot.h"
 #include "ui/context/Cursor.h"
 #include "ui/widgets/ColorRange.h"
 

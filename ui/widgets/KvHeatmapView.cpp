@@ -2,25 +2,39 @@
 
 #include <QCheckBox>
 #include <QComboBox>
-#include <QStackedWidget>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSignalBlocker>
+#include <QStackedWidget>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 #include <qcustomplot.h>
 
+#include "ui/context/RowLookup.h"
 #include "ui/widgets/KvHeadGrid.h"
 #include "ui/widgets/Palette.h"
 #include "ui/widgets/PlotExport.h"
+#include "ui/widgets/RowLabel.h"
 #include "ui/windows/TokenStripPanel.h"
 
 namespace kvscope::ui {
 
 namespace {
-constexpr double kStatusLeft = -2.7;   // the status columns, left of dim 0
+constexpr double kStateLeft = -3.6;  // the status columns, left of dim 0
+constexpr double kStatusLeft = -2.7;
 constexpr double kStatusMid = -1.8;
 constexpr double kStatusRight = -0.9;
+
+QCPItemRect* markRect(QCustomPlot* plot, double left, double top, double right, double bottom, const QPen& pen,
+                  const QBrush& brush) {
+  auto* item = new QCPItemRect(plot);
+  item->topLeft->setCoords(left, top);
+  item->bottomRight->setCoords(right, bottom);
+  item->setPen(pen);
+  item->setBrush(brush);
+  return item;
+}
 }  // namespace
 
 KvHeatmapView::KvHeatmapView(CacheRole role, QWidget* parent) : QWidget(parent), role_(role) {
@@ -28,26 +42,26 @@ KvHeatmapView::KvHeatmapView(CacheRole role, QWidget* parent) : QWidget(parent),
   title_ = new QLabel(role == CacheRole::Target ? tr("<b>Target cache</b>") : tr("<b>Drafter cache</b>"));
   layer_box_ = new QComboBox;
   head_box_ = new QComboBox;
-  layer_box_->setToolTip(tr("layer"));
-  head_box_->setToolTip(tr("kv head"));
+  layer_box_->setToolTip(tr("layer (shared by every panel)"));
+  head_box_->setToolTip(tr("kv head (shared by every panel)"));
   title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   auto* header = new QHBoxLayout;
   header->addWidget(new QLabel(tr("layer")));
   header->addWidget(layer_box_);
-  header->addWidget(new QLabel(tr("kv head")));
+  header->addWidget(new QLabel(tr("head")));
   header->addWidget(head_box_);
-  all_heads_ = new QCheckBox(tr("all heads"));
-  all_heads_->setToolTip(tr("Small multiples: every kv head of the layer"));
+  all_heads_ = new QCheckBox(tr("all"));
+  all_heads_->setToolTip(tr("All heads: every kv head of the layer, side by side"));
   header->addWidget(all_heads_);
   header->addStretch(1);
 
   plot_ = new QCustomPlot;
   plot_->setObjectName(objectName() + QStringLiteral("Plot"));
-  plot_->setMinimumSize(200, 130);
+  plot_->setMinimumSize(200, 80);
   plot_->axisRect()->setupFullAxesBox(true);
   plot_->yAxis->setRangeReversed(true);
   plot_->xAxis->setLabel(tr("head_dim"));
-  plot_->yAxis->setLabel(tr("position"));
+  plot_->yAxis->setLabel(tr("row: position 'token'"));
   map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
   map_->setInterpolate(false);
   scale_ = new QCPColorScale(plot_);
@@ -77,42 +91,45 @@ KvHeatmapView::KvHeatmapView(CacheRole role, QWidget* parent) : QWidget(parent),
   connect(all_heads_, &QCheckBox::toggled, this, [this](bool all) {
     stack_->setCurrentIndex(all ? 1 : 0);
     head_box_->setEnabled(!all);
-    emit selectorsChanged();
+    emit allHeadsToggled();
   });
-  connect(layer_box_, &QComboBox::currentIndexChanged, this, &KvHeatmapView::selectorsChanged);
-  connect(head_box_, &QComboBox::currentIndexChanged, this, &KvHeatmapView::selectorsChanged);
+  const auto picked = [this] {
+    emit layerHeadPicked(role_, std::max(0, layer_box_->currentIndex()), std::max(0, head_box_->currentIndex()));
+  };
+  connect(layer_box_, &QComboBox::currentIndexChanged, this, picked);
+  connect(head_box_, &QComboBox::currentIndexChanged, this, picked);
 }
 
 void KvHeatmapView::setAllHeads(bool all) { all_heads_->setChecked(all); }
 bool KvHeatmapView::allHeads() const { return all_heads_->isChecked(); }
 
-int KvHeatmapView::layer() const { return std::max(0, layer_box_->currentIndex()); }
-int KvHeatmapView::head() const { return std::max(0, head_box_->currentIndex()); }
-
-void KvHeatmapView::setLayerHead(int layer, int head) {
-  layer_box_->setCurrentIndex(layer);
-  head_box_->setCurrentIndex(head);
-}
-
 int KvHeatmapView::countStatus(RowStatus status) const {
-  return static_cast<int>(std::count(matrix_.status.begin(), matrix_.status.end(), status));
+  return static_cast<int>(std::count_if(matrix_.rows.begin(), matrix_.rows.end(),
+                                        [&](const ViewRow& row) { return row.status == status; }));
 }
 
-void KvHeatmapView::updateSelectors(const SessionSnapshot* snapshot) {
-  const CacheGeometry geometry = snapshot ? (role_ == CacheRole::Target ? snapshot->target : snapshot->drafter)
-                                          : CacheGeometry{};
+int KvHeatmapView::countState(RowState state) const {
+  if (state == RowState::Missing) return static_cast<int>(missing_.size());
+  return static_cast<int>(std::count_if(matrix_.rows.begin(), matrix_.rows.end(),
+                                        [&](const ViewRow& row) { return row.state == state; }));
+}
+
+void KvHeatmapView::updateSelectors(const SessionSnapshot* snapshot, const Cursor& cursor) {
+  const CacheGeometry geometry = snapshot ? snapshot->geometry(role_) : CacheGeometry{};
   const int layers = static_cast<int>(geometry.layers), heads = static_cast<int>(geometry.kv_heads);
-  if (layers == layers_shown_ && heads == heads_shown_) return;
+  layer_ = static_cast<int>(std::clamp<int64_t>(cursor.layer, 0, std::max(layers - 1, 0)));
+  head_ = static_cast<int>(std::clamp<int64_t>(cursor.head, 0, std::max(heads - 1, 0)));
   const QSignalBlocker block_layers(layer_box_), block_heads(head_box_);
-  const int old_layer = layer_box_->currentIndex(), old_head = head_box_->currentIndex();
-  layer_box_->clear();
-  head_box_->clear();
-  for (int i = 0; i < layers; ++i) layer_box_->addItem(QString::number(i));
-  for (int i = 0; i < heads; ++i) head_box_->addItem(QString::number(i));
-  layer_box_->setCurrentIndex(old_layer >= 0 && old_layer < layers ? old_layer : 0);
-  head_box_->setCurrentIndex(old_head >= 0 && old_head < heads ? old_head : 0);
-  layers_shown_ = layers;
-  heads_shown_ = heads;
+  if (layer_box_->count() != layers) {
+    layer_box_->clear();
+    for (int i = 0; i < layers; ++i) layer_box_->addItem(QString::number(i));
+  }
+  if (head_box_->count() != heads) {
+    head_box_->clear();
+    for (int i = 0; i < heads; ++i) head_box_->addItem(QString::number(i));
+  }
+  layer_box_->setCurrentIndex(layers > 0 ? layer_ : -1);
+  head_box_->setCurrentIndex(heads > 0 ? head_ : -1);
 }
 
 void KvHeatmapView::show(std::shared_ptr<const SessionSnapshot> shown, const Cursor& cursor, bool values,
@@ -120,11 +137,10 @@ void KvHeatmapView::show(std::shared_ptr<const SessionSnapshot> shown, const Cur
   snapshot_ = std::move(shown);
   const SessionSnapshot* snapshot = snapshot_.get();
   values_ = values;
-  updateSelectors(snapshot);
+  updateSelectors(snapshot, cursor);
   plot_->clearItems();
-  const CacheGeometry geometry = snapshot ? (role_ == CacheRole::Target ? snapshot->target : snapshot->drafter)
-                                          : CacheGeometry{};
-  if (!snapshot || !cursor.valid() || !geometry.present) {
+  missing_.clear();
+  if (!snapshot || !cursor.valid() || !snapshot->geometry(role_).present) {
     matrix_ = CacheMatrix{};
     map_->data()->clear();
     title_->setText(role_ == CacheRole::Target ? tr("<b>Target cache</b>")
@@ -132,17 +148,28 @@ void KvHeatmapView::show(std::shared_ptr<const SessionSnapshot> shown, const Cur
     plot_->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
-  if (allHeads()) grid_->show(snapshot, cursor, role_, layer(), values, range);
-  matrix_ = cacheMatrix(*snapshot, role_, cursor.round, cursor.phase, layer(), head(), values);
-  const int rows = rowCount();
-  const int cols = static_cast<int>(matrix_.cols);
-  title_->setText(QStringLiteral("<b>%1 cache</b> %2 &middot; %3 rows (%4 new, %5 pruned)")
+  if (allHeads()) grid_->show(snapshot, cursor, role_, layer_, values, range);
+  matrix_ = cacheMatrix(*snapshot, role_, cursor.moment(), layer_, head_, values);
+  for (const RowVerdict& v : rowVerdicts(*snapshot, role_, layer_, cursor.moment())) {
+    if (v.state == RowState::Missing) missing_.push_back(v);
+  }
+  const int bad = rowCount() - countState(RowState::Ok) + static_cast<int>(missing_.size());
+  title_->setText(QStringLiteral("<b>%1</b> %2 &middot; %3 rows, %4 new, %5 removed%6")
                       .arg(role_ == CacheRole::Target ? tr("Target") : tr("Drafter"))
                       .arg(values ? QStringLiteral("V") : QStringLiteral("K"))
-                      .arg(rows)
+                      .arg(rowCount() - countStatus(RowStatus::Pruned) - countStatus(RowStatus::WrittenPruned))
                       .arg(countStatus(RowStatus::Written) + countStatus(RowStatus::WrittenPruned))
-                      .arg(countStatus(RowStatus::Pruned) + countStatus(RowStatus::WrittenPruned)));
+                      .arg(countStatus(RowStatus::Pruned) + countStatus(RowStatus::WrittenPruned))
+                      .arg(bad > 0 ? tr(" &middot; <b style='color:#c00'>%1 wrong</b>").arg(bad) : QString()));
+  fillMap(range);
+  drawMarks(*snapshot, cursor);
+  drawLabels(*snapshot);
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
 
+void KvHeatmapView::fillMap(const ColorRange& range) {
+  const int rows = rowCount();
+  const int cols = static_cast<int>(matrix_.cols);
   QCPColorMapData* data = map_->data();
   data->setSize(std::max(cols, 1), std::max(rows, 1));
   data->setRange(QCPRange(0, std::max(cols - 1, 1)), QCPRange(0, std::max(rows - 1, 1)));
@@ -159,50 +186,56 @@ void KvHeatmapView::show(std::shared_ptr<const SessionSnapshot> shown, const Cur
     shown_upper_ = std::max(range.upper, range.lower + 1e-9);
   }
   map_->setDataRange(QCPRange(shown_lower_, shown_upper_));
+}
 
-  // Status columns left of the heatmap: "written this round" (green) and
-  // "pruned this round" (red); a pruned row is also faded and outlined in red.
-  for (int r = 0; r < rows; ++r) {
-    const RowStatus status = matrix_.status[static_cast<size_t>(r)];
-    const bool written = status == RowStatus::Written || status == RowStatus::WrittenPruned;
-    const bool pruned = status == RowStatus::Pruned || status == RowStatus::WrittenPruned;
-    const auto mark = [&](double left, double right, const QColor& color) {
-      auto* rect = new QCPItemRect(plot_);
-      rect->topLeft->setCoords(left, r - 0.5);
-      rect->bottomRight->setCoords(right, r + 0.5);
-      rect->setPen(Qt::NoPen);
-      rect->setBrush(color);
-    };
-    if (written) mark(kStatusLeft, kStatusMid, Palette::written());
+void KvHeatmapView::drawMarks(const SessionSnapshot& snapshot, const Cursor& cursor) {
+  const int cols = static_cast<int>(matrix_.cols);
+  for (int r = 0; r < rowCount(); ++r) {
+    const ViewRow& row = matrix_.rows[static_cast<size_t>(r)];
+    const bool written = row.status == RowStatus::Written || row.status == RowStatus::WrittenPruned;
+    const bool pruned = row.status == RowStatus::Pruned || row.status == RowStatus::WrittenPruned;
+    if (row.state != RowState::Ok) {  // identity breaks the bookkeeping: the verdict's colour, and hatched
+      const QColor color = Palette::rowState(row.state);
+      markRect(plot_, kStateLeft, r - 0.5, kStatusLeft, r + 0.5, Qt::NoPen, color);
+      markRect(plot_, -0.5, r - 0.5, cols - 0.5, r + 0.5, QPen(color, 1.5), QBrush(color, Qt::BDiagPattern));
+    }
+    if (written) markRect(plot_, kStatusLeft, r - 0.5, kStatusMid, r + 0.5, Qt::NoPen, Palette::written());
     if (pruned) {
-      mark(kStatusMid, kStatusRight, Palette::pruned());
-      auto* fade = new QCPItemRect(plot_);
-      fade->topLeft->setCoords(-0.5, r - 0.5);
-      fade->bottomRight->setCoords(cols - 0.5, r + 0.5);
-      fade->setPen(QPen(Palette::pruned(), 1));
-      fade->setBrush(QColor(255, 255, 255, 150));
+      markRect(plot_, kStatusMid, r - 0.5, kStatusRight, r + 0.5, Qt::NoPen, Palette::pruned());
+      markRect(plot_, -0.5, r - 0.5, cols - 0.5, r + 0.5, QPen(Palette::pruned(), 1), QColor(255, 255, 255, 150));
     }
   }
-  // The selected position.
-  for (int r = 0; r < rows; ++r) {
-    const LedgerEntry& entry = snapshot->entries[static_cast<size_t>(matrix_.entry_indices[static_cast<size_t>(r)])];
-    if (entry.position != cursor.position) continue;
-    auto* selection = new QCPItemRect(plot_);
-    selection->topLeft->setCoords(kStatusLeft, r - 0.5);
-    selection->bottomRight->setCoords(cols - 0.5, r + 0.5);
-    selection->setPen(QPen(Palette::selection(), 2));
-    selection->setBrush(Qt::NoBrush);
+  for (const RowVerdict& v : missing_) {  // a dashed line where the missing row belongs
+    auto* line = new QCPItemLine(plot_);
+    line->start->setCoords(kStateLeft, v.row - 0.5);
+    line->end->setCoords(cols - 0.5, v.row - 0.5);
+    line->setPen(QPen(Palette::rowState(RowState::Missing), 2.5, Qt::DashLine));
   }
+  // The selection: this cache's selected row; in the other cache, rows for the selected position.
+  for (int r = 0; r < rowCount(); ++r) {
+    const ViewRow& row = matrix_.rows[static_cast<size_t>(r)];
+    const bool mine = cursor.cache == role_;
+    const bool selected = mine ? row.entry == cursor.entry
+                               : snapshot.entries[static_cast<size_t>(row.entry)].position == cursor.position;
+    if (!selected) continue;
+    markRect(plot_, kStateLeft, r - 0.5, cols - 0.5, r + 0.5, QPen(Palette::selection(), mine ? 2.5 : 1.5, mine ? Qt::SolidLine : Qt::DotLine),
+         Qt::NoBrush);
+  }
+  if (cursor.cache == role_ && cursor.entry < 0 && cursor.row >= 0) {
+    markRect(plot_, kStateLeft, cursor.row - 0.5, cols - 0.5, cursor.row + 0.5, QPen(Palette::selection(), 2.5), Qt::NoBrush);
+  }
+}
 
-  // Row labels: position and token, thinned out to ~32 labels.
+void KvHeatmapView::drawLabels(const SessionSnapshot& snapshot) {
+  const int rows = rowCount();
+  const int cols = static_cast<int>(matrix_.cols);
   auto ticker = QSharedPointer<QCPAxisTickerText>::create();
   const int label_rows = std::max(4, plot_->axisRect()->height() / 13);
   const int step = std::max(1, (rows + label_rows - 1) / label_rows);
-  for (int r = 0; r < rows; r += step) {
-    const LedgerEntry& entry = snapshot->entries[static_cast<size_t>(matrix_.entry_indices[static_cast<size_t>(r)])];
-    QString token = displayToken(snapshot->tokenText(entry.token));
-    if (token.size() > 8) token = token.left(7) + QStringLiteral("\u2026");
-    ticker->addTick(r, QStringLiteral("%1 %2").arg(entry.position).arg(token));
+  for (int r = 0; r < rows; ++r) {
+    // Thinned out to fit, but a row that breaks the bookkeeping is always named.
+    const ViewRow& row = matrix_.rows[static_cast<size_t>(r)];
+    if (r % step == 0 || row.state != RowState::Ok) ticker->addTick(r, rowLabel(snapshot, row));
   }
   plot_->yAxis->setTicker(ticker);
   plot_->yAxis->setTickLabelFont(QFont(font().family(), 7));
@@ -210,25 +243,28 @@ void KvHeatmapView::show(std::shared_ptr<const SessionSnapshot> shown, const Cur
   const int dim_step = std::max(1, cols / 8);
   for (int c = 0; c < cols; c += dim_step) dims->addTick(c, QString::number(c));
   plot_->xAxis->setTicker(dims);
-  plot_->xAxis->setRange(kStatusLeft - 0.2, std::max(cols, 1) - 0.5);
+  plot_->xAxis->setRange(kStateLeft - 0.2, std::max(cols, 1) - 0.5);
   plot_->yAxis->setRange(-0.5, std::max(rows, 1) - 0.5);
-  plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
 QString KvHeatmapView::csv() const {
-  QString out = QStringLiteral("position,token_id,token,status,born_round,died_round,reason");
+  QString out = QStringLiteral("row,position,rope_position,token_id,token,status,state,born_round,died_round,reason");
   for (int64_t c = 0; c < matrix_.cols; ++c) out += QStringLiteral(",%1%2").arg(values_ ? QStringLiteral("v") : QStringLiteral("k")).arg(c);
   out += QLatin1Char('\n');
   if (!snapshot_) return out;
-  for (size_t r = 0; r < matrix_.entry_indices.size(); ++r) {
-    const LedgerEntry& entry = snapshot_->entries[static_cast<size_t>(matrix_.entry_indices[r])];
+  for (size_t r = 0; r < matrix_.rows.size(); ++r) {
+    const ViewRow& row = matrix_.rows[r];
+    const LedgerEntry& entry = snapshot_->entries[static_cast<size_t>(row.entry)];
     QString token = QString::fromStdString(snapshot_->tokenText(entry.token));
     token.replace(QLatin1Char('"'), QStringLiteral("\"\""));
-    out += QStringLiteral("%1,%2,\"%3\",%4,%5,%6,%7")
+    out += QStringLiteral("%1,%2,%3,%4,\"%5\",%6,%7,%8,%9,%10")
+               .arg(row.physical_row)
                .arg(entry.position)
+               .arg(entry.rope_position)
                .arg(entry.token)
                .arg(token)
-               .arg(QString::fromUtf8(rowStatusName(matrix_.status[r])))
+               .arg(QString::fromUtf8(rowStatusName(row.status)))
+               .arg(QString::fromUtf8(rowStateName(row.state)))
                .arg(entry.born_round)
                .arg(entry.died_round)
                .arg(QString::fromUtf8(deathReasonName(entry.reason)));
@@ -248,30 +284,34 @@ int KvHeatmapView::rowAt(double y) const {
 void KvHeatmapView::onMouseMove(QMouseEvent* event) {
   if (!snapshot_ || rowCount() == 0) return;
   const double x = plot_->xAxis->pixelToCoord(event->position().x());
-  const int row = rowAt(plot_->yAxis->pixelToCoord(event->position().y()));
+  const int r = rowAt(plot_->yAxis->pixelToCoord(event->position().y()));
   const int col = static_cast<int>(std::lround(x));
-  if (row < 0) {
+  if (r < 0) {
     emit hoverText(QString());
     return;
   }
-  const LedgerEntry& entry = snapshot_->entries[static_cast<size_t>(matrix_.entry_indices[static_cast<size_t>(row)])];
-  QString text = QStringLiteral("%1 pos %2 '%3' (%4)")
+  const ViewRow& row = matrix_.rows[static_cast<size_t>(r)];
+  const LedgerEntry& entry = snapshot_->entries[static_cast<size_t>(row.entry)];
+  QString text = QStringLiteral("%1 %2 \u00b7 written for position %3 (rotary %4) '%5' \u00b7 %6")
                      .arg(role_ == CacheRole::Target ? tr("target") : tr("drafter"))
+                     .arg(row.physical_row >= 0 ? tr("row %1").arg(row.physical_row) : tr("removed row"))
                      .arg(entry.position)
+                     .arg(entry.rope_position)
                      .arg(displayToken(snapshot_->tokenText(entry.token)))
-                     .arg(QString::fromUtf8(rowStatusName(matrix_.status[static_cast<size_t>(row)])));
+                     .arg(QString::fromUtf8(rowStatusName(row.status)));
+  if (row.state != RowState::Ok) text += QStringLiteral(" \u00b7 %1").arg(QString::fromUtf8(rowStateName(row.state)).toUpper());
   if (col >= 0 && col < matrix_.cols) {
     text += QStringLiteral(" \u00b7 dim %1: %2 = %3")
                 .arg(col)
                 .arg(values_ ? QStringLiteral("V") : QStringLiteral("K"))
-                .arg(static_cast<double>(matrix_.values[static_cast<size_t>(row * matrix_.cols + col)]), 0, 'f', 4);
+                .arg(static_cast<double>(matrix_.values[static_cast<size_t>(r * matrix_.cols + col)]), 0, 'f', 4);
   }
   emit hoverText(text);
 }
 
 void KvHeatmapView::onMousePress(QMouseEvent* event) {
   const int row = rowAt(plot_->yAxis->pixelToCoord(event->position().y()));
-  if (row >= 0) emit entryClicked(matrix_.entry_indices[static_cast<size_t>(row)]);
+  if (row >= 0) emit entryClicked(matrix_.rows[static_cast<size_t>(row)].entry);
 }
 
 }  // namespace kvscope::ui

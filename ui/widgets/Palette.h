@@ -1,8 +1,11 @@
 #pragma once
-// The colours every panel uses for token origins and cache row states.
+// The colours every panel uses for token origins, cache row statuses and
+// row verdicts (a row that breaks the bookkeeping has the same colour everywhere).
 #include <QColor>
 
-#include "core/trace/snapshot.h"
+#include <QString>
+
+#include "core/inspect/snapshot.h"
 
 namespace kvscope::ui {
 
@@ -16,6 +19,29 @@ struct Palette {
   static QColor written() { return QColor(40, 170, 60); }
   static QColor pruned() { return QColor(220, 40, 40); }
   static QColor selection() { return QColor(255, 170, 0); }
+
+  // Row verdicts (RowState); Ok rows get no mark.
+  static QColor rowState(RowState state) {
+    switch (state) {
+      case RowState::Ok: return QColor(0, 0, 0, 0);
+      case RowState::Stale: return QColor(200, 0, 120);
+      case RowState::Missing: return QColor(120, 0, 160);
+      case RowState::Duplicate: return QColor(255, 120, 0);
+      case RowState::WrongPosition: return QColor(0, 110, 220);
+      case RowState::WrongValues: return QColor(220, 40, 40);
+    }
+    return QColor(0, 0, 0, 0);
+  }
+  // An HTML legend of the verdict colours.
+  static QString rowStateLegend() {
+    QString html;
+    for (RowState state : {RowState::Stale, RowState::Missing, RowState::Duplicate, RowState::WrongPosition,
+                           RowState::WrongValues}) {
+      html += QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2 &nbsp;")
+                  .arg(rowState(state).name(), QString::fromUtf8(rowStateName(state)));
+    }
+    return html;
+  }
 
   static QColor origin(TokenOrigin origin) {
     switch (origin) {

@@ -5,35 +5,62 @@
 #include <QLabel>
 #include <QSignalBlocker>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 #include <qcustomplot.h>
 
 #include "ui/widgets/Palette.h"
 #include "ui/widgets/PlotExport.h"
+#include "ui/widgets/RowLabel.h"
 #include "ui/windows/TokenStripPanel.h"
 
 namespace kvscope::ui {
 
+namespace {
+constexpr double kStateStrip = 0.45;  // height of the verdict strip under the last query row
+
+QCPItemLine* segment(QCustomPlot* plot, double x1, double y1, double x2, double y2, const QPen& pen) {
+  auto* line = new QCPItemLine(plot);
+  line->start->setCoords(x1, y1);
+  line->end->setCoords(x2, y2);
+  line->setPen(pen);
+  return line;
+}
+
+QCPItemRect* box(QCustomPlot* plot, double left, double top, double right, double bottom, const QPen& pen,
+                 const QBrush& brush) {
+  auto* item = new QCPItemRect(plot);
+  item->topLeft->setCoords(left, top);
+  item->bottomRight->setCoords(right, bottom);
+  item->setPen(pen);
+  item->setBrush(brush);
+  return item;
+}
+}  // namespace
+
 AttentionPanel::AttentionPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(context, parent) {
   layer_box_ = new QComboBox;
+  layer_box_->setObjectName(QStringLiteral("attentionLayer"));
+  layer_box_->setToolTip(tr("layer (shared by every panel)"));
   head_box_ = new QComboBox;
+  head_box_->setObjectName(QStringLiteral("attentionHead"));
+  head_box_->setToolTip(tr("query head; its kv head is shared by every panel"));
   info_ = new QLabel;
+  info_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   auto* header = new QHBoxLayout;
   header->addWidget(new QLabel(tr("layer")));
   header->addWidget(layer_box_);
-  header->addWidget(new QLabel(tr("head")));
+  header->addWidget(new QLabel(tr("query head")));
   header->addWidget(head_box_);
   header->addWidget(info_, 1);
 
   plot_ = new QCustomPlot;
   plot_->setObjectName(QStringLiteral("attentionPlot"));
-  plot_->setMinimumSize(260, 100);
+  plot_->setMinimumSize(260, 70);
   plot_->yAxis->setRangeReversed(true);
-  plot_->xAxis->setLabel(tr("key position"));
-  auto positions = QSharedPointer<QCPAxisTickerFixed>::create();  // whole positions only
-  positions->setTickStep(1);
-  positions->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
-  plot_->xAxis->setTicker(positions);
+  plot_->xAxis->setLabel(tr("key: target cache row as the model saw it (position 'token'; r:p when row \u2260 position)"));
+  plot_->xAxis->setTickLabelRotation(60);
+  plot_->xAxis->setTickLabelFont(QFont(font().family(), 7));
   map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
   map_->setInterpolate(false);
   QCPColorGradient gradient(QCPColorGradient::gpHot);
@@ -49,87 +76,176 @@ AttentionPanel::AttentionPanel(DebuggerContext& context, QWidget* parent) : View
   connect(plot_, &QCustomPlot::mouseMove, this, &AttentionPanel::onMouseMove);
   connect(plot_, &QCustomPlot::mousePress, this, &AttentionPanel::onMousePress);
 
+  auto* legend = new QLabel(tr("grey: masked by the model's mask &nbsp; hatched keys: ") + Palette::rowStateLegend());
+  legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addLayout(header);
   layout->addWidget(plot_, 1);
-  connect(layer_box_, &QComboBox::currentIndexChanged, this, [this] { scheduleRefresh(); });
-  connect(head_box_, &QComboBox::currentIndexChanged, this, [this] { scheduleRefresh(); });
+  layout->addWidget(legend);
+  connect(layer_box_, &QComboBox::currentIndexChanged, this, [this](int layer) {
+    if (layer >= 0) this->context().setLayerHead(CacheRole::Target, layer, kv_head_);
+  });
+  connect(head_box_, &QComboBox::currentIndexChanged, this, [this](int head) {
+    if (head >= 0) setQueryHead(head);
+  });
+}
+
+void AttentionPanel::setQueryHead(int head) {
+  // From the snapshot, not the last drawing: this may run before the first refresh (a trace's GUI state).
+  const SessionSnapshot* snapshot = context().snapshot();
+  if (snapshot && snapshot->target.heads > 0 && snapshot->target.kv_heads > 0) {
+    group_ = static_cast<int>(std::max<int64_t>(1, snapshot->target.heads / snapshot->target.kv_heads));
+  }
+  query_head_ = std::max(0, head);
+  context().setLayerHead(CacheRole::Target, context().cursor().layer, query_head_ / std::max(group_, 1));
+  scheduleRefresh();
+}
+
+double AttentionPanel::cell(int query, int key) const {
+  if (query < 0 || query >= queries_ || key < 0 || key >= keyCount()) return std::nan("");
+  return map_->data()->cell(key, query);
+}
+
+bool AttentionPanel::showEmpty(const SessionSnapshot* snapshot, const Cursor& cursor) {
+  const bool after_verify = cursor.round >= 1 && phaseOrder(cursor.phase) >= phaseOrder(Phase::Verify);
+  const auto found = snapshot && after_verify ? snapshot->attention.find(cursor.round) : decltype(snapshot->attention.end()){};
+  if (snapshot && after_verify && found != snapshot->attention.end() && found->second &&
+      !found->second->layers.empty()) {
+    return false;
+  }
+  map_->data()->clear();
+  info_->setText(cursor.round >= 1 ? tr("round %1: no verify pass recorded at this phase").arg(cursor.round)
+                                   : tr("the prefill has no verify pass; step a round"));
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+  return true;
 }
 
 void AttentionPanel::refresh() {
   const SessionSnapshot* snapshot = context().snapshot();
   const Cursor& cursor = context().cursor();
   plot_->clearItems();
-  plot_->clearGraphs();
-  queries_ = keys_ = 0;
+  queries_ = 0;
+  keys_.clear();
   shown_round_ = -1;
-  const bool after_verify = cursor.round >= 1 && phaseOrder(cursor.phase) >= phaseOrder(Phase::Verify);
-  const auto found = snapshot && after_verify ? snapshot->attention.find(cursor.round) : decltype(snapshot->attention.end()){};
-  if (!snapshot || !after_verify || found == snapshot->attention.end() || found->second->layers.empty()) {
-    map_->data()->clear();
-    info_->setText(cursor.round >= 1 ? tr("round %1: no verify pass recorded at this phase").arg(cursor.round)
-                                     : tr("the prefill has no verify pass; step a round"));
-    plot_->replot(QCustomPlot::rpQueuedReplot);
-    return;
-  }
-  const AttentionData& attention = *found->second;
-  const RoundRecord* round = snapshot->round(cursor.round);
-  {
-    const QSignalBlocker block_layers(layer_box_), block_heads(head_box_);
-    if (layer_box_->count() != static_cast<int>(attention.layers.size())) {
-      layer_box_->clear();
-      for (size_t i = 0; i < attention.layers.size(); ++i) layer_box_->addItem(QString::number(i));
-    }
-    if (head_box_->count() != attention.heads) {
-      head_box_->clear();
-      for (int64_t i = 0; i < attention.heads; ++i) head_box_->addItem(QString::number(i));
-    }
-  }
-  const int layer = std::max(0, layer_box_->currentIndex());
-  const int head = std::max(0, head_box_->currentIndex());
+  if (showEmpty(snapshot, cursor)) return;
+  const AttentionData& attention = *snapshot->attention.at(cursor.round);
+  updateSelectors(attention, cursor);
   queries_ = static_cast<int>(attention.queries);
-  keys_ = static_cast<int>(attention.keys);
   shown_round_ = cursor.round;
+  first_query_position_ = attention.first_query_position;
+  collectKeys(*snapshot, attention, cursor.round);
+  fillMap(attention);
+  drawMaskEdge(attention);
+  drawKeyMarks(cursor);
+  drawQueryMarks(*snapshot, cursor);
+  drawKeyLabels();
+  describe(attention, cursor.round);
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
 
+void AttentionPanel::updateSelectors(const AttentionData& attention, const Cursor& cursor) {
+  const SessionSnapshot& snapshot = *context().snapshot();
+  const int layers = static_cast<int>(attention.layerCount());
+  const int heads = static_cast<int>(attention.heads);
+  const int kv_heads = static_cast<int>(std::max<int64_t>(snapshot.target.kv_heads, 1));
+  group_ = std::max(1, heads / kv_heads);
+  layer_ = static_cast<int>(std::clamp<int64_t>(cursor.layer, 0, std::max(layers - 1, 0)));
+  kv_head_ = static_cast<int>(std::clamp<int64_t>(cursor.head, 0, kv_heads - 1));
+  if (query_head_ / group_ != kv_head_ || query_head_ >= heads) query_head_ = kv_head_ * group_;
+  const QSignalBlocker block_layers(layer_box_), block_heads(head_box_);
+  if (layer_box_->count() != layers) {
+    layer_box_->clear();
+    for (int i = 0; i < layers; ++i) layer_box_->addItem(QString::number(i));
+  }
+  if (head_box_->count() != heads) {
+    head_box_->clear();
+    for (int i = 0; i < heads; ++i) head_box_->addItem(tr("%1 (kv %2)").arg(i).arg(i / group_));
+  }
+  layer_box_->setCurrentIndex(layer_);
+  head_box_->setCurrentIndex(query_head_);
+}
+
+void AttentionPanel::collectKeys(const SessionSnapshot& snapshot, const AttentionData& attention, int64_t round) {
+  // The keys are the physical rows at the verify moment; their verdicts too.
+  std::vector<ViewRow> rows = viewRows(snapshot, CacheRole::Target, layer_, {round, Phase::Verify});
+  rows.erase(std::remove_if(rows.begin(), rows.end(), [](const ViewRow& r) { return r.physical_row < 0; }), rows.end());
+  const int64_t count = attention.keyCount(layer_);
+  for (int64_t k = 0; k < count; ++k) {
+    AttentionKey key;
+    key.row = k;
+    if (k < static_cast<int64_t>(rows.size())) {
+      const ViewRow& row = rows[static_cast<size_t>(k)];
+      const LedgerEntry& entry = snapshot.entries[static_cast<size_t>(row.entry)];
+      key.entry = row.entry;
+      key.position = entry.position;
+      key.rope_position = entry.rope_position;
+      key.token = entry.token;
+      key.state = row.state;
+    }
+    key.label = rowLabel(snapshot, k, key.entry, 6);
+    keys_.push_back(key);
+  }
+}
+
+void AttentionPanel::fillMap(const AttentionData& attention) {
+  const int keys = keyCount();
+  has_mask_ = layer_ < static_cast<int>(attention.masks.size()) && !attention.masks[static_cast<size_t>(layer_)].empty();
   QCPColorMapData* data = map_->data();
-  data->setSize(keys_, queries_);
-  data->setRange(QCPRange(0, std::max(keys_ - 1, 1)), QCPRange(0, std::max(queries_ - 1, 1)));
+  data->setSize(std::max(keys, 1), std::max(queries_, 1));
+  data->setRange(QCPRange(0, std::max(keys - 1, 1)), QCPRange(0, std::max(queries_ - 1, 1)));
   double peak = 1e-6;
   for (int q = 0; q < queries_; ++q) {
-    const int64_t query_position = attention.first_query_position + q;
-    for (int k = 0; k < keys_; ++k) {
-      const double w = attention.at(layer, head, q, k);
-      data->setCell(k, q, k > query_position ? std::nan("") : w);  // causal mask
-      if (k <= query_position) peak = std::max(peak, w);
+    for (int k = 0; k < keys; ++k) {
+      const bool visible = !has_mask_ || attention.visible(layer_, q, k);
+      const double w = attention.at(layer_, query_head_, q, k);
+      data->setCell(k, q, visible ? w : std::nan(""));
+      if (visible) peak = std::max(peak, w);
     }
   }
   map_->setDataRange(QCPRange(0, peak));
+}
 
-  // The mask's edge: a staircase at key = query position + 0.5.
+void AttentionPanel::drawMaskEdge(const AttentionData& attention) {
+  if (!has_mask_) return;
+  const QPen pen(Qt::black, 1.5);
+  const auto visible = [&](int q, int k) { return attention.visible(layer_, q, k); };
   for (int q = 0; q < queries_; ++q) {
-    const double x = static_cast<double>(attention.first_query_position + q) + 0.5;
-    auto* line = new QCPItemLine(plot_);
-    line->start->setCoords(x, q - 0.5);
-    line->end->setCoords(x, q + 0.5);
-    line->setPen(QPen(Qt::black, 1.5));
-    if (q + 1 < queries_) {
-      auto* step = new QCPItemLine(plot_);
-      step->start->setCoords(x, q + 0.5);
-      step->end->setCoords(x + 1, q + 0.5);
-      step->setPen(QPen(Qt::black, 1.5));
+    for (int k = 0; k < keyCount(); ++k) {
+      if (k + 1 < keyCount() && visible(q, k) != visible(q, k + 1)) segment(plot_, k + 0.5, q - 0.5, k + 0.5, q + 0.5, pen);
+      if (q + 1 < queries_ && visible(q, k) != visible(q + 1, k)) segment(plot_, k - 0.5, q + 0.5, k + 0.5, q + 0.5, pen);
     }
   }
+}
 
+void AttentionPanel::drawKeyMarks(const Cursor& cursor) {
+  for (int k = 0; k < keyCount(); ++k) {
+    const AttentionKey& key = keys_[k];
+    if (key.state != RowState::Ok) {  // a key the bookkeeping says should not be there (or not here)
+      const QColor color = Palette::rowState(key.state);
+      box(plot_, k - 0.5, -0.5, k + 0.5, queries_ - 0.5, QPen(color, 1.5), QBrush(color, Qt::BDiagPattern));
+      box(plot_, k - 0.5, queries_ - 0.5, k + 0.5, queries_ - 0.5 + kStateStrip, Qt::NoPen, color);
+    }
+    const bool selected = cursor.cache == CacheRole::Target
+                              ? key.entry >= 0 && key.entry == cursor.entry
+                              : key.position == cursor.position && key.entry >= 0;
+    if (selected) {
+      box(plot_, k - 0.5, -0.5, k + 0.5, queries_ - 0.5 + kStateStrip, QPen(Palette::selection(), 2), Qt::NoBrush);
+    }
+  }
+}
+
+void AttentionPanel::drawQueryMarks(const SessionSnapshot& snapshot, const Cursor& cursor) {
   // Row labels and marks: which query row scored which draft, and its verdict.
+  const RoundRecord* round = snapshot.round(cursor.round);
   auto ticker = QSharedPointer<QCPAxisTickerText>::create();
   const bool judged = round && round->next_token >= 0 && phaseOrder(cursor.phase) >= phaseOrder(Phase::Accept);
+  const int64_t drafts = round ? static_cast<int64_t>(round->drafts.size()) : 0;
   for (int q = 0; q < queries_; ++q) {
-    const int64_t drafts = round ? static_cast<int64_t>(round->drafts.size()) : 0;
     QString label;
     QColor color = Qt::transparent;
     if (q < drafts) {
-      label = QStringLiteral("p%1 d='%2'").arg(q + 1).arg(displayToken(snapshot->tokenText(round->drafts[static_cast<size_t>(q)])));
+      label = QStringLiteral("p%1 d='%2'").arg(q + 1).arg(displayToken(snapshot.tokenText(round->drafts[static_cast<size_t>(q)])));
       if (judged) color = q < round->accepted ? Palette::acceptedDraft() : Palette::rejected();
     } else {
       label = QStringLiteral("p%1 next").arg(q + 1);
@@ -138,48 +254,56 @@ void AttentionPanel::refresh() {
     if (judged && q == round->accepted && q < drafts) label += QStringLiteral(" \u2717");
     if (judged && q < round->accepted) label += QStringLiteral(" \u2713");
     ticker->addTick(q, label);
-    if (color != Qt::transparent) {
-      auto* mark = new QCPItemRect(plot_);
-      mark->topLeft->setCoords(-1.6, q - 0.5);
-      mark->bottomRight->setCoords(-0.6, q + 0.5);
-      mark->setPen(Qt::NoPen);
-      mark->setBrush(color);
-    }
+    if (color != Qt::transparent) box(plot_, -1.6, q - 0.5, -0.6, q + 0.5, Qt::NoPen, color);
     if (judged && q < drafts && q >= round->accepted) {  // rejected/discarded draft row: outlined
-      auto* row = new QCPItemRect(plot_);
-      row->topLeft->setCoords(-0.5, q - 0.5);
-      row->bottomRight->setCoords(keys_ - 0.5, q + 0.5);
-      row->setPen(QPen(Palette::pruned(), 1.5, Qt::DashLine));
-      row->setBrush(Qt::NoBrush);
+      box(plot_, -0.5, q - 0.5, keyCount() - 0.5, q + 0.5, QPen(Palette::pruned(), 1.5, Qt::DashLine), Qt::NoBrush);
     }
-  }
-  if (cursor.position >= 0 && cursor.position < keys_) {
-    auto* column = new QCPItemRect(plot_);
-    column->topLeft->setCoords(cursor.position - 0.5, -0.5);
-    column->bottomRight->setCoords(cursor.position + 0.5, queries_ - 0.5);
-    column->setPen(QPen(Palette::selection(), 2));
-    column->setBrush(Qt::NoBrush);
   }
   plot_->yAxis->setTicker(ticker);
-  plot_->xAxis->setRange(-1.8, keys_ - 0.5);
-  plot_->yAxis->setRange(-0.5, queries_ - 0.5);
-  info_->setText(tr("round %1 verify: %2 queries (positions %3..%4) over %5 keys")
-                     .arg(cursor.round)
+  plot_->yAxis->setRange(-0.5, queries_ - 0.5 + kStateStrip);
+}
+
+void AttentionPanel::drawKeyLabels() {
+  // Thinned out to fit the width, but a wrong or selected key is always named.
+  auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+  const int width = std::max(plot_->axisRect()->width(), 200);
+  const int step = std::max(1, (keyCount() * 12 + width - 1) / width);
+  const Cursor& cursor = context().cursor();
+  for (int k = 0; k < keyCount(); ++k) {
+    const AttentionKey& key = keys_[k];
+    const bool named = k % step == 0 || k == keyCount() - 1 || key.state != RowState::Ok ||
+                       (key.entry >= 0 && key.entry == cursor.entry);
+    if (named) ticker->addTick(k, key.label);
+  }
+  plot_->xAxis->setTicker(ticker);
+  plot_->xAxis->setRange(-1.8, keyCount() - 0.5);
+}
+
+void AttentionPanel::describe(const AttentionData& attention, int64_t round) {
+  int wrong = 0;
+  for (const AttentionKey& key : keys_) wrong += key.state != RowState::Ok ? 1 : 0;
+  QString text = tr("round %1 verify, layer %2, query head %3 (kv %4): %5 queries (positions %6..%7) over %8 cache rows")
+                     .arg(round)
+                     .arg(layer_)
+                     .arg(query_head_)
+                     .arg(kv_head_)
                      .arg(queries_)
                      .arg(attention.first_query_position)
                      .arg(attention.first_query_position + queries_ - 1)
-                     .arg(keys_));
-  plot_->replot(QCustomPlot::rpQueuedReplot);
+                     .arg(keyCount());
+  if (wrong > 0) text += tr(" &middot; <span style='color:#c00'><b>%1 wrong rows</b></span>").arg(wrong);
+  if (!has_mask_) text += tr(" &middot; no mask recorded");
+  info_->setText(text);
 }
 
 QString AttentionPanel::csv() const {
   QString out = QStringLiteral("query_row");
-  for (int k = 0; k < keys_; ++k) out += QStringLiteral(",key%1").arg(k);
+  for (const AttentionKey& key : keys_) out += QStringLiteral(",row%1_pos%2").arg(key.row).arg(key.position);
   out += QLatin1Char('\n');
   for (int q = 0; q < queries_; ++q) {
     out += QString::number(q + 1);
-    for (int k = 0; k < keys_; ++k) {
-      const double w = map_->data()->cell(k, q);
+    for (int k = 0; k < keyCount(); ++k) {
+      const double w = cell(q, k);
       out += QLatin1Char(',') + (std::isnan(w) ? QString() : QString::number(w, 'g', 7));
     }
     out += QLatin1Char('\n');
@@ -187,33 +311,34 @@ QString AttentionPanel::csv() const {
   return out;
 }
 
+int AttentionPanel::keyAt(double x) const {
+  const int k = static_cast<int>(std::lround(x));
+  return k >= 0 && k < keyCount() ? k : -1;
+}
+
 void AttentionPanel::onMouseMove(QMouseEvent* event) {
   const SessionSnapshot* snapshot = context().snapshot();
   if (!snapshot || queries_ == 0) return;
-  const int k = static_cast<int>(std::lround(plot_->xAxis->pixelToCoord(event->position().x())));
+  const int k = keyAt(plot_->xAxis->pixelToCoord(event->position().x()));
   const int q = static_cast<int>(std::lround(plot_->yAxis->pixelToCoord(event->position().y())));
-  if (k < 0 || k >= keys_ || q < 0 || q >= queries_) return;
-  const double value = map_->data()->cell(k, q);
-  // Keys from the round's start on are its drafts; earlier ones are the committed text.
-  const RoundRecord* round = snapshot->round(shown_round_);
-  int64_t token = -1;
-  if (round && k >= round->start_length) {
-    const size_t i = static_cast<size_t>(k - round->start_length);
-    if (i < round->drafts.size()) token = round->drafts[i];
-  } else if (k < static_cast<int>(snapshot->sequence.size())) {
-    token = snapshot->sequence[static_cast<size_t>(k)];
-  }
-  plot_->setToolTip(std::isnan(value) ? tr("key %1: masked (after the query)").arg(k)
-                                      : tr("query row %1 -> key %2 '%3': %4")
-                                            .arg(q + 1)
-                                            .arg(k)
-                                            .arg(token >= 0 ? displayToken(snapshot->tokenText(token)) : QStringLiteral("?"))
-                                            .arg(value, 0, 'f', 4));
+  if (k < 0 || q < 0 || q >= queries_) return;
+  const AttentionKey& key = keys_[k];
+  const double value = cell(q, k);
+  QString text = tr("query %1 (position %2) \u2192 row %3: '%4' written for position %5 (rotary %6)")
+                     .arg(q + 1)
+                     .arg(first_query_position_ + q)
+                     .arg(key.row)
+                     .arg(key.token >= 0 ? displayToken(snapshot->tokenText(key.token)) : QStringLiteral("?"))
+                     .arg(key.position)
+                     .arg(key.rope_position);
+  if (key.state != RowState::Ok) text += tr(" \u00b7 %1").arg(QString::fromUtf8(rowStateName(key.state)).toUpper());
+  text += std::isnan(value) ? tr(" \u00b7 masked") : tr(" \u00b7 weight %1").arg(value, 0, 'f', 4);
+  plot_->setToolTip(text);
 }
 
 void AttentionPanel::onMousePress(QMouseEvent* event) {
-  const int k = static_cast<int>(std::lround(plot_->xAxis->pixelToCoord(event->position().x())));
-  if (k >= 0 && k < keys_) emit positionRequested(k);
+  const int k = keyAt(plot_->xAxis->pixelToCoord(event->position().x()));
+  if (k >= 0 && keys_[k].entry >= 0) context().selectEntry(keys_[k].entry);
 }
 
 }  // namespace kvscope::ui

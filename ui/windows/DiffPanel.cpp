@@ -4,12 +4,15 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QSplitter>
+#include <QTextBrowser>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 #include <qcustomplot.h>
 
 #include "ui/widgets/Palette.h"
 #include "ui/widgets/PlotExport.h"
+#include "ui/windows/TokenStripPanel.h"
 
 namespace kvscope::ui {
 
@@ -22,32 +25,53 @@ QCPGraph* pointsGraph(QCustomPlot* plot, const QColor& color, QCPScatterStyle::S
   graph->setScatterStyle(QCPScatterStyle(shape, color, color, 7));
   return graph;
 }
+
+QPushButton* button(const QString& text, const QString& name, const QString& tip) {
+  auto* b = new QPushButton(text);
+  b->setObjectName(name);
+  b->setToolTip(tip);
+  return b;
+}
+
+QCPItemRect* cellRect(QCustomPlot* plot, double x, double y, const QPen& pen, const QBrush& brush) {
+  auto* item = new QCPItemRect(plot);
+  item->topLeft->setCoords(x - 0.5, y - 0.5);
+  item->bottomRight->setCoords(x + 0.5, y + 0.5);
+  item->setPen(pen);
+  item->setBrush(brush);
+  return item;
+}
+
+QString cacheName(CacheRole cache) { return QString::fromUtf8(cacheRoleName(cache)); }
 }  // namespace
 
 DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(context, parent) {
-  run_ = new QPushButton(tr("Run diff (cached vs uncached)"));
-  run_->setObjectName(QStringLiteral("runDiff"));
-  run_->setToolTip(tr("Restarts the session with the current settings (cache on, the chosen fault) and runs it to the end,\n"
-                      "recomputing every draft and verify pass without a cache and comparing the logits."));
-  audit_now_ = new QPushButton(tr("Audit now"));
-  audit_now_->setObjectName(QStringLiteral("auditNow"));
-  audit_now_->setToolTip(tr("Recompute K and V of the tokens each cache should hold and compare them with the cache,\n"
-                            "per layer, head and position, as the session stands now."));
-  go_ = new QPushButton(tr("Go to first bad cell"));
-  go_->setObjectName(QStringLiteral("goToBadCell"));
-  go_->setEnabled(false);
-  summary_ = new QLabel(tr("no diff run yet"));
-  summary_->setWordWrap(true);
-  summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  run_ = button(tr("Run diff"), QStringLiteral("runDiff"),
+                tr("Restarts the session with the current settings (cache on, the chosen fault) and runs it to the end,\n"
+                   "recomputing every draft and verify pass without a cache, comparing the logits and finding the\n"
+                   "first cache operation that broke the bookkeeping. The cursor stays where it is."));
+  go_root_ = button(tr("Go to root cause"), QStringLiteral("goToRootCause"),
+                    tr("Moves the cursor to the cache operation that first broke the contract: its round, phase,\n"
+                       "cache, layer and first wrong row."));
+  go_bad_ = button(tr("Go to first bad cell"), QStringLiteral("goToBadCell"),
+                   tr("Moves the cursor to the audit's first wrong row: its moment, layer, worst kv head and row."));
+  audit_ = button(tr("Audit at cursor"), QStringLiteral("auditAtCursor"),
+                  tr("Aligns both caches' rows at the cursor's moment with the rows the bookkeeping expects and\n"
+                     "recomputes K and V from scratch (live sessions): per layer, row and head. The cursor stays."));
   auto* header = new QHBoxLayout;
-  header->addWidget(run_);
-  header->addWidget(audit_now_);
-  header->addWidget(go_);
-  header->addWidget(summary_, 1);
+  for (QPushButton* b : {run_, go_root_, go_bad_, audit_}) header->addWidget(b);
+  header->addStretch(1);
+
+  // A browser, not a label: a long sentence scrolls instead of growing the window past small screens.
+  report_ = new QTextBrowser;
+  report_->setObjectName(QStringLiteral("diffReport"));
+  report_->setMinimumHeight(48);
+  report_->setMaximumHeight(92);
+  report_->setStyleSheet(QStringLiteral("QTextBrowser { background:#fffafa; }"));
 
   positions_ = new QCustomPlot;
   positions_->setObjectName(QStringLiteral("diffPlot"));
-  positions_->setMinimumHeight(100);
+  positions_->setMinimumHeight(60);
   positions_->yAxis->setScaleType(QCPAxis::stLogarithmic);
   positions_->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
   positions_->yAxis->setLabel(tr("max |\u0394 logit|"));
@@ -59,7 +83,7 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   positions_->yAxis2->setVisible(true);
   positions_->yAxis2->setScaleType(QCPAxis::stLogarithmic);
   positions_->yAxis2->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
-  positions_->yAxis2->setLabel(tr("KL(p_uncached || p_cached)"));
+  positions_->yAxis2->setLabel(tr("KL"));
   const QColor colors[3] = {Palette::acceptedDraft().darker(120), Palette::bonus().darker(120), Palette::pruned()};
   for (int v = 0; v < 3; ++v) {  // target verify queries: discs; drafter draft queries: triangles
     points_[0][v] = pointsGraph(positions_, colors[v], QCPScatterStyle::ssDisc);
@@ -70,67 +94,115 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   kl_->setPen(QPen(QColor(90, 90, 200), 1, Qt::DashLine));
   installPlotExport(positions_, QStringLiteral("diff"));
 
-  audit_ = new QCustomPlot;
-  audit_->setObjectName(QStringLiteral("auditPlot"));
-  audit_->setMinimumHeight(80);
-  audit_->xAxis->setLabel(tr("position"));
-  audit_->yAxis->setLabel(tr("layer"));
-  audit_->yAxis->setRangeReversed(true);
-  auto audit_positions = QSharedPointer<QCPAxisTickerFixed>::create();
-  audit_positions->setTickStep(1);
-  audit_positions->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
-  audit_->xAxis->setTicker(audit_positions);
-  audit_map_ = new QCPColorMap(audit_->xAxis, audit_->yAxis);
+  audit_plot_ = new QCustomPlot;
+  audit_plot_->setObjectName(QStringLiteral("auditPlot"));
+  audit_plot_->setMinimumHeight(50);
+  audit_plot_->xAxis->setLabel(tr("physical row"));
+  audit_plot_->yAxis->setLabel(tr("layer"));
+  audit_plot_->yAxis->setRangeReversed(true);
+  auto rows = QSharedPointer<QCPAxisTickerFixed>::create();
+  rows->setTickStep(1);
+  rows->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+  audit_plot_->xAxis->setTicker(rows);
+  audit_map_ = new QCPColorMap(audit_plot_->xAxis, audit_plot_->yAxis);
   audit_map_->setInterpolate(false);
-  auto* scale = new QCPColorScale(audit_);
+  auto* scale = new QCPColorScale(audit_plot_);
   scale->setBarWidth(10);
-  scale->setLabel(tr("log10 error"));
-  audit_->plotLayout()->addElement(0, 1, scale);
+  scale->setLabel(tr("log10 |\u0394|"));
+  audit_plot_->plotLayout()->addElement(0, 1, scale);
   audit_map_->setColorScale(scale);
   QCPColorGradient gradient(QCPColorGradient::gpHot);
   gradient.setNanHandling(QCPColorGradient::nhNanColor);
-  gradient.setNanColor(QColor(120, 0, 160));  // a missing or extra row
+  gradient.setNanColor(QColor(200, 200, 200));  // values not compared (no model, or identity broken)
   audit_map_->setGradient(gradient.inverted());
-  installPlotExport(audit_, QStringLiteral("audit"));
+  installPlotExport(audit_plot_, QStringLiteral("audit"));
+  connect(audit_plot_, &QCustomPlot::mousePress, this, &DiffPanel::onAuditClick);
 
   auto* legend = new QLabel(QStringLiteral("<span style='color:%1'>●</span> agree &nbsp;"
                                            "<span style='color:%2'>●</span> float noise &nbsp;"
                                            "<span style='color:%3'>●</span> divergent &nbsp;"
-                                           "<span style='color:#5a5ac8'>- - -</span> KL of the target (right axis) &nbsp;&nbsp; "
-                                           "audit: log10 max |Δ| of K/V per layer and position, "
-                                           "<span style='color:#7800a0'>■</span> missing or extra row")
+                                           "<span style='color:#5a5ac8'>- - -</span> KL &nbsp;&nbsp; audit rows: ")
                                 .arg(Palette::acceptedDraft().darker(120).name(), Palette::bonus().darker(120).name(),
-                                     Palette::pruned().name()));
+                                     Palette::pruned().name()) +
+                            Palette::rowStateLegend());
   legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-  auto* splitter = new QSplitter(Qt::Vertical);
-  splitter->addWidget(positions_);
-  splitter->addWidget(audit_);
+  plots_ = new QSplitter(Qt::Vertical);
+  plots_->addWidget(positions_);
+  plots_->addWidget(audit_plot_);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addLayout(header);
+  layout->addWidget(report_);
+  layout->addWidget(plots_, 1);
   layout->addWidget(legend);
-  layout->addWidget(splitter, 1);
 
   connect(run_, &QPushButton::clicked, this, &DiffPanel::runDiffRequested);
-  connect(audit_now_, &QPushButton::clicked, this, &DiffPanel::auditRequested);
-  connect(go_, &QPushButton::clicked, this, [this] {
-    const SessionSnapshot* snapshot = this->context().snapshot();
-    if (!snapshot) return;
-    if (const AuditData* audit = shownAudit(); audit && audit->has_bad_cell) {
-      emit badCellRequested(audit->round, audit->bad_position, static_cast<int>(audit->cache),
-                            static_cast<int>(audit->bad_layer), static_cast<int>(audit->bad_head));
-    } else if (snapshot->diff && snapshot->diff->diverged) {
-      const DiffData& diff = *snapshot->diff;
-      emit badCellRequested(diff.divergence_round, diff.divergence_position, static_cast<int>(diff.divergence_cache), -1, -1);
-    }
+  connect(audit_, &QPushButton::clicked, this, [this] { emit auditRequested(this->context().cursor().moment()); });
+  connect(go_root_, &QPushButton::clicked, this, [this] {
+    if (const Cursor c = rootCauseCursor(); c.valid()) this->context().setCursor(c);
+  });
+  connect(go_bad_, &QPushButton::clicked, this, [this] {
+    if (const Cursor c = badCellCursor(); c.valid()) this->context().setCursor(c);
   });
 }
 
-const AuditData* DiffPanel::shownAudit() const {
+void DiffPanel::resizeEvent(QResizeEvent* event) {
+  ViewerPanel::resizeEvent(event);
+  plots_->setOrientation(10 * width() > 13 * height() ? Qt::Horizontal : Qt::Vertical);
+}
+
+const CacheAudit* DiffPanel::shownAudit() const {
   const SessionSnapshot* snapshot = context().snapshot();
   if (!snapshot) return nullptr;
-  if (snapshot->audit) return snapshot->audit.get();
-  return snapshot->diff && snapshot->diff->audit ? snapshot->diff->audit.get() : nullptr;
+  const CacheRole mine = context().cursor().cache;
+  const CacheRole other = mine == CacheRole::Target ? CacheRole::Drafter : CacheRole::Target;
+  if (snapshot->audit(mine)) return snapshot->audit(mine).get();
+  if (snapshot->audit(other)) return snapshot->audit(other).get();
+  return snapshot->diff && snapshot->diff->audit_at_divergence ? &*snapshot->diff->audit_at_divergence : nullptr;
+}
+
+Cursor DiffPanel::rootCauseCursor() const {
+  const SessionSnapshot* snapshot = context().snapshot();
+  if (!snapshot || !snapshot->diff || !snapshot->diff->root_cause) return Cursor{};
+  const RootCause& cause = *snapshot->diff->root_cause;
+  Cursor cursor = context().cursor();
+  cursor.round = cause.round;
+  cursor.phase = cause.phase;
+  cursor.cache = cause.cache;
+  cursor.layer = cause.layers.empty() ? 0 : cause.layers.front();
+  cursor.row = cause.rows.empty() ? -1 : cause.rows.front();
+  cursor.entry = cause.verdicts.empty() ? -1 : cause.verdicts.front().entry;
+  if (!cause.verdicts.empty()) cursor.position = cause.verdicts.front().position;
+  if (!cause.verdicts.empty() && cause.verdicts.front().max_abs_dk) cursor.head = cause.verdicts.front().worst_head;
+  return cursor;
+}
+
+Cursor DiffPanel::badCellCursor() const {
+  Cursor cursor = context().cursor();
+  const CacheAudit* audit = shownAudit();
+  if (const RowVerdict* bad = audit ? audit->firstBad() : nullptr) {
+    cursor.round = audit->moment.round;
+    cursor.phase = audit->moment.phase;
+    cursor.cache = audit->cache;
+    cursor.layer = bad->layer;
+    cursor.head = bad->worst_head;
+    cursor.row = bad->row;
+    cursor.entry = bad->entry;
+    cursor.position = bad->position;
+    return cursor;
+  }
+  const SessionSnapshot* snapshot = context().snapshot();
+  if (!snapshot || !snapshot->diff || !snapshot->diff->first_divergence) return Cursor{};
+  const FirstDivergence& first = *snapshot->diff->first_divergence;
+  cursor.round = first.round;
+  cursor.phase = first.phase;
+  cursor.cache = first.cache;
+  cursor.position = first.position;
+  cursor.layer = first.layer.value_or(cursor.layer);
+  cursor.head = first.head.value_or(cursor.head);
+  cursor.row = first.row.value_or(-1);
+  cursor.entry = -1;
+  return cursor;
 }
 
 int DiffPanel::pointCount() const {
@@ -143,20 +215,92 @@ int DiffPanel::pointCount() const {
 
 void DiffPanel::refresh() {
   const SessionSnapshot* snapshot = context().snapshot();
-  const DiffData* diff = snapshot && snapshot->diff ? snapshot->diff.get() : nullptr;
+  const DiffReport* diff = snapshot && snapshot->diff ? snapshot->diff.get() : nullptr;
+  showReport(snapshot, diff);
+  showPositions(diff);
+  const CacheAudit* audit = shownAudit();
+  showAudit(audit);
+  go_root_->setEnabled(rootCauseCursor().valid());
+  go_bad_->setEnabled(badCellCursor().valid());
+  audit_->setEnabled(snapshot && snapshot->use_cache && context().cursor().valid());
+  run_->setEnabled(snapshot && !snapshot->replay_only);
+}
+
+void DiffPanel::showReport(const SessionSnapshot* snapshot, const DiffReport* diff) {
+  QString html;
+  if (!diff) {
+    html = snapshot ? tr("No diff for this session yet: <b>Run diff</b> restarts it with the current settings and finds "
+                         "the first cache operation that broke the contract.")
+                    : tr("no session");
+  } else {
+    // The explanation leads: symptom and cause in one sentence (it contains root_cause.what).
+    QString sentence = QString::fromStdString(diff->explanation()).toHtmlEscaped();
+    if (!sentence.isEmpty()) sentence[0] = sentence[0].toUpper();
+    const QString colour = diff->root_cause ? QStringLiteral("#b00000") : QStringLiteral("#206020");
+    html = QStringLiteral("<p style='margin:0'><span style='font-size:10pt; color:%1'><b>%2</b></span></p>").arg(colour, sentence);
+    if (diff->root_cause) {
+      const RootCause& cause = *diff->root_cause;
+      html += tr("<p style='margin:2px 0'>Root cause: <b>round %1 %2 %3 (%4)</b>, layers %5; expected %6 rows, found %7.</p>")
+                  .arg(cause.round)
+                  .arg(cacheName(cause.cache), QString::fromUtf8(phaseName(cause.phase)),
+                       QString::fromUtf8(cacheEventKindName(cause.operation)))
+                  .arg(QString::fromStdString([&] {
+                    std::string layers;
+                    for (int64_t l : cause.layers) layers += (layers.empty() ? "" : ", ") + std::to_string(l);
+                    return layers;
+                  }()))
+                  .arg(cause.expected_rows)
+                  .arg(cause.actual_rows);
+    }
+    html += tr("<p style='margin:2px 0'>fault <b>%1</b> &middot; %2 agree, %3 float noise, %4 divergent; max |\u0394 logit| %5</p>")
+                .arg(QString::fromStdString(snapshot->fault))
+                .arg(diff->agree)
+                .arg(diff->noise)
+                .arg(diff->divergent)
+                .arg(diff->max_abs_logit_diff, 0, 'g', 3);
+  }
+  if (const CacheAudit* audit = shownAudit()) html += QStringLiteral("<p style='margin:2px 0'>") + auditSummary(*audit) + QStringLiteral("</p>");
+  report_->setHtml(html);
+}
+
+QString DiffPanel::auditSummary(const CacheAudit& audit) const {
+  const SessionSnapshot& snapshot = *context().snapshot();
+  QString text = tr("audit of the %1 cache after round %2 %3 (%4): ")
+                     .arg(cacheName(audit.cache))
+                     .arg(audit.moment.round)
+                     .arg(QString::fromUtf8(phaseName(audit.moment.phase)))
+                     .arg(audit.values_checked ? tr("identities and values") : tr("identities only"));
+  if (const RowVerdict* bad = audit.firstBad()) {
+    text += tr("<span style='color:#c00'>%1 wrong rows; first: layer %2 row %3 %4 '%5' (position %6)</span>")
+                .arg(audit.rows.size())
+                .arg(bad->layer)
+                .arg(bad->row)
+                .arg(QString::fromUtf8(rowStateName(bad->state)))
+                .arg(displayToken(snapshot.tokenText(bad->token)).toHtmlEscaped())
+                .arg(bad->position);
+  } else {
+    text += tr("clean (max |\u0394| %1)").arg(audit.max_value_error, 0, 'g', 3);
+  }
+  const Cursor& cursor = context().cursor();
+  if (cursor.round != audit.moment.round || cursor.phase != audit.moment.phase) {
+    text += tr(" &middot; <i>the cursor is at round %1 %2: Audit at cursor to audit there</i>")
+                .arg(cursor.round)
+                .arg(QString::fromUtf8(phaseName(cursor.phase)));
+  }
+  return text;
+}
+
+void DiffPanel::showPositions(const DiffReport* diff) {
   positions_->clearItems();
-  audit_->clearItems();
   QVector<double> keys[2][3], values[2][3], kl_keys, kl_values;
-  if (diff) {
-    for (const DiffPoint& point : diff->points) {
-      const int c = point.cache == CacheRole::Target ? 0 : 1;
-      const int v = std::clamp(point.verdict, 0, 2);
-      keys[c][v] << static_cast<double>(point.position);
-      values[c][v] << std::max(point.max_abs_logit_diff, kFloor);
-      if (c == 0) {
-        kl_keys << static_cast<double>(point.position);
-        kl_values << std::max(point.kl, kFloor);
-      }
+  for (const PositionDiff& point : diff ? diff->positions : std::vector<PositionDiff>{}) {
+    const int c = point.cache == CacheRole::Target ? 0 : 1;
+    const int v = static_cast<int>(point.verdict);
+    keys[c][v] << static_cast<double>(point.position);
+    values[c][v] << std::max(point.max_abs_logit_diff, kFloor);
+    if (c == 0) {
+      kl_keys << static_cast<double>(point.position);
+      kl_values << std::max(point.kl, kFloor);
     }
   }
   for (int c = 0; c < 2; ++c) {
@@ -169,102 +313,90 @@ void DiffPanel::refresh() {
   if (positions_->yAxis->range().upper < 1) positions_->yAxis->setRangeUpper(1);
   if (positions_->yAxis2->range().upper < 1) positions_->yAxis2->setRangeUpper(1);
   positions_->xAxis->scaleRange(1.05);
-
-  const Cursor& cursor = context().cursor();
-  if (cursor.position >= 0) {
+  const auto vertical = [&](double x, const QPen& pen) {
     auto* line = new QCPItemStraightLine(positions_);
-    line->point1->setCoords(cursor.position, 1);
-    line->point2->setCoords(cursor.position, 2);
-    line->setPen(QPen(Palette::selection(), 1));
-  }
-  if (diff && diff->diverged) {
-    auto* line = new QCPItemStraightLine(positions_);
-    line->point1->setCoords(diff->divergence_position, 1);
-    line->point2->setCoords(diff->divergence_position, 2);
-    line->setPen(QPen(Palette::pruned(), 2, Qt::DashLine));
+    line->point1->setCoords(x, 1);
+    line->point2->setCoords(x, 2);
+    line->setPen(pen);
+  };
+  if (context().cursor().position >= 0) vertical(context().cursor().position, QPen(Palette::selection(), 1));
+  if (diff && diff->first_divergence) {
+    const FirstDivergence& first = *diff->first_divergence;
+    vertical(first.position, QPen(Palette::pruned(), 2, Qt::DashLine));
     auto* label = new QCPItemText(positions_);
-    label->position->setType(QCPItemPosition::ptAxisRectRatio);
-    label->position->setCoords(0.99, 0.02);
-    label->setPositionAlignment(Qt::AlignRight | Qt::AlignTop);
-    label->setText(tr("first divergence: %1 cache, round %2, position %3")
-                       .arg(diff->divergence_cache == CacheRole::Target ? tr("target") : tr("drafter"))
-                       .arg(diff->divergence_round)
-                       .arg(diff->divergence_position));
+    label->position->setTypeX(QCPItemPosition::ptPlotCoords);  // beside the divergence line, at the floor
+    label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    label->position->setCoords(first.position, 0.98);
+    label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+    label->setBrush(QColor(255, 255, 255, 200));
+    label->setText(tr(" diverged"));  // the report says where and why
     label->setColor(Palette::pruned());
   }
   positions_->replot(QCustomPlot::rpQueuedReplot);
+}
 
-  // The audit: of the current state ("Audit now"), else at the divergence.
-  const AuditData* audit = shownAudit();
+void DiffPanel::showAudit(const CacheAudit* audit) {
+  audit_plot_->clearItems();
   QCPColorMapData* data = audit_map_->data();
   const int layers = audit ? static_cast<int>(audit->error.size()) : 0;
-  const int cols = layers > 0 ? static_cast<int>(audit->error.front().size()) : 0;
-  if (layers > 0 && cols > 0) {
-    data->setSize(cols, layers);
-    data->setRange(QCPRange(0, std::max(cols - 1, 1)), QCPRange(0, std::max(layers - 1, 1)));
-    double high = -9;
-    for (int l = 0; l < layers; ++l) {
-      for (int p = 0; p < cols && p < static_cast<int>(audit->error[l].size()); ++p) {
-        const double e = audit->error[l][p];
-        const double shown = std::isinf(e) ? std::nan("") : std::log10(std::max(e, kFloor));
-        data->setCell(p, l, shown);
-        if (!std::isnan(shown)) high = std::max(high, shown);
-      }
-    }
-    audit_map_->setDataRange(QCPRange(std::log10(kFloor), std::max(high, -3.0)));
-    if (audit->has_bad_cell) {
-      auto* mark = new QCPItemRect(audit_);
-      mark->topLeft->setCoords(audit->bad_position - 0.5, audit->bad_layer - 0.5);
-      mark->bottomRight->setCoords(audit->bad_position + 0.5, audit->bad_layer + 0.5);
-      mark->setPen(QPen(Palette::selection(), 2));
-    }
-    audit_->xAxis->setRange(-0.5, cols - 0.5);
-    audit_->yAxis->setRange(-0.5, layers - 0.5);
-    auto ticker = QSharedPointer<QCPAxisTickerFixed>::create();
-    ticker->setTickStep(1);
-    audit_->yAxis->setTicker(ticker);
-  } else {
+  int cols = 0;
+  for (int l = 0; l < layers; ++l) cols = std::max(cols, static_cast<int>(audit->error[static_cast<size_t>(l)].size()));
+  for (const RowVerdict& v : audit ? audit->rows : std::vector<RowVerdict>{}) cols = std::max(cols, static_cast<int>(v.row) + 1);
+  if (layers == 0 || cols == 0) {
     data->clear();
+    audit_plot_->replot(QCustomPlot::rpQueuedReplot);
+    return;
   }
-  audit_->replot(QCustomPlot::rpQueuedReplot);
-
-  go_->setEnabled((audit && audit->has_bad_cell) || (diff && diff->diverged));
-  audit_now_->setEnabled(snapshot && !snapshot->replay_only && snapshot->use_cache);
-  QString text;
-  if (diff) {
-    text = tr("fault <b>%1</b>: %2 agree, %3 float noise, %4 divergent; max |\u0394 logit| %5")
-               .arg(QString::fromStdString(diff->fault))
-               .arg(diff->agree)
-               .arg(diff->noise)
-               .arg(diff->divergent)
-               .arg(diff->max_abs_logit_diff, 0, 'g', 3);
-    if (diff->diverged) {
-      text += tr("<br><span style='color:#c00'>first divergence: %1 cache, round %2, position %3</span>")
-                  .arg(diff->divergence_cache == CacheRole::Target ? tr("target") : tr("drafter"))
-                  .arg(diff->divergence_round)
-                  .arg(diff->divergence_position);
-    } else {
-      text += tr("<br>no divergence: the cache agrees with a fresh recomputation");
+  data->setSize(cols, layers);
+  data->setRange(QCPRange(0, std::max(cols - 1, 1)), QCPRange(0, std::max(layers - 1, 1)));
+  data->fill(std::nan(""));
+  double high = -9;
+  for (int l = 0; l < layers; ++l) {
+    const auto& errors = audit->error[static_cast<size_t>(l)];
+    for (int r = 0; r < static_cast<int>(errors.size()); ++r) {
+      const double e = errors[static_cast<size_t>(r)];
+      if (!std::isfinite(e)) continue;  // identity broken (its verdict is drawn) or not compared
+      const double shown = std::log10(std::max(e, kFloor));
+      data->setCell(r, l, shown);
+      high = std::max(high, shown);
     }
-  } else {
-    text = snapshot ? tr("no diff for this session: Run diff restarts it with the current settings") : tr("no session");
   }
-  if (audit) {
-    text += tr("<br>audit of the %1 cache after round %2 %3: ")
-                .arg(audit->cache == CacheRole::Target ? tr("target") : tr("drafter"))
-                .arg(audit->round)
-                .arg(QString::fromUtf8(phaseName(audit->after_phase)));
-    text += audit->has_bad_cell
-                ? tr("first bad cell layer %1, kv head %2, position %3 (%4, error %5); %6 bad cells")
-                      .arg(audit->bad_layer)
-                      .arg(audit->bad_head)
-                      .arg(audit->bad_position)
-                      .arg(QString::fromStdString(audit->bad_kind))
-                      .arg(audit->bad_error, 0, 'g', 3)
-                      .arg(audit->bad_cells)
-                : tr("clean (max |\u0394| %1)").arg(audit->max_value_error, 0, 'g', 3);
+  // Below 1e-5 is float noise (the audit's tolerance is 1e-4 + 1e-3 relative): drawn white.
+  audit_map_->setDataRange(QCPRange(-5.0, std::max(high, -2.0)));
+  for (const RowVerdict& v : audit->rows) {  // every wrong row in its verdict's colour
+    cellRect(audit_plot_, static_cast<double>(v.row), static_cast<double>(v.layer), QPen(Qt::black, 0.5),
+             Palette::rowState(v.state));
   }
-  summary_->setText(text);
+  const Cursor& cursor = context().cursor();
+  if (cursor.cache == audit->cache && cursor.row >= 0) {
+    cellRect(audit_plot_, static_cast<double>(cursor.row), static_cast<double>(cursor.layer), QPen(Palette::selection(), 2.5),
+             Qt::NoBrush);
+  }
+  audit_plot_->xAxis->setRange(-0.5, cols - 0.5);
+  audit_plot_->yAxis->setRange(-0.5, layers - 0.5);
+  auto ticker = QSharedPointer<QCPAxisTickerFixed>::create();
+  ticker->setTickStep(1);
+  audit_plot_->yAxis->setTicker(ticker);
+  audit_plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void DiffPanel::onAuditClick(QMouseEvent* event) {
+  const CacheAudit* audit = shownAudit();
+  if (!audit) return;
+  const auto row = static_cast<int64_t>(std::lround(audit_plot_->xAxis->pixelToCoord(event->position().x())));
+  const auto layer = static_cast<int64_t>(std::lround(audit_plot_->yAxis->pixelToCoord(event->position().y())));
+  if (row < 0 || layer < 0 || layer >= static_cast<int64_t>(audit->error.size())) return;
+  Cursor cursor = context().cursor();
+  cursor.round = audit->moment.round;
+  cursor.phase = audit->moment.phase;
+  cursor.cache = audit->cache;
+  cursor.layer = layer;
+  cursor.row = row;
+  cursor.entry = -1;
+  for (const RowVerdict& v : audit->rows) {
+    if (v.layer == layer && v.row == row) cursor.head = v.worst_head;
+  }
+  context().setCursor(cursor);
 }
 
 }  // namespace kvscope::ui

@@ -1,16 +1,22 @@
 #pragma once
-// Cached vs uncached: "Run diff" restarts the session and runs it in lockstep
-// with an uncached recomputation. Per position: |delta logit| and KL, coloured
-// by verdict (agree, float noise, divergent), the first divergence marked;
-// below, the cache audit at the divergence (layer x position error). "Go to
-// first bad cell" moves the cursor and the KV view there.
+// Cached vs uncached, and why they differ. "Run diff" restarts the session
+// and runs it in lockstep with an uncached recomputation (the cursor stays).
+// On top, the root cause in one sentence (the first cache operation that
+// broke the bookkeeping's contract) and the diff's explanation, with "Go to
+// root cause" and "Go to first bad cell". Below, per position |delta logit|
+// and KL coloured by verdict (agree, float noise, divergent), and the audit
+// heatmap: layer x physical row, each row's verdict in its colour. "Audit at
+// cursor" audits the cursor's moment without moving the cursor.
 #include "ui/windows/ViewerPanel.h"
 
 class QCustomPlot;
 class QCPColorMap;
 class QCPGraph;
 class QLabel;
+class QMouseEvent;
 class QPushButton;
+class QSplitter;
+class QTextBrowser;
 
 namespace kvscope::ui {
 
@@ -19,33 +25,46 @@ class DiffPanel : public ViewerPanel {
  public:
   explicit DiffPanel(DebuggerContext& context, QWidget* parent = nullptr);
   QPushButton* runButton() const { return run_; }
-  QPushButton* auditButton() const { return audit_now_; }
-  QPushButton* goToBadCellButton() const { return go_; }
-  QLabel* summary() const { return summary_; }
+  QPushButton* auditButton() const { return audit_; }
+  QPushButton* goToRootCauseButton() const { return go_root_; }
+  QPushButton* goToBadCellButton() const { return go_bad_; }
+  // The root cause, the explanation, the diff's numbers and the audit's summary.
+  QTextBrowser* report() const { return report_; }
+  QCustomPlot* auditPlot() const { return audit_plot_; }
   int pointCount() const;
+  // The audit drawn: "Audit at cursor" of the cursor's cache (else the
+  // other's), else the diff's audit at the first divergence.
+  const CacheAudit* shownAudit() const;
+  // The cursor "Go to root cause" / "Go to first bad cell" set (invalid: nothing to go to).
+  Cursor rootCauseCursor() const;
+  Cursor badCellCursor() const;
 
  signals:
   void runDiffRequested();
-  void auditRequested();
-  // The first bad cell: round, position, cache, layer, kv head.
-  void badCellRequested(qint64 round, qint64 position, int cache, int layer, int head);
+  void auditRequested(const kvscope::Moment& moment);
 
  protected:
   void refresh() override;
+  // Wider than tall (small screens, a short dock): the two plots side by side.
+  void resizeEvent(QResizeEvent* event) override;
 
  private:
-  // The audit shown: "Audit now" of the current state, else the diff's.
-  const AuditData* shownAudit() const;
+  void showReport(const SessionSnapshot* snapshot, const DiffReport* diff);
+  void showPositions(const DiffReport* diff);
+  void showAudit(const CacheAudit* audit);
+  QString auditSummary(const CacheAudit& audit) const;
+  void onAuditClick(QMouseEvent* event);
 
- private:
   QPushButton* run_;
-  QPushButton* audit_now_;
-  QPushButton* go_;
-  QLabel* summary_;
+  QPushButton* audit_;
+  QPushButton* go_root_;
+  QPushButton* go_bad_;
+  QTextBrowser* report_;
   QCustomPlot* positions_;
   QCPGraph* points_[2][3];  // [target, drafter][agree, noise, divergent]
   QCPGraph* kl_;
-  QCustomPlot* audit_;
+  QCustomPlot* audit_plot_;
+  QSplitter* plots_;
   QCPColorMap* audit_map_;
 };
 

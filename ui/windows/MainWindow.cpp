@@ -17,15 +17,18 @@
 #include <QSignalBlocker>
 #include <QSlider>
 #include <QStatusBar>
+#include <QTimer>
 #include <QToolBar>
 
 #include <spdlog/spdlog.h>
 
+#include "ui/context/GuiState.h"
 #include "ui/widgets/KvHeatmapView.h"
 #include "ui/windows/AttentionPanel.h"
 #include "ui/windows/DiffPanel.h"
 #include "ui/windows/KvCachePanel.h"
 #include "ui/windows/LogPanel.h"
+#include "ui/windows/RowHistoryPanel.h"
 #include "ui/windows/SessionPanel.h"
 #include "ui/windows/TimelinePanel.h"
 #include "ui/windows/TokenStripPanel.h"
@@ -49,6 +52,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   kv_ = new KvCachePanel(context_);
   attention_ = new AttentionPanel(context_);
   diff_ = new DiffPanel(context_);
+  history_ = new RowHistoryPanel(context_);
   log_ = new LogPanel;
 
   buildActions();
@@ -57,18 +61,16 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
 
   // Panels send requests; the context (owned here) changes.
   connect(timeline_, &TimelinePanel::roundRequested, this, [this](qint64 round) { context_.goToRound(round); });
+  connect(kv_, &KvCachePanel::hoverText, this, [this](const QString& text) { statusBar()->showMessage(text); });
   connect(tokens_, &TokenStripPanel::positionRequested, this, [this](qint64 p) { context_.selectPosition(p); });
-  connect(kv_, &KvCachePanel::positionRequested, this, [this](qint64 p) { context_.selectPosition(p, kv_); });
-  connect(attention_, &AttentionPanel::positionRequested, this, [this](qint64 p) { context_.selectPosition(p); });
   connect(diff_, &DiffPanel::runDiffRequested, this, [this] { controller_.runDiff(session_->sessionSpec()); });
-  connect(diff_, &DiffPanel::badCellRequested, this, &MainWindow::goToBadCell);
-  connect(diff_, &DiffPanel::auditRequested, this, [this] { controller_.auditNow(); });
-  connect(session_, &SessionPanel::loadRequested, this, [this](const UiModelSpec& spec) {
+  connect(diff_, &DiffPanel::auditRequested, this, [this](const Moment& moment) { controller_.auditAt(moment); });
+  connect(session_, &SessionPanel::loadRequested, this, [this](const ModelSpec& spec) {
     start_after_load_ = true;
     controller_.loadModels(spec);
   });
   connect(session_, &SessionPanel::startRequested, this,
-          [this](const UiSessionSpec& spec) { controller_.startSession(spec); });
+          [this](const SessionSpec& spec) { controller_.startSession(spec); });
   connect(&context_, &DebuggerContext::cursorChanged, this, [this] {
     updateScrubber();
     updateActions();
@@ -76,11 +78,14 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   connect(&context_, &DebuggerContext::bookmarksChanged, this, &MainWindow::rebuildBookmarkMenu);
 
   default_state_ = saveState();
+  bool restored = false;
   if (options_.restore_layout) {
     QSettings settings;
     restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
-    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    restored = restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
   }
+  // Before the first show the docks have no real sizes: size them once shown.
+  if (!restored) QTimer::singleShot(0, this, &MainWindow::applyDefaultSizes);
   updateActions();
   if (options_.load_on_start) {
     start_after_load_ = true;
@@ -146,12 +151,16 @@ void MainWindow::buildActions() {
   run_->setShortcut(Qt::Key_F5);
   stop_ = debug->addAction(tr("Stop"), this, [this] { controller_.stop(); });
   stop_->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F5));
-  step_phase_ = debug->addAction(tr("Step Phase"), this, [this] { controller_.stepPhase(); });
+  step_phase_ = debug->addAction(tr("Step Phase"), this, &MainWindow::stepPhase);
   step_phase_->setShortcut(Qt::Key_F10);
-  step_round_ = debug->addAction(tr("Step Round"), this, [this] { controller_.stepRound(); });
+  step_phase_->setToolTip(tr("Next phase: through recorded history when the cursor is in the past, else the live session (F10)"));
+  step_round_ = debug->addAction(tr("Step Round"), this, &MainWindow::stepRound);
   step_round_->setShortcut(Qt::Key_F11);
+  step_round_->setToolTip(tr("To the end of the round: through recorded history when the cursor is in the past, else the live session (F11)"));
+  step_back_ = debug->addAction(tr("Step Back Phase"), this, [this] { context_.stepBackPhase(); });
+  step_back_->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F10));
   debug->addAction(tr("Run Diff (cached vs uncached)"), this, [this] { controller_.runDiff(session_->sessionSpec()); });
-  debug->addAction(tr("Audit Cache Now"), this, [this] { controller_.auditNow(); });
+  debug->addAction(tr("Audit at Cursor"), this, [this] { controller_.auditAt(context_.cursor().moment()); });
   debug->addSeparator();
   back_ = debug->addAction(tr("Previous Round"), this, [this] { stepBy(-1); });
   back_->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Left));
@@ -176,25 +185,26 @@ void MainWindow::buildActions() {
 
   QToolBar* bar = addToolBar(tr("Debug"));
   bar->setObjectName(QStringLiteral("debugToolbar"));
-  for (QAction* action : {run_, stop_, step_phase_, step_round_}) bar->addAction(action);
+  for (QAction* action : {run_, stop_, step_back_, step_phase_, step_round_}) bar->addAction(action);
   bar->addSeparator();
   for (QAction* action : {back_, forward_, latest_, bookmark_}) bar->addAction(action);
   scrubber_ = new QSlider(Qt::Horizontal);
   scrubber_->setObjectName(QStringLiteral("roundScrubber"));
-  scrubber_->setMinimumWidth(240);
   scrubber_->setRange(0, 0);
   scrubber_->setToolTip(tr("Round scrubber: drag through the recorded rounds"));
   connect(scrubber_, &QSlider::valueChanged, this, [this](int round) { context_.goToRound(round); });
   bar->addWidget(new QLabel(tr("  Round ")));
   bar->addWidget(scrubber_);
-  cursor_label_ = new QLabel;
-  cursor_label_->setMinimumWidth(260);
-  bar->addWidget(cursor_label_);
+  scrubber_->setMinimumWidth(160);
 
   help->addAction(tr("&About kvscope"), this, [this] {
     QMessageBox::about(this, tr("About kvscope"),
                        tr("kvscope: step through speculative decoding rounds and look at the KV cache."));
   });
+  // The cursor in words, always visible (the toolbar overflows on small screens).
+  cursor_label_ = new QLabel;
+  cursor_label_->setObjectName(QStringLiteral("cursorLabel"));
+  statusBar()->addPermanentWidget(cursor_label_);
   busy_label_ = new QLabel;
   statusBar()->addPermanentWidget(busy_label_);
 }
@@ -211,20 +221,58 @@ void MainWindow::buildLayout() {
   QDockWidget* kv = addPanel(kv_, tr("KV Cache"), QStringLiteral("kvDock"));
   QDockWidget* attention = addPanel(attention_, tr("Verify Attention"), QStringLiteral("attentionDock"));
   QDockWidget* diff = addPanel(diff_, tr("Cache Diff"), QStringLiteral("diffDock"));
+  QDockWidget* history = addPanel(history_, tr("Row History"), QStringLiteral("rowHistoryDock"));
   QDockWidget* log = addPanel(log_, tr("Log"), QStringLiteral("logDock"));
   view_menu_->addSeparator();
   view_menu_->addAction(tr("Reset Layout"), this, &MainWindow::resetLayout);
 
+  // Small screens (720p laptops): the timeline and the tokens share a tab
+  // under the session form, so the caches, the diff and the row history get
+  // the full height of the right side.
+  // A narrow screen (1024 wide) has no room for a third column: the row
+  // history joins that tab group too.
+  narrow_ = width() < 1200;
+  compact_ = narrow_ || height() < 900;
   addDockWidget(Qt::LeftDockWidgetArea, session);
-  addDockWidget(Qt::RightDockWidgetArea, timeline);
-  splitDockWidget(timeline, tokens, Qt::Vertical);
-  splitDockWidget(tokens, kv, Qt::Vertical);
+  if (compact_) {
+    splitDockWidget(session, timeline, Qt::Vertical);
+    splitDockWidget(timeline, tokens, Qt::Vertical);
+    addDockWidget(Qt::RightDockWidgetArea, kv);
+  } else {
+    addDockWidget(Qt::RightDockWidgetArea, timeline);
+    splitDockWidget(timeline, tokens, Qt::Vertical);
+    splitDockWidget(tokens, kv, Qt::Vertical);
+  }
+  // The row history beside the cache and the diff, the full height of both:
+  // it explains whichever row either of them selects.
+  if (narrow_) splitDockWidget(tokens, history, Qt::Vertical);
+  else splitDockWidget(kv, history, Qt::Horizontal);
   splitDockWidget(kv, attention, Qt::Vertical);
   tabifyDockWidget(attention, diff);
   tabifyDockWidget(diff, log);
+  if (compact_) tabifyDockWidget(timeline, tokens);  // after the splits: a tab group cannot be split
+  if (narrow_) tabifyDockWidget(tokens, history);
   attention->raise();
-  resizeDocks({session, timeline}, {390, 1210}, Qt::Horizontal);
-  resizeDocks({timeline, tokens, kv, attention}, {200, 80, 450, 200}, Qt::Vertical);
+  tokens->raise();
+  if (narrow_) history->raise();
+  applyDefaultSizes();
+}
+
+void MainWindow::applyDefaultSizes() {
+  // resizeDocks shares out what there is in proportion to the sizes given: give real pixels.
+  const auto dock = [this](const char* name) { return findChild<QDockWidget*>(QString::fromUtf8(name)); };
+  const int session = compact_ ? 280 : 380;
+  const int rest = std::max(width() - session, 400);
+  resizeDocks({dock("sessionDock"), dock("kvDock")}, {session, rest}, Qt::Horizontal);
+  if (!narrow_) resizeDocks({dock("kvDock"), dock("rowHistoryDock")}, {rest * 64 / 100, rest * 36 / 100}, Qt::Horizontal);
+  const int tall = std::max(height() - 90, 300);
+  if (compact_) {
+    resizeDocks({dock("sessionDock"), dock("tokensDock")}, {tall * 62 / 100, tall * 38 / 100}, Qt::Vertical);
+    resizeDocks({dock("kvDock"), dock("attentionDock")}, {tall * 45 / 100, tall * 55 / 100}, Qt::Vertical);
+  } else {
+    resizeDocks({dock("timelineDock"), dock("tokensDock"), dock("kvDock"), dock("attentionDock")},
+                {tall * 18 / 100, tall * 9 / 100, tall * 43 / 100, tall * 30 / 100}, Qt::Vertical);
+  }
 }
 
 void MainWindow::resetLayout() {
@@ -252,7 +300,7 @@ void MainWindow::connectEngine() {
           [this](const QString& target, const QString& drafter_dir, const QString& drafter_name, const QStringList& notes) {
             session_->setLoadedModels(target, drafter_name);
             for (const QString& note : notes) statusBar()->showMessage(note, 15000);
-            const UiModelSpec spec = session_->modelSpec();
+            const ModelSpec spec = session_->modelSpec();
             if (!spec.target_dir.empty()) session_->rememberRecent(target);
             if (!spec.drafter_dir.empty() && !drafter_dir.isEmpty()) session_->rememberRecent(drafter_dir);
             if (start_after_load_) {
@@ -261,53 +309,13 @@ void MainWindow::connectEngine() {
                 options_.run_diff = false;
                 pending_rounds_ = 0;
                 controller_.runDiff(session_->sessionSpec());
-                for (QDockWidget* dock : docks_) {
-                  if (dock->widget() == diff_) dock->raise();
-                }
+                raisePanel(diff_);
               } else {
                 controller_.startSession(session_->sessionSpec());
               }
             }
           });
-  connect(&controller_, &EngineController::snapshotReady, this, [this](SnapshotPtr snapshot, bool new_session) {
-    if (new_session) {
-      context_.setBookmarks({});
-      if (snapshot && !snapshot->replay_only) setWindowTitle(tr("kvscope \u2014 KV cache debugger for speculative decoding"));
-    }
-    const bool finished = snapshot && snapshot->finished;
-    const std::shared_ptr<const DiffData> diff = new_session && snapshot ? snapshot->diff : nullptr;
-    context_.setSnapshot(std::move(snapshot), true);
-    if (diff && diff->diverged) {  // a diff run: show where it first went wrong
-      Cursor cursor;
-      cursor.round = diff->divergence_round;
-      cursor.phase = diff->divergence_cache == CacheRole::Target ? Phase::Verify : Phase::Draft;
-      cursor.position = diff->divergence_position;
-      context_.setCursor(cursor);
-    }
-    if (pending_rounds_ > 0 && !finished) {
-      --pending_rounds_;
-      controller_.stepRound();
-    } else if (pending_rounds_ >= 0 && options_.select_round != -1) {
-      pending_rounds_ = -1;  // done: select once
-      int64_t round = options_.select_round;
-      int64_t position = options_.select_position;
-      if (round == MainWindowOptions::kFirstRejection && context_.snapshot()) {
-        round = -1;
-        for (const RoundRecord& record : context_.snapshot()->rounds) {
-          if (record.index >= 1 && record.accepted < static_cast<int64_t>(record.drafts.size())) {
-            round = record.index;
-            if (position == MainWindowOptions::kFirstRejection) position = record.start_length + record.accepted;
-            break;
-          }
-        }
-      }
-      if (position == MainWindowOptions::kFirstRejection && round >= 1 && context_.snapshot()) {
-        if (const RoundRecord* record = context_.snapshot()->round(round)) position = record->start_length + record->accepted;
-      }
-      if (round >= 0) context_.goToRound(round);
-      if (position >= 0) context_.selectPosition(position);
-    }
-  });
+  connect(&controller_, &EngineController::snapshotReady, this, &MainWindow::onSnapshot);
   connect(&controller_, &EngineController::failed, this, &MainWindow::showError);
   connect(&controller_, &EngineController::traceSaved, this,
           [this](const QString& path) { statusBar()->showMessage(tr("saved %1").arg(path), 8000); });
@@ -325,37 +333,22 @@ void MainWindow::openTrace(const QString& path) {
 }
 
 QString MainWindow::guiStateJson() const {
-  const Cursor& cursor = context_.cursor();
-  QJsonObject state;
-  state[QStringLiteral("round")] = static_cast<qint64>(cursor.round);
-  state[QStringLiteral("phase")] = static_cast<int>(cursor.phase);
-  state[QStringLiteral("position")] = static_cast<qint64>(cursor.position);
-  QJsonArray bookmarks;
-  for (int64_t round : context_.bookmarks()) bookmarks.append(static_cast<qint64>(round));
-  state[QStringLiteral("bookmarks")] = bookmarks;
-  state[QStringLiteral("values")] = kv_->showingValues();
-  state[QStringLiteral("target_layer")] = kv_->targetView()->layer();
-  state[QStringLiteral("target_head")] = kv_->targetView()->head();
-  state[QStringLiteral("drafter_layer")] = kv_->drafterView()->layer();
-  state[QStringLiteral("drafter_head")] = kv_->drafterView()->head();
-  return QString::fromUtf8(QJsonDocument(state).toJson(QJsonDocument::Compact));
+  GuiState state;
+  state.cursor = context_.cursor();
+  state.bookmarks = context_.bookmarks();
+  state.values = kv_->showingValues();
+  state.query_head = attention_->queryHead();
+  return QString::fromUtf8(QJsonDocument(toJson(state)).toJson(QJsonDocument::Compact));
 }
 
 void MainWindow::applyGuiState(const QString& json) {
-  const QJsonObject state = QJsonDocument::fromJson(json.toUtf8()).object();
-  if (state.isEmpty()) return;
-  QVector<int64_t> bookmarks;
-  for (const QJsonValue& round : state.value(QStringLiteral("bookmarks")).toArray()) bookmarks.push_back(round.toInteger());
-  context_.setBookmarks(bookmarks);
-  kv_->flushRefresh();  // the selectors know the geometry
-  kv_->setShowingValues(state.value(QStringLiteral("values")).toBool());
-  kv_->targetView()->setLayerHead(state.value(QStringLiteral("target_layer")).toInt(), state.value(QStringLiteral("target_head")).toInt());
-  kv_->drafterView()->setLayerHead(state.value(QStringLiteral("drafter_layer")).toInt(), state.value(QStringLiteral("drafter_head")).toInt());
-  Cursor cursor;
-  cursor.round = state.value(QStringLiteral("round")).toInteger(-1);
-  cursor.phase = static_cast<Phase>(state.value(QStringLiteral("phase")).toInt());
-  cursor.position = state.value(QStringLiteral("position")).toInteger(-1);
-  if (cursor.round >= 0) context_.setCursor(cursor);
+  const QJsonObject object = QJsonDocument::fromJson(json.toUtf8()).object();
+  if (object.isEmpty()) return;
+  const GuiState state = guiStateFromJson(object);
+  context_.setBookmarks(state.bookmarks);
+  kv_->setShowingValues(state.values);
+  if (state.cursor.valid()) context_.setCursor(state.cursor);
+  if (state.query_head >= 0) attention_->setQueryHead(state.query_head);
 }
 
 void MainWindow::showError(const QString& what, const QString& message) {
@@ -372,8 +365,10 @@ void MainWindow::updateActions() {
   const bool busy = controller_.busy();
   const SessionSnapshot* snapshot = context_.snapshot();
   const bool can_step = !busy && snapshot && !snapshot->finished && !snapshot->replay_only;
-  step_phase_->setEnabled(can_step);
-  step_round_->setEnabled(can_step);
+  const bool in_history = snapshot && context_.cursor().valid() && !context_.atLatest();
+  step_phase_->setEnabled(can_step || in_history);
+  step_round_->setEnabled(can_step || in_history);
+  step_back_->setEnabled(snapshot && context_.cursor().round > 0);
   run_->setEnabled(controller_.running() || can_step);
   run_->setText(controller_.running() ? tr("Pause") : tr("Run"));
   stop_->setEnabled(controller_.running());
@@ -390,6 +385,9 @@ void MainWindow::updateActions() {
   else if (!context_.atLatest()) text += tr(" (history)");
   if (snapshot->finished) text += tr(" \u00b7 finished");
   if (context_.bookmarks().contains(cursor.round)) text += QStringLiteral(" \u2605");
+  text += tr(" \u00b7 %1 layer %2 head %3").arg(QString::fromUtf8(cacheRoleName(cursor.cache))).arg(cursor.layer).arg(cursor.head);
+  if (cursor.row >= 0) text += tr(" row %1").arg(cursor.row);
+  if (cursor.position >= 0) text += tr(" \u00b7 position %1").arg(cursor.position);
   cursor_label_->setText(text);
 }
 
@@ -399,17 +397,62 @@ void MainWindow::updateScrubber() {
   scrubber_->setValue(static_cast<int>(std::max<int64_t>(0, context_.cursor().round)));
 }
 
-void MainWindow::goToBadCell(qint64 round, qint64 position, int cache, int layer, int head) {
-  KvHeatmapView* view = cache == static_cast<int>(CacheRole::Target) ? kv_->targetView() : kv_->drafterView();
-  if (layer >= 0 && head >= 0) view->setLayerHead(layer, head);
-  Cursor cursor;
-  cursor.round = round;
-  cursor.phase = cache == static_cast<int>(CacheRole::Target) ? Phase::Verify : Phase::Draft;
-  cursor.position = position;
-  context_.setCursor(cursor);
+void MainWindow::stepPhase() {
+  if (!context_.stepHistory(false)) controller_.stepPhase();
+}
+
+void MainWindow::stepRound() {
+  if (!context_.stepHistory(true)) controller_.stepRound();
+}
+
+void MainWindow::raisePanel(QWidget* panel) {
   for (QDockWidget* dock : docks_) {
-    if (dock->widget() == kv_) dock->raise();
+    if (dock->widget() == panel) dock->raise();
   }
+}
+
+void MainWindow::onSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
+  const bool fresh = reason == SnapshotReason::NewSession || reason == SnapshotReason::Trace;
+  const bool had_cursor = context_.cursor().valid();
+  if (fresh) {
+    context_.setBookmarks({});
+    if (snapshot && !snapshot->replay_only) setWindowTitle(tr("kvscope \u2014 KV cache debugger for speculative decoding"));
+  }
+  if (snapshot && (fresh || reason == SnapshotReason::Diff)) session_->showSession(*snapshot);
+  const bool finished = snapshot && snapshot->finished;
+  context_.setSnapshot(std::move(snapshot), reason);
+  // A diff with nowhere to stay (the first thing run): open on its root cause.
+  if (reason == SnapshotReason::Diff && !had_cursor) {
+    if (const Cursor cause = diff_->rootCauseCursor(); cause.valid()) context_.setCursor(cause);
+  }
+  if (pending_rounds_ > 0 && !finished) {
+    --pending_rounds_;
+    controller_.stepRound();
+  } else if (pending_rounds_ >= 0 && options_.select_round != -1) {
+    pending_rounds_ = -1;  // done: select once
+    selectRequestedRound();
+  }
+}
+
+void MainWindow::selectRequestedRound() {
+  const SessionSnapshot* snapshot = context_.snapshot();
+  if (!snapshot) return;
+  int64_t round = options_.select_round;
+  int64_t position = options_.select_position;
+  if (round == MainWindowOptions::kFirstRejection) {
+    round = -1;
+    for (const RoundRecord& record : snapshot->rounds) {
+      if (record.index >= 1 && record.accepted < static_cast<int64_t>(record.drafts.size())) {
+        round = record.index;
+        break;
+      }
+    }
+  }
+  if (position == MainWindowOptions::kFirstRejection && round >= 1) {
+    if (const RoundRecord* record = snapshot->round(round)) position = record->start_length + record->accepted;
+  }
+  if (round >= 0) context_.goToRound(round);
+  if (position >= 0) context_.selectPosition(position);
 }
 
 void MainWindow::stepBy(int delta) {

@@ -1,11 +1,13 @@
 #pragma once
 // The debugger's main window: dockable panels over one DebuggerContext, the
 // engine controller (worker thread), the stepping toolbar with the round
-// scrubber, bookmarks, and the layout saved in QSettings.
+// scrubber, bookmarks, and the layout saved in QSettings. Stepping (F10/F11)
+// walks recorded history while the cursor is in the past and advances the
+// live session only from its latest moment.
 #include <QByteArray>
 #include <QMainWindow>
 
-#include "core/trace/ui_engine.h"
+#include "core/inspect/session_controller.h"
 #include "ui/context/DebuggerContext.h"
 #include "ui/engine/EngineController.h"
 
@@ -21,13 +23,14 @@ class AttentionPanel;
 class DiffPanel;
 class KvCachePanel;
 class LogPanel;
+class RowHistoryPanel;
 class SessionPanel;
 class TimelinePanel;
 class TokenStripPanel;
 
 struct MainWindowOptions {
   bool load_on_start = true;  // load the default (or given) models and start a session
-  UiModelSpec models;         // empty dirs: bundled, else the test fixtures
+  ModelSpec models;            // empty dirs: bundled, else the test fixtures
   bool restore_layout = true;
   int initial_rounds = 0;      // rounds to step right after the first session starts (demos)
   static constexpr int64_t kFirstRejection = -2;
@@ -54,15 +57,17 @@ class MainWindow : public QMainWindow {
   KvCachePanel* kvCachePanel() const { return kv_; }
   AttentionPanel* attentionPanel() const { return attention_; }
   DiffPanel* diffPanel() const { return diff_; }
+  RowHistoryPanel* rowHistoryPanel() const { return history_; }
   LogPanel* logPanel() const { return log_; }
   QSlider* scrubber() const { return scrubber_; }
   QAction* stepPhaseAction() const { return step_phase_; }
   QAction* stepRoundAction() const { return step_round_; }
+  QAction* stepBackAction() const { return step_back_; }
   QAction* runAction() const { return run_; }
   QList<QDockWidget*> docks() const { return docks_; }
 
   void resetLayout();
-  // .kvtrace: the cursor, bookmarks and KV view selectors are saved with it.
+  // .kvtrace: the cursor (moment and selection) and bookmarks are saved with it.
   void saveTrace(const QString& path);
   void openTrace(const QString& path);
   QString guiStateJson() const;
@@ -77,12 +82,19 @@ class MainWindow : public QMainWindow {
   QDockWidget* addPanel(QWidget* panel, const QString& title, const QString& name);
   void buildActions();
   void buildLayout();
+  // The default dock sizes; again after the first show, when docks have real sizes.
+  void applyDefaultSizes();
   void connectEngine();
   void updateActions();
   void updateScrubber();
   void rebuildBookmarkMenu();
   void stepBy(int delta);
-  void goToBadCell(qint64 round, qint64 position, int cache, int layer, int head);
+  // F10 / F11: through recorded history, else the live session.
+  void stepPhase();
+  void stepRound();
+  void onSnapshot(SnapshotPtr snapshot, SnapshotReason reason);
+  void selectRequestedRound();
+  void raisePanel(QWidget* panel);
 
   DebuggerContext context_;
   EngineController controller_;
@@ -96,14 +108,18 @@ class MainWindow : public QMainWindow {
   KvCachePanel* kv_ = nullptr;
   AttentionPanel* attention_ = nullptr;
   DiffPanel* diff_ = nullptr;
+  RowHistoryPanel* history_ = nullptr;
   LogPanel* log_ = nullptr;
   QList<QDockWidget*> docks_;
   QByteArray default_state_;
+  bool compact_ = false;  // a small screen: timeline and tokens share a tab under the session form
+  bool narrow_ = false;   // and the row history joins them
 
   QAction* run_ = nullptr;
   QAction* stop_ = nullptr;
   QAction* step_phase_ = nullptr;
   QAction* step_round_ = nullptr;
+  QAction* step_back_ = nullptr;
   QAction* back_ = nullptr;
   QAction* forward_ = nullptr;
   QAction* latest_ = nullptr;

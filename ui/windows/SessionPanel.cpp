@@ -124,15 +124,7 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   bookkeeping_->addItem(tr("exact (keep L'-1)"), QStringLiteral("exact"));
   bookkeeping_->addItem(tr("seed (one fewer, re-fed)"), QStringLiteral("seed"));
   ignore_eos_ = new QCheckBox(tr("ignore EOS"));
-  fault_ = new QComboBox;
-  fault_->setObjectName(QStringLiteral("fault"));
-  fault_->addItem(tr("none"), QStringLiteral("none"));
-  for (const FaultInfo& info : allFaults()) {
-    fault_->addItem(QString::fromUtf8(info.name), QString::fromUtf8(info.name));
-    fault_->setItemData(fault_->count() - 1,
-                        QStringLiteral("%1\n(%2)").arg(QString::fromUtf8(info.breaks), QString::fromUtf8(info.real_world)),
-                        Qt::ToolTipRole);
-  }
+  buildFaultBox();
   start_ = new QPushButton(tr("Start session"));
   start_->setObjectName(QStringLiteral("startSession"));
 
@@ -152,6 +144,10 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   form->addRow(tr("Fault"), fault_);
   form->addRow(start_);
 
+  session_shown_ = new QLabel;
+  session_shown_->setObjectName(QStringLiteral("sessionShown"));
+  session_shown_->setWordWrap(true);
+  session_shown_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   metrics_ = new QLabel;
   metrics_->setObjectName(QStringLiteral("metrics"));
   metrics_->setWordWrap(true);
@@ -161,6 +157,7 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addWidget(models);
   layout->addWidget(session);
+  layout->addWidget(session_shown_);
   layout->addWidget(metrics_);
   layout->addStretch(1);
 
@@ -171,6 +168,55 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   connect(load_, &QPushButton::clicked, this, [this] { emit loadRequested(modelSpec()); });
   connect(start_, &QPushButton::clicked, this, [this] { emit startRequested(sessionSpec()); });
   updateEnabled();
+}
+
+namespace {
+// A fault's tooltip: what breaks and the real bug it mirrors, wrapped for reading.
+QString faultTooltip(const FaultInfo& info) {
+  return QStringLiteral("<p><b>%1</b></p><p><b>Breaks:</b> %2</p><p><b>Real world:</b> %3</p>")
+      .arg(QString::fromUtf8(info.name), QString::fromUtf8(info.breaks).toHtmlEscaped(),
+           QString::fromUtf8(info.real_world).toHtmlEscaped());
+}
+}  // namespace
+
+void SessionPanel::buildFaultBox() {
+  fault_ = new QComboBox;
+  fault_->setObjectName(QStringLiteral("fault"));
+  fault_->addItem(tr("none"), QStringLiteral("none"));
+  fault_->setItemData(0, tr("No fault: the cache is handled correctly."), Qt::ToolTipRole);
+  for (const FaultInfo& info : allFaults()) {
+    fault_->addItem(QString::fromUtf8(info.name), QString::fromUtf8(info.name));
+    fault_->setItemData(fault_->count() - 1, faultTooltip(info), Qt::ToolTipRole);
+  }
+  // The closed box explains the chosen fault too (item tooltips show only in the open list).
+  const auto follow = [this] { fault_->setToolTip(fault_->currentData(Qt::ToolTipRole).toString()); };
+  connect(fault_, &QComboBox::currentIndexChanged, this, follow);
+  follow();
+}
+
+QString SessionPanel::fault() const { return fault_->currentData().toString(); }
+QString SessionPanel::prompt() const { return prompt_->toPlainText(); }
+DrafterKind SessionPanel::drafterKind() const { return static_cast<DrafterKind>(drafter_kind_->currentData().toInt()); }
+
+void SessionPanel::showSession(const SessionSnapshot& snapshot) {
+  setFault(QString::fromStdString(snapshot.fault));
+  QString prompt = QString::fromStdString(snapshot.prompt);
+  if (prompt.isEmpty()) {  // a trace saved without the typed text: the prompt's tokens
+    for (int64_t i = 0; i < snapshot.prompt_length && i < static_cast<int64_t>(snapshot.sequence.size()); ++i) {
+      prompt += QString::fromStdString(snapshot.tokenText(snapshot.sequence[static_cast<size_t>(i)]));
+    }
+  }
+  if (!prompt.isEmpty()) setPrompt(prompt);
+  const QString drafter = QString::fromStdString(snapshot.drafter_name);
+  const DrafterKind kind = drafter == QStringLiteral("none") || drafter.isEmpty() ? DrafterKind::None
+                           : !snapshot.drafter.present                             ? DrafterKind::Ngram
+                                                                                   : DrafterKind::Model;
+  drafter_kind_->setCurrentIndex(std::max(0, drafter_kind_->findData(static_cast<int>(kind))));
+  session_shown_->setText(tr("<b>%1</b>: target %2 &middot; drafter %3 &middot; fault <b>%4</b>")
+                              .arg(snapshot.replay_only ? tr("Opened trace (replay)") : tr("Running"))
+                              .arg(QString::fromStdString(snapshot.target_name).toHtmlEscaped())
+                              .arg(drafter.toHtmlEscaped())
+                              .arg(QString::fromStdString(snapshot.fault).toHtmlEscaped()));
 }
 
 void SessionPanel::updateEnabled() {
@@ -190,8 +236,8 @@ void SessionPanel::browse(QComboBox* box) {
   if (!dir.isEmpty()) box->setCurrentText(dir);
 }
 
-UiModelSpec SessionPanel::modelSpec() const {
-  UiModelSpec spec;
+ModelSpec SessionPanel::modelSpec() const {
+  ModelSpec spec;
   spec.target_dir = dirOf(target_dir_);
   spec.drafter_kind = static_cast<DrafterKind>(drafter_kind_->currentData().toInt());
   spec.drafter_dir = dirOf(drafter_dir_);
@@ -199,8 +245,8 @@ UiModelSpec SessionPanel::modelSpec() const {
   return spec;
 }
 
-UiSessionSpec SessionPanel::sessionSpec() const {
-  UiSessionSpec spec;
+SessionSpec SessionPanel::sessionSpec() const {
+  SessionSpec spec;
   spec.prompt = prompt_->toPlainText().toStdString();
   spec.gamma = gamma_->value();
   spec.adaptive_gamma = adaptive_->isChecked();

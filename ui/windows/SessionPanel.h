@@ -1,8 +1,10 @@
 #pragma once
 // Choose models (bundled, recent, browse to a Hugging Face directory, or the
 // n-gram drafter) and the session's settings; Load and Start send requests
-// to the main window. Shows loading progress and the session's metrics.
-#include "core/trace/ui_engine.h"
+// to the main window. Shows loading progress, what is actually loaded (the
+// live session's or an opened trace's drafter, fault and prompt), and the
+// session's metrics.
+#include "core/inspect/session_controller.h"
 #include "ui/windows/ViewerPanel.h"
 
 class QCheckBox;
@@ -21,8 +23,8 @@ class SessionPanel : public ViewerPanel {
  public:
   explicit SessionPanel(DebuggerContext& context, QWidget* parent = nullptr);
 
-  UiModelSpec modelSpec() const;
-  UiSessionSpec sessionSpec() const;
+  ModelSpec modelSpec() const;
+  SessionSpec sessionSpec() const;
   void setModelDirs(const QString& target_dir, const QString& drafter_dir);
   void setPrompt(const QString& prompt);
   void setGamma(int gamma);
@@ -31,13 +33,19 @@ class SessionPanel : public ViewerPanel {
   void setBusy(bool busy, const QString& what);
   void setProgress(int step, int total, const QString& what);
   void setLoadedModels(const QString& target_dir, const QString& drafter_name);
+  // A new session, diff or opened trace: the form takes the drafter kind,
+  // fault and prompt it really ran with.
+  void showSession(const SessionSnapshot& snapshot);
+  QString fault() const;
+  QString prompt() const;
+  DrafterKind drafterKind() const;
   void rememberRecent(const QString& dir);
 
   static QString samplePrompt();
 
  signals:
-  void loadRequested(const kvscope::UiModelSpec& spec);
-  void startRequested(const kvscope::UiSessionSpec& spec);
+  void loadRequested(const kvscope::ModelSpec& spec);
+  void startRequested(const kvscope::SessionSpec& spec);
 
  protected:
   void refresh() override;
@@ -45,6 +53,7 @@ class SessionPanel : public ViewerPanel {
  private:
   void browse(QComboBox* box);
   void updateEnabled();
+  void buildFaultBox();
 
   QComboBox* target_dir_;
   QComboBox* drafter_kind_;
@@ -69,6 +78,7 @@ class SessionPanel : public ViewerPanel {
   QComboBox* fault_;
   QPushButton* start_;
   QLabel* metrics_;
+  QLabel* session_shown_;
 };
 
 }  // namespace kvscope::ui

@@ -24,7 +24,7 @@ QCPBars* makeBars(QCustomPlot* plot, const QString& name, const QColor& color) {
 TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(context, parent) {
   plot_ = new QCustomPlot(this);
   plot_->setObjectName(QStringLiteral("timelinePlot"));
-  plot_->setMinimumHeight(110);
+  plot_->setMinimumHeight(70);
   plot_->setNoAntialiasingOnDrag(true);
   accepted_ = makeBars(plot_, tr("accepted drafts"), Palette::acceptedDraft());
   correction_ = makeBars(plot_, tr("correction"), Palette::correction());
@@ -57,6 +57,7 @@ TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : Viewer
   plot_->legend->setVisible(true);
   plot_->legend->setFont(QFont(font().family(), 8));
   plot_->legend->setBorderPen(Qt::NoPen);
+  plot_->legend->setWrap(3);  // two lines on a narrow (small-screen) column
   plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
   plot_->plotLayout()->insertRow(0);
   plot_->plotLayout()->addElement(0, 0, plot_->legend);

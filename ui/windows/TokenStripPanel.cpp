@@ -81,6 +81,7 @@ TokenStripPanel::TokenStripPanel(DebuggerContext& context, QWidget* parent) : Vi
   scroll->setWidget(strip_);
   scroll->setWidgetResizable(true);
   scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setMinimumHeight(28);  // the window must fit small screens; the strip scrolls
   auto swatch = [](const QColor& color, const QString& name, bool struck = false) {
     return QStringLiteral("<span style='background:%1'>&nbsp;%2%3%4&nbsp;</span>")
         .arg(color.name(), struck ? QStringLiteral("<s>") : QString(), name, struck ? QStringLiteral("</s>") : QString());
@@ -93,6 +94,7 @@ TokenStripPanel::TokenStripPanel(DebuggerContext& context, QWidget* parent) : Vi
                        swatch(Palette::pending(), tr("draft, not judged yet")));
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
+  legend_->setWordWrap(true);
   layout->addWidget(legend_);
   layout->addWidget(scroll, 1);
   connect(strip_, &TokenStripWidget::positionClicked, this, &TokenStripPanel::positionRequested);

@@ -1,0 +1,15 @@
+#pragma once
+// kvscope --screenshot: waits until the first session (or diff) is ready,
+// draws every panel and saves the window as a PNG, for docs and for looking
+// at the UI under Xvfb the way a user would see it.
+#include <QString>
+
+namespace kvscope::ui {
+
+class MainWindow;
+
+// Waits (running the event loop) for `rounds` rounds or the end of the
+// session, then saves the window. False on timeout or a failed write.
+bool saveScreenshotWhenReady(MainWindow& window, const QString& path, int rounds, int timeout_ms);
+
+}  // namespace kvscope::ui
