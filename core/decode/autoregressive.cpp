@@ -22,9 +22,26 @@ void checkFitsContext(const CausalLM& model, int64_t prompt_length, int64_t max_
   }
 }
 
+void checkCacheStaysValid(const CausalLM& model, int64_t prompt_length, int64_t max_new_tokens) {
+  const RopeScaling& rope = model.config().rope_scaling;
+  if (rope.type != RopeScaling::Type::LongRope) return;
+  const int64_t original = rope.original_max_position_embeddings;
+  // The first forward covers the prompt: past the threshold from the start
+  // means long factors throughout, which a cache keeps consistent.
+  if (prompt_length <= original && prompt_length + max_new_tokens > original) {
+    throw Error("longrope: a cached run from " + std::to_string(prompt_length) + " to " +
+                std::to_string(prompt_length + max_new_tokens) + " tokens crosses original_max_position_embeddings (" +
+                std::to_string(original) + "), where " + model.config().architecture_name +
+                " switches to its long rotary factors and every cached key becomes stale; kvscope does not re-encode "
+                "the cache there. Run with the cache off, keep the context within " + std::to_string(original) +
+                " tokens, or start with a prompt longer than " + std::to_string(original) + " tokens");
+  }
+}
+
 GenerateResult generateAutoregressive(const CausalLM& model, const std::vector<int64_t>& prompt,
                                       const GenerateOptions& options, const std::vector<int64_t>& eos_ids) {
   checkFitsContext(model, static_cast<int64_t>(prompt.size()), options.max_new_tokens);
+  if (options.use_cache) checkCacheStaysValid(model, static_cast<int64_t>(prompt.size()), options.max_new_tokens);
   options.sampling.validate();
   c10::InferenceMode guard;
   auto generator = makeGenerator(options.seed);

@@ -31,5 +31,10 @@ GenerateResult generateAutoregressive(const CausalLM& model, const std::vector<i
 // Shared by every decoder: a clear error before any work when the request
 // cannot fit the context.
 void checkFitsContext(const CausalLM& model, int64_t prompt_length, int64_t max_new_tokens);
+// With a cache: refuses a run whose context would cross a longrope model's
+// original_max_position_embeddings. Phi-3 switches to its long factors there,
+// which makes every key cached with the short factors stale; kvscope does not
+// re-encode the cache at the crossing, so it says so instead of decoding wrong.
+void checkCacheStaysValid(const CausalLM& model, int64_t prompt_length, int64_t max_new_tokens);
 
 }  // namespace kvscope

@@ -59,6 +59,7 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
   record_.use_cache = options_.use_cache;
   record_.target_layers = target_->config().num_layers;
   checkFitsContext(*target_, static_cast<int64_t>(record_.sequence.size()), options_.max_new_tokens);
+  if (options_.use_cache) checkCacheStaysValid(*target_, static_cast<int64_t>(record_.sequence.size()), options_.max_new_tokens);
   const int64_t vocab = target_->config().vocab_size;
   for (int64_t id : record_.sequence) {
     require(id >= 0 && id < vocab, "prompt token id " + std::to_string(id) + " is outside the target's vocabulary (size " +
@@ -71,6 +72,7 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
                   std::to_string(vocab) + " ids); speculative decoding needs one shared vocabulary");
     }
     checkFitsContext(*draft_model, static_cast<int64_t>(record_.sequence.size()), options_.max_new_tokens);
+    if (options_.use_cache) checkCacheStaysValid(*draft_model, static_cast<int64_t>(record_.sequence.size()), options_.max_new_tokens);
     record_.drafter_layers = draft_model->config().num_layers;
     if (options_.use_cache) drafter_cache_ = draft_model->makeCache(cacheStorage());
     layout_[slot(CacheRole::Drafter)].layers.resize(static_cast<size_t>(record_.drafter_layers));
@@ -344,6 +346,14 @@ void Session::runDraft() {
   const int64_t remaining = options_.max_new_tokens - static_cast<int64_t>(generated().size());
   // Never draft the last token: the round's own next token fills it.
   record.gamma = std::max<int64_t>(0, std::min(gamma_, remaining - 1));
+  // longrope picks its factor set per forward by the largest position, so a
+  // verify pass reaching past original_max_position_embeddings before the
+  // sequence does would score every query with the long factors, unlike
+  // plain decoding. Draft only up to the switch until the sequence crosses it.
+  const RopeScaling& rope = target_->config().rope_scaling;
+  if (rope.type == RopeScaling::Type::LongRope && record.start_length <= rope.original_max_position_embeddings) {
+    record.gamma = std::min(record.gamma, rope.original_max_position_embeddings - record.start_length);
+  }
   record_.rounds.push_back(record);
   RoundRecord& r = record_.rounds.back();
   const auto start = Clock::now();

@@ -13,21 +13,23 @@ std::pair<at::Tensor, at::Tensor> keysAndValues(const at::Tensor& k, const at::T
   return {cache->keys(layer).to(k.scalar_type()), cache->values(layer).to(v.scalar_type())};
 }
 
-at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, double scale,
-                           int64_t layer, ProbeSink* probes, bool causal_among_new) {
+at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                           const AttentionOptions& options, int64_t layer, ProbeSink* probes) {
   const int64_t heads = q.size(0), n = q.size(1), head_dim = q.size(2);
   const int64_t kv_heads = keys.size(0), total = keys.size(1);
   const int64_t group = heads / kv_heads;
 
   // Group query heads by the kv head they share: [kv_heads, group, n, head_dim].
   auto grouped_q = q.reshape({kv_heads, group, n, head_dim});
-  auto scores = torch::matmul(grouped_q, keys.unsqueeze(1).transpose(-1, -2)) * scale;  // [kv, g, n, T]
+  auto scores = torch::matmul(grouped_q, keys.unsqueeze(1).transpose(-1, -2)) * options.scale;  // [kv, g, n, T]
+  if (options.softcap > 0) scores = (scores / options.softcap).tanh() * options.softcap;
 
   // Causal mask: query i may see key j iff j <= T - n + i.
   auto query_index = torch::arange(n, torch::kInt64).unsqueeze(1) + (total - n);  // [n, 1]
   auto key_index = torch::arange(total, torch::kInt64).unsqueeze(0);              // [1, T]
   auto hidden = key_index > query_index;                                          // [n, T]
-  if (!causal_among_new) hidden = hidden & (key_index < total - n);               // new rows all visible
+  if (!options.causal_among_new) hidden = hidden & (key_index < total - n);       // new rows all visible
+  if (options.window > 0) hidden = hidden | (key_index <= query_index - options.window);  // left the window
   probe(probes, Probe::AttentionMask, layer, hidden.logical_not());
   scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
 

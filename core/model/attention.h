@@ -15,14 +15,21 @@ namespace kvscope {
 std::pair<at::Tensor, at::Tensor> keysAndValues(const at::Tensor& k, const at::Tensor& v, int64_t layer,
                                                 KvCache* cache);
 
+struct AttentionOptions {
+  double scale = 1.0;            // multiplies q.k
+  double softcap = 0;            // cap * tanh(score / cap) before the mask (Gemma 2); 0: none
+  int64_t window = 0;            // sliding window: a query sees its last `window` keys, itself included; 0: all
+  bool causal_among_new = true;  // false: the verify-mask-leak fault
+};
+
 // q: [heads, n, head_dim]; keys, values: [kv_heads, T, head_dim] with heads a
 // multiple of kv_heads (GQA/MQA: query head h reads kv head h / group).
-// Query i sits at key index T - n + i and sees keys 0 .. T - n + i (by row
-// index, as real engines build the mask). With causal_among_new false (the
-// verify-mask-leak fault) every query also sees all of the last n rows.
+// Query i sits at key index T - n + i and sees keys T - n + i - window < j <=
+// T - n + i (by row index, as real engines build the mask). With
+// causal_among_new false every query also sees all of the last n rows.
 // Returns [heads, n, head_dim]. Records AttentionWeights, AttentionOutput and
 // AttentionMask.
-at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, double scale,
-                           int64_t layer, ProbeSink* probes, bool causal_among_new = true);
+at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                           const AttentionOptions& options, int64_t layer, ProbeSink* probes);
 
 }  // namespace kvscope

@@ -103,7 +103,10 @@ at::Tensor Gpt2Model::attention(const Layer& layer, int64_t index, const at::Ten
   double scale = config_.scale_attn_weights ? 1.0 / std::sqrt(static_cast<double>(D)) : 1.0;
   if (config_.scale_attn_by_inverse_layer_idx) scale /= static_cast<double>(index + 1);
   auto [keys, values] = keysAndValues(k, v, index, cache);  // [H, T, D]
-  auto out = causalAttention(q, keys, values, scale, index, probes, cache == nullptr || cache->causalAmongNewRows());
+  AttentionOptions options;
+  options.scale = scale;
+  options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
+  auto out = causalAttention(q, keys, values, options, index, probes);
   auto merged = out.transpose(0, 1).reshape({n, C});  // [n, C]
   return conv1d(merged, layer.c_proj_w, layer.c_proj_b);
 }

@@ -1,11 +1,16 @@
 #pragma once
-// Llama-family decoder (LlamaForCausalLM, Qwen2ForCausalLM,
-// MistralForCausalLM): RMSNorm, RoPE, grouped-query attention, SiLU-gated MLP.
+// The decoder built from Llama's blocks: RMSNorm, rotary embeddings,
+// grouped-query attention, a gated MLP. One class for every family
+// (LlamaForCausalLM, Qwen2, Mistral, Qwen3, Gemma 2, Phi-3); what a family
+// changes is its weight table (core/model/decoder_family.h) and the few
+// switches of its ModelConfig (q/k norms, norms around the blocks, soft-caps,
+// sliding windows, longrope).
 #include <map>
 #include <string>
 #include <vector>
 
 #include "core/model/causal_lm.h"
+#include "core/model/decoder_family.h"
 #include "core/model/rope.h"
 
 namespace kvscope {
@@ -22,20 +27,14 @@ class LlamaModel : public CausalLM {
                          ProbeSink* probes) const override;
 
  private:
-  struct Layer {
-    at::Tensor input_norm;           // [hidden]
-    at::Tensor wq, bq;               // [heads * head_dim, hidden], [heads * head_dim] or undefined
-    at::Tensor wk, bk;               // [kv_heads * head_dim, hidden], ...
-    at::Tensor wv, bv;               // [kv_heads * head_dim, hidden], ...
-    at::Tensor wo, bo;               // [hidden, heads * head_dim], [hidden] or undefined
-    at::Tensor post_attention_norm;  // [hidden]
-    at::Tensor w_gate, b_gate;       // [intermediate, hidden]
-    at::Tensor w_up, b_up;           // [intermediate, hidden]
-    at::Tensor w_down, b_down;       // [hidden, intermediate]
-  };
+  using Layer = DecoderLayerWeights;
+  // q [heads, n, D], k and v [kv_heads, n, D] of one layer, before the rotary embedding.
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> project(const Layer& layer, const at::Tensor& x) const;
   at::Tensor attention(const Layer& layer, int64_t index, const at::Tensor& x, const at::Tensor& cos,
                        const at::Tensor& sin, KvCache* cache, ProbeSink* probes) const;
   at::Tensor mlp(const Layer& layer, const at::Tensor& x) const;
+  at::Tensor block(const Layer& layer, int64_t index, const at::Tensor& x, const at::Tensor& cos,
+                   const at::Tensor& sin, KvCache* cache, ProbeSink* probes) const;
   at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& gain) const;
 
   at::Tensor embed_;       // [vocab, hidden]

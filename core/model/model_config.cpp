@@ -1,5 +1,6 @@
 #include "core/model/model_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,7 +14,9 @@ namespace {
 
 using nlohmann::json;
 
-const char* kSupported = "GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM";
+const char* kSupported =
+    "GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
+    "Phi3ForCausalLM";
 
 int64_t requireInt(const json& j, const char* key, const std::string& source) {
   if (!j.contains(key) || j[key].is_null()) fail(source, std::string("missing required field '") + key + "'");
@@ -59,6 +62,34 @@ std::vector<int64_t> tokenIdList(const json& j, const char* key, const std::stri
   return ids;
 }
 
+std::vector<double> factorList(const json& rs, const char* key, const std::string& source) {
+  if (!rs.contains(key) || !rs[key].is_array()) fail(source, std::string("rope_scaling 'longrope' needs a list '") + key + "'");
+  std::vector<double> factors;
+  for (const json& f : rs[key]) {
+    if (!f.is_number() || !(f.get<double>() > 0) || !std::isfinite(f.get<double>())) {
+      fail(source, std::string("rope_scaling '") + key + "' must hold positive numbers");
+    }
+    factors.push_back(f.get<double>());
+  }
+  return factors;
+}
+
+// Phi-3's longrope: the factor lists, and the original context they switch at
+// (a top-level field in Phi-3 configs, or inside rope_scaling).
+RopeScaling parseLongRope(const json& j, const json& rs, const std::string& source) {
+  RopeScaling scaling;
+  scaling.type = RopeScaling::Type::LongRope;
+  scaling.short_factor = factorList(rs, "short_factor", source);
+  scaling.long_factor = factorList(rs, "long_factor", source);
+  const json& holder = rs.contains("original_max_position_embeddings") ? rs : j;
+  if (!holder.contains("original_max_position_embeddings") || !holder["original_max_position_embeddings"].is_number_integer() ||
+      holder["original_max_position_embeddings"].get<int64_t>() <= 0) {
+    fail(source, "rope_scaling 'longrope' needs a positive integer 'original_max_position_embeddings'");
+  }
+  scaling.original_max_position_embeddings = holder["original_max_position_embeddings"].get<int64_t>();
+  return scaling;
+}
+
 std::string architectureName(const json& j, const std::string& source) {
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
       j["architectures"][0].is_string()) {
@@ -85,9 +116,10 @@ RopeScaling parseRopeScaling(const json& j, const std::string& source) {
   if (rs.contains("rope_type") && rs["rope_type"].is_string()) type = rs["rope_type"];
   else if (rs.contains("type") && rs["type"].is_string()) type = rs["type"];
   else fail(source, "rope_scaling has no 'rope_type' or 'type'");
+  if (type == "longrope" || type == "su") return parseLongRope(j, rs, source);
   if (type == "default") return scaling;
   if (type != "linear" && type != "llama3") {
-    fail(source, "unsupported rope_scaling type '" + type + "' (supported: linear, llama3)");
+    fail(source, "unsupported rope_scaling type '" + type + "' (supported: linear, llama3, longrope)");
   }
   scaling.type = type == "linear" ? RopeScaling::Type::Linear : RopeScaling::Type::Llama3;
   if (!rs.contains("factor") || !rs["factor"].is_number()) fail(source, "rope_scaling '" + type + "' needs a numeric 'factor'");
@@ -123,6 +155,56 @@ void parseGpt2(const json& j, ModelConfig& c, const std::string& source) {
   c.head_dim = c.hidden_size / c.num_heads;
 }
 
+// A window that applies to every layer (Mistral, Phi-3) or to the even ones (Gemma 2).
+void parseSlidingWindow(const json& j, ModelConfig& c, const std::string& source, bool even_layers_only) {
+  c.sliding_layers.assign(static_cast<size_t>(c.num_layers), false);
+  if (!j.contains("sliding_window") || j["sliding_window"].is_null()) return;
+  if (!j["sliding_window"].is_number_integer() || j["sliding_window"].get<int64_t>() <= 0) {
+    fail(source, "field 'sliding_window' must be a positive integer or null");
+  }
+  c.sliding_window = j["sliding_window"].get<int64_t>();
+  for (int64_t l = 0; l < c.num_layers; ++l) c.sliding_layers[static_cast<size_t>(l)] = !even_layers_only || l % 2 == 0;
+}
+
+// What each family adds to the Llama blocks (see core/model/decoder_family.h).
+void parseFamilyDetails(const json& j, ModelConfig& c, const std::string& source) {
+  c.sliding_layers.assign(static_cast<size_t>(c.num_layers), false);
+  switch (c.family) {
+    case DecoderFamily::Llama:
+      if (c.architecture_name == "MistralForCausalLM") parseSlidingWindow(j, c, source, false);
+      if (optionalBool(j, "use_sliding_window", false, source)) {
+        // Qwen2's window applies only to some layers and only in some
+        // attention paths of the reference; kvscope does not model it.
+        fail(source, "use_sliding_window true is not supported for " + c.architecture_name +
+                         " (kvscope would compute full attention; set it to false to run without a window)");
+      }
+      break;
+    case DecoderFamily::Qwen3:
+      c.qkv_bias = optionalBool(j, "attention_bias", false, source);  // q/k/v and o together
+      c.qk_norm = true;
+      if (optionalBool(j, "use_sliding_window", false, source)) {
+        fail(source, "use_sliding_window true is not supported for Qwen3ForCausalLM");
+      }
+      break;
+    case DecoderFamily::Gemma2: {
+      c.activation = j.value("hidden_activation", j.value("hidden_act", std::string("gelu_pytorch_tanh")));
+      parseSlidingWindow(j, c, source, true);
+      const double scalar = optionalNumber(j, "query_pre_attn_scalar", static_cast<double>(c.head_dim), source);
+      if (!(scalar > 0)) fail(source, "field 'query_pre_attn_scalar' must be positive");
+      c.attention_scale = 1.0 / std::sqrt(scalar);
+      c.attn_logit_softcap = optionalNumber(j, "attn_logit_softcapping", 0.0, source);
+      c.final_logit_softcap = optionalNumber(j, "final_logit_softcapping", 0.0, source);
+      if (c.attn_logit_softcap < 0 || c.final_logit_softcap < 0) fail(source, "soft-capping values must be >= 0");
+      break;
+    }
+    case DecoderFamily::Phi3:
+      // Newer transformers apply Phi-3's window like Mistral's (4.43.4's eager
+      // path ignored it); the two agree below the window.
+      parseSlidingWindow(j, c, source, false);
+      break;
+  }
+}
+
 void parseLlamaFamily(const json& j, ModelConfig& c, const std::string& source) {
   c.arch = Architecture::Llama;
   c.vocab_size = requireInt(j, "vocab_size", source);
@@ -136,7 +218,7 @@ void parseLlamaFamily(const json& j, ModelConfig& c, const std::string& source) 
   c.norm_eps = optionalNumber(j, "rms_norm_eps", 1e-6, source);
   c.rope_theta = optionalNumber(j, "rope_theta", 10000.0, source);
   c.rope_scaling = parseRopeScaling(j, source);
-  c.tie_word_embeddings = optionalBool(j, "tie_word_embeddings", false, source);
+  c.tie_word_embeddings = optionalBool(j, "tie_word_embeddings", c.family == DecoderFamily::Gemma2, source);
   const bool attention_bias = optionalBool(j, "attention_bias", false, source);
   c.qkv_bias = c.model_type == "qwen2" || attention_bias;  // Qwen2 always has q/k/v biases
   c.o_bias = attention_bias;
@@ -152,7 +234,18 @@ void parseLlamaFamily(const json& j, ModelConfig& c, const std::string& source) 
     c.head_dim = c.hidden_size / c.num_heads;
   }
   if (c.head_dim % 2 != 0) fail(source, "head_dim must be even for rotary embeddings");
-  if (c.activation != "silu") fail(source, "unsupported hidden_act '" + c.activation + "' (supported: silu)");
+  if (c.rope_scaling.type == RopeScaling::Type::LongRope &&
+      (static_cast<int64_t>(c.rope_scaling.short_factor.size()) != c.head_dim / 2 ||
+       static_cast<int64_t>(c.rope_scaling.long_factor.size()) != c.head_dim / 2)) {
+    fail(source, "rope_scaling 'longrope': short_factor and long_factor need head_dim / 2 = " +
+                     std::to_string(c.head_dim / 2) + " entries each");
+  }
+  parseFamilyDetails(j, c, source);
+  const std::string& act = c.activation;
+  if (act != "silu" && !(c.family == DecoderFamily::Gemma2 && act == "gelu_pytorch_tanh")) {
+    fail(source, "unsupported hidden_act '" + act + "' for " + c.architecture_name +
+                     " (supported: silu; gelu_pytorch_tanh for Gemma 2)");
+  }
 }
 
 }  // namespace
@@ -171,6 +264,13 @@ ModelConfig parseModelConfig(const json& j, const std::string& source) {
   } else if (c.architecture_name == "LlamaForCausalLM" || c.architecture_name == "Qwen2ForCausalLM" ||
              c.architecture_name == "MistralForCausalLM") {
     if (c.model_type.empty()) c.model_type = c.architecture_name == "Qwen2ForCausalLM" ? "qwen2" : "llama";
+    parseLlamaFamily(j, c, source);
+  } else if (c.architecture_name == "Qwen3ForCausalLM" || c.architecture_name == "Gemma2ForCausalLM" ||
+             c.architecture_name == "Phi3ForCausalLM") {
+    c.family = c.architecture_name == "Qwen3ForCausalLM"   ? DecoderFamily::Qwen3
+               : c.architecture_name == "Gemma2ForCausalLM" ? DecoderFamily::Gemma2
+                                                            : DecoderFamily::Phi3;
+    if (c.model_type.empty()) c.model_type = c.family == DecoderFamily::Qwen3 ? "qwen3" : c.family == DecoderFamily::Gemma2 ? "gemma2" : "phi3";
     parseLlamaFamily(j, c, source);
   } else {
     fail(source, "unsupported architecture '" + c.architecture_name + "' (supported: " + kSupported + ")");

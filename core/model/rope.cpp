@@ -30,13 +30,27 @@ Rope::Rope(const ModelConfig& config) {
     case RopeScaling::Type::None: break;
     case RopeScaling::Type::Linear: inv_freq_ = inv_freq_ / config.rope_scaling.factor; break;
     case RopeScaling::Type::Llama3: inv_freq_ = llama3Scaled(inv_freq_, config.rope_scaling); break;
+    case RopeScaling::Type::LongRope: {
+      // HF: 1 / (factors * base ** (arange(0, dim, 2) / dim)), float32.
+      const auto base_pow = torch::pow(static_cast<float>(config.rope_theta), exponents);
+      auto factors = [](const std::vector<double>& f) { return torch::tensor(f, torch::kFloat64).to(torch::kFloat32); };
+      inv_freq_ = 1.0 / (factors(config.rope_scaling.short_factor) * base_pow);
+      long_inv_freq_ = (1.0 / (factors(config.rope_scaling.long_factor) * base_pow)).to(torch::kFloat32);
+      original_context_ = config.rope_scaling.original_max_position_embeddings;
+      const double scale = static_cast<double>(config.max_position_embeddings) / static_cast<double>(original_context_);
+      if (scale > 1.0) cos_sin_scale_ = std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(original_context_)));
+      break;
+    }
   }
   inv_freq_ = inv_freq_.to(torch::kFloat32);
 }
 
 std::pair<at::Tensor, at::Tensor> Rope::table(const at::Tensor& positions) const {
-  auto freqs = positions.to(torch::kFloat32).unsqueeze(1) * inv_freq_.unsqueeze(0);  // [n, dim/2]
-  auto emb = torch::cat({freqs, freqs}, 1);                                          // [n, dim]
+  const bool long_factors = positions.numel() > 0 && usesLongFactors(positions.max().item<int64_t>());
+  const at::Tensor& inv_freq = long_factors ? long_inv_freq_ : inv_freq_;
+  auto freqs = positions.to(torch::kFloat32).unsqueeze(1) * inv_freq.unsqueeze(0);  // [n, dim/2]
+  auto emb = torch::cat({freqs, freqs}, 1);                                         // [n, dim]
+  if (cos_sin_scale_ != 1.0) return {emb.cos() * cos_sin_scale_, emb.sin() * cos_sin_scale_};
   return {emb.cos(), emb.sin()};
 }
 

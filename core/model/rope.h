@@ -1,6 +1,8 @@
 #pragma once
 // Rotary position embeddings as Hugging Face's Llama computes them
-// (rotate_half convention, float32 tables, linear and llama3 scaling).
+// (rotate_half convention, float32 tables, linear and llama3 scaling, and
+// Phi-3's longrope, whose factor set is chosen per call: the long factors
+// when the call's largest position + 1 exceeds original_max_position_embeddings).
 #include <cstdint>
 
 #include <ATen/core/Tensor.h>
@@ -14,11 +16,16 @@ class Rope {
   explicit Rope(const ModelConfig& config);
   // cos, sin for the given positions: each [n, head_dim], float32.
   std::pair<at::Tensor, at::Tensor> table(const at::Tensor& positions) const;
+  // longrope: whether a call whose largest position is `last` uses the long factors.
+  bool usesLongFactors(int64_t last) const { return long_inv_freq_.defined() && last + 1 > original_context_; }
   // x: [heads, n, head_dim]; cos/sin: [n, head_dim].
   static at::Tensor apply(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
  private:
-  at::Tensor inv_freq_;  // [head_dim / 2], float32
+  at::Tensor inv_freq_;       // [head_dim / 2], float32 (longrope: the short factors)
+  at::Tensor long_inv_freq_;  // longrope only
+  int64_t original_context_ = 0;
+  double cos_sin_scale_ = 1.0;  // longrope: sqrt(1 + ln(max / original) / ln(original))
 };
 
 }  // namespace kvscope

@@ -24,17 +24,24 @@ nlohmann::json readJson(const fs::path& path) {
 
 struct GoldenCase {
   std::string model;  // e.g. "llama-tiny"
-  std::string name;   // len6 | len40 | len150
+  std::string name;   // len6 | len40 | len150, or len5 | len33 | len64 for the newer families
   FeedMode mode;
 };
 
 std::vector<GoldenCase> allCases() {
   std::vector<GoldenCase> cases;
+  const FeedMode modes[] = {FeedMode::NoCache, FeedMode::Cached, FeedMode::PrefillThenStep};
   for (const char* model : {"gpt2-tiny", "llama-tiny", "llama-tiny-draft", "qwen2-tiny"}) {
     for (const char* name : {"len6", "len40", "len150"}) {
-      for (FeedMode mode : {FeedMode::NoCache, FeedMode::Cached, FeedMode::PrefillThenStep}) {
-        cases.push_back({model, name, mode});
-      }
+      for (FeedMode mode : modes) cases.push_back({model, name, mode});
+    }
+  }
+  // Qwen3, Gemma 2 (sliding even layers, soft-caps), Phi-3 (fused, longrope)
+  // and Mistral with a window: len64 is longer than every window; the
+  // longrope cases follow HF's per-call factor choice in every mode.
+  for (const char* model : {"qwen3-tiny", "gemma2-tiny", "phi3-tiny", "phi3-longrope-tiny", "mistral-sw-tiny"}) {
+    for (const char* name : {"len5", "len33", "len64"}) {
+      for (FeedMode mode : modes) cases.push_back({model, name, mode});
     }
   }
   return cases;
