@@ -1,7 +1,5 @@
 #include "app/cli/args.h"
 
-#include <sstream>
-
 #include "core/error.h"
 
 namespace kvscope::cli {
@@ -82,20 +80,26 @@ std::optional<std::vector<int64_t>> Args::idList(const std::string& name) {
   return parseIdList(*v, name);
 }
 
+// Strict on purpose: "1,", "+1", " 1" or "1 2" are typos, and a typo in a
+// token id list must not silently become a different prompt.
 std::vector<int64_t> parseIdList(const std::string& text, const std::string& option) {
+  const std::string example = " (expected e.g. 1,2,3: decimal ids separated by commas, no spaces or signs)";
+  if (text.empty()) throw Error("option --" + option + " needs at least one id" + example);
   std::vector<int64_t> ids;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    try {
-      size_t used = 0;
-      ids.push_back(std::stoll(item, &used));
-      if (used != item.size()) throw std::invalid_argument("trailing");
-    } catch (const std::exception&) {
-      throw Error("option --" + option + ": '" + item + "' is not a token id (expected e.g. 1,2,3)");
-    }
+  size_t begin = 0;
+  while (true) {
+    const size_t comma = text.find(',', begin);
+    const std::string item = text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    const std::string which = "id #" + std::to_string(ids.size() + 1);
+    if (item.empty()) throw Error("option --" + option + ": " + which + " is empty in '" + text + "'" + example);
+    if (item.find_first_not_of("0123456789") != std::string::npos)
+      throw Error("option --" + option + ": '" + item + "' is not a token id" + example);
+    // 19 digits can still overflow int64; the ids of any vocabulary are far smaller.
+    if (item.size() > 18) throw Error("option --" + option + ": '" + item + "' is too large for a token id");
+    ids.push_back(std::stoll(item));
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
   }
-  if (ids.empty()) throw Error("option --" + option + " needs at least one id");
   return ids;
 }
 

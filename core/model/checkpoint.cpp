@@ -4,9 +4,12 @@
 #include <fstream>
 #include <sstream>
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/model/json_limits.h"
 
 namespace kvscope {
 namespace fs = std::filesystem;
@@ -46,25 +49,28 @@ StDType stDtype(c10::ScalarType dtype) {
   throw Error(std::string("saveTensors: unsupported tensor dtype ") + c10::toString(dtype));
 }
 
-// Maps shard files named by model.safetensors.index.json.
+// The largest public checkpoints use a few hundred shards (DeepSeek-V3: 163).
+constexpr size_t kMaxShards = 4096;
+
+// Maps shard files named by model.safetensors.index.json, in first-use order.
 std::vector<std::string> shardFiles(const fs::path& index_path) {
-  std::ifstream in(index_path);
-  if (!in) fail(index_path.string(), "cannot open file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  auto index = nlohmann::json::parse(buffer.str(), nullptr, false);
-  if (index.is_discarded() || !index.is_object()) fail(index_path.string(), "not a JSON object");
+  const nlohmann::json index = readJsonFileWithLimits(index_path.string(), kShardIndexLimits);
+  if (!index.is_object()) fail(index_path.string(), "not a JSON object");
   if (!index.contains("weight_map") || !index["weight_map"].is_object()) {
     fail(index_path.string(), "missing 'weight_map' object");
   }
   std::vector<std::string> files;
+  std::set<std::string> seen;
   for (const auto& [tensor, file] : index["weight_map"].items()) {
     if (!file.is_string()) fail(index_path.string(), "weight_map entry for '" + tensor + "' is not a file name");
     const std::string name = file.get<std::string>();
     if (name.find('/') != std::string::npos || name.find("..") != std::string::npos) {
       fail(index_path.string(), "shard name '" + name + "' must be a plain file name");
     }
-    if (std::find(files.begin(), files.end(), name) == files.end()) files.push_back(name);
+    if (!seen.insert(name).second) continue;
+    if (files.size() == kMaxShards)
+      fail(index_path.string(), "weight_map names more than " + std::to_string(kMaxShards) + " shard files, the limit");
+    files.push_back(name);
   }
   if (files.empty()) fail(index_path.string(), "weight_map is empty");
   return files;
@@ -117,7 +123,16 @@ at::Tensor Checkpoint::load(const std::string& name, const c10::TensorOptions& o
   auto it = where_.find(name);
   if (it == where_.end()) fail(dir_, "missing tensor '" + name + "'");
   const SafetensorsFile& file = *files_[it->second];
-  return toTensor(file, *file.find(name), options);
+  const StTensorInfo& info = *file.find(name);
+  // An integer or bool tensor where a floating weight is wanted would be
+  // used as if it were one (embedding rows of 0/1).
+  const StDType stored = info.dtype;
+  const bool stored_floating = stored == StDType::F64 || stored == StDType::F32 || stored == StDType::F16 ||
+                               stored == StDType::BF16;
+  if (c10::isFloatingType(options.dtype().toScalarType()) && !stored_floating)
+    fail(file.path(), "tensor '" + name + "' is stored as " + stDTypeName(stored) +
+                          ", but weights must be F32, F16, BF16 or F64");
+  return toTensor(file, info, options);
 }
 
 at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const c10::TensorOptions& options) {

@@ -12,19 +12,23 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/model/json_fields.h"
+#include "core/model/json_limits.h"
 
 namespace kvscope {
 
 namespace {
 
-using OrderedJson = nlohmann::ordered_json;
+using Json = nlohmann::json;
 
 // A sane bound on the JSON header (the reference implementation uses the same).
 constexpr uint64_t kMaxHeaderBytes = 100000000;
+// Real checkpoints hold at most a few thousand tensors per file; each costs
+// ~150 bytes here, so this bounds the index at about 30 MB.
+constexpr size_t kMaxTensors = 200000;
 
 struct DTypeEntry {
   StDType dtype;
@@ -66,63 +70,8 @@ uint64_t readLittleEndian64(const uint8_t* bytes) {
   return value;
 }
 
-// Strips nlohmann's "[json.exception.parse_error.101] " prefix.
-std::string jsonErrorText(const std::exception& e) {
-  std::string text = e.what();
-  if (!text.empty() && text[0] == '[') {
-    const size_t close = text.find("] ");
-    if (close != std::string::npos) text = text.substr(close + 2);
-  }
-  return text;
-}
-
-// Parses the header, noticing duplicate keys that nlohmann would merge.
-struct ParsedHeader {
-  OrderedJson json;
-  bool has_duplicate = false;
-  std::string duplicate_key;  // the first duplicate key found
-  size_t duplicate_depth = 0; // 1: a tensor name (top-level key)
-};
-
-ParsedHeader parseHeader(const std::string& path, const char* begin, const char* end) {
-  // nlohmann stops at a NUL byte as if the input ended there. Allow NUL
-  // padding at the end, but nothing after it.
-  const char* nul = static_cast<const char*>(std::memchr(begin, '\0', end - begin));
-  if (nul != nullptr) {
-    for (const char* c = nul; c != end; ++c)
-      if (*c != '\0' && *c != ' ')
-        fail(path, "header is not JSON (NUL byte at offset " + std::to_string(nul - begin) +
-                       " inside the header)");
-    end = nul;
-  }
-  ParsedHeader parsed;
-  std::vector<std::set<std::string>> open_objects;
-  auto callback = [&](int /*depth*/, nlohmann::json::parse_event_t event, OrderedJson& value) {
-    using Event = nlohmann::json::parse_event_t;
-    if (event == Event::object_start) {
-      open_objects.emplace_back();
-    } else if (event == Event::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == Event::key && !open_objects.empty() && value.is_string()) {
-      const std::string& key = value.get_ref<const std::string&>();
-      if (!open_objects.back().insert(key).second && !parsed.has_duplicate) {
-        parsed.has_duplicate = true;
-        parsed.duplicate_key = key;
-        parsed.duplicate_depth = open_objects.size();
-      }
-    }
-    return true;
-  };
-  try {
-    parsed.json = OrderedJson::parse(begin, end, callback);
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, "header is not JSON (" + jsonErrorText(e) + ")");
-  }
-  return parsed;
-}
-
 // Reads a non-negative JSON integer; returns false when it is not one.
-bool readUnsigned(const OrderedJson& value, uint64_t& out) {
+bool readUnsigned(const Json& value, uint64_t& out) {
   if (value.is_number_unsigned()) {
     out = value.get<uint64_t>();
     return true;
@@ -157,7 +106,7 @@ namespace {
 // Parses one tensor entry of the header into `info` and checks it on its own
 // (fields, dtype, shape, offsets, span == numel x dtype size).
 void parseTensorEntry(const std::string& path, const std::string& name,
-                      const OrderedJson& entry, StTensorInfo& info) {
+                      const Json& entry, StTensorInfo& info) {
   const std::string what = "tensor " + named(name);
   if (!entry.is_object()) fail(path, what + ": entry is not a JSON object");
   for (auto it = entry.begin(); it != entry.end(); ++it) {
@@ -169,25 +118,25 @@ void parseTensorEntry(const std::string& path, const std::string& name,
     if (!entry.contains(field)) fail(path, what + " is missing field " + named(field));
 
   info.name = name;
-  const OrderedJson& dtype = entry["dtype"];
+  const Json& dtype = entry["dtype"];
   if (!dtype.is_string()) fail(path, what + ": 'dtype' is not a string");
   info.dtype = parseStDType(dtype.get<std::string>(), path + ": " + what);
 
-  const OrderedJson& shape = entry["shape"];
+  const Json& shape = entry["shape"];
   if (!shape.is_array()) fail(path, what + ": 'shape' is not an array");
   for (const auto& dim : shape) {
     uint64_t value = 0;
     if (!readUnsigned(dim, value) ||
         value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      fail(path, what + ": shape entry " + dim.dump() + " is not a non-negative integer (shape " +
-                     shape.dump() + ")");
+      fail(path, what + ": shape entry " + jsonSnippet(dim) + " is not a non-negative integer (shape " +
+                     jsonSnippet(shape) + ")");
     info.shape.push_back(static_cast<int64_t>(value));
   }
 
-  const OrderedJson& offsets = entry["data_offsets"];
+  const Json& offsets = entry["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2 || !readUnsigned(offsets[0], info.begin) ||
       !readUnsigned(offsets[1], info.end))
-    fail(path, what + " data_offsets " + offsets.dump() +
+    fail(path, what + " data_offsets " + jsonSnippet(offsets) +
                    " is not a pair [begin, end] of non-negative integers");
   if (info.begin > info.end)
     fail(path, what + " data_offsets " + rangeString(info.begin, info.end) +
@@ -214,13 +163,13 @@ void parseTensorEntry(const std::string& path, const std::string& name,
                    " bytes)");
 }
 
-void parseMetadata(const std::string& path, const OrderedJson& entry,
+void parseMetadata(const std::string& path, const Json& entry,
                    std::map<std::string, std::string>& metadata) {
   if (!entry.is_object()) fail(path, "'__metadata__' is not a JSON object");
   for (auto it = entry.begin(); it != entry.end(); ++it) {
     if (!it.value().is_string())
       fail(path, "'__metadata__' value for " + named(it.key()) + " is not a string (" +
-                     it.value().dump() + ")");
+                     jsonSnippet(it.value()) + ")");
     metadata[it.key()] = it.value().get<std::string>();
   }
 }
@@ -328,26 +277,28 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::string& 
     fail(path, "header length " + std::to_string(header_size) +
                    " past the end of the file (" + std::to_string(file_size) + " bytes)");
   const char* header_begin = reinterpret_cast<const char*>(bytes + 8);
-  ParsedHeader header = parseHeader(path, header_begin, header_begin + header_size);
-  if (!header.json.is_object())
-    fail(path, std::string("header is not a JSON object (it is ") + header.json.type_name() + ")");
-  if (header.has_duplicate) {
-    if (header.duplicate_depth <= 1)
-      fail(path, "duplicate tensor name " + named(header.duplicate_key) + " in the header");
-    fail(path, "duplicate key " + named(header.duplicate_key) + " in the header");
-  }
-
-  for (auto it = header.json.begin(); it != header.json.end(); ++it) {
-    if (it.key() == "__metadata__") {
-      parseMetadata(path, it.value(), file->metadata_);
-      continue;
+  // Members are checked as they are parsed and never held as JSON: linear
+  // in the number of tensors, whatever the header holds.
+  bool has_metadata = false;
+  auto member = [&](std::string name, Json value) {
+    if (name == "__metadata__") {
+      if (has_metadata) fail(path, "duplicate key '__metadata__' in the header");
+      has_metadata = true;
+      parseMetadata(path, value, file->metadata_);
+      return;
     }
+    if (file->tensors_.size() >= kMaxTensors)
+      fail(path, "more than " + std::to_string(kMaxTensors) + " tensors in the header, the limit for one file");
     StTensorInfo info;
-    parseTensorEntry(path, it.key(), it.value(), info);
+    parseTensorEntry(path, name, value, info);
     if (!file->index_.emplace(info.name, file->tensors_.size()).second)
       fail(path, "duplicate tensor name " + named(info.name) + " in the header");
     file->tensors_.push_back(std::move(info));
-  }
+  };
+  const Json header = parseJsonWithLimits(std::string_view(header_begin, header_size), path,
+                                          kSafetensorsHeaderLimits, member);
+  if (!header.is_object())
+    fail(path, std::string("header is not a JSON object (it is ") + header.type_name() + ")");
 
   const uint64_t buffer_size = file_size - 8 - header_size;
   checkLayout(path, file->tensors_, buffer_size);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -86,7 +87,8 @@ std::string buildHeader(const std::string& path, const std::vector<StWriteTensor
 class TempFile {
  public:
   TempFile(std::string target, std::string temp) : target_(std::move(target)), temp_(std::move(temp)) {
-    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // O_EXCL: never write into a file someone else is writing.
+    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd_ < 0) fail(target_, "cannot create temp file '" + temp_ + "': " + std::strerror(errno));
   }
   ~TempFile() {
@@ -140,6 +142,14 @@ class TempFile {
   bool committed_ = false;
 };
 
+// Unique per process and per call, so two saves of one path (two threads, or
+// the GUI and the CLI) never share a temp file; a save killed by SIGKILL
+// leaves only its own temp file behind, never a damaged target.
+std::string tempName(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
 }  // namespace
 
 void writeSafetensors(const std::string& path, const std::vector<StWriteTensor>& tensors,
@@ -149,7 +159,7 @@ void writeSafetensors(const std::string& path, const std::vector<StWriteTensor>&
   uint64_t n = header.size();
   for (int i = 0; i < 8; ++i, n >>= 8) length[i] = static_cast<uint8_t>(n & 0xff);
 
-  TempFile temp(path, path + ".tmp-" + std::to_string(::getpid()));
+  TempFile temp(path, tempName(path));
   temp.write(length, sizeof(length));
   temp.write(header.data(), header.size());
   for (const auto& tensor : tensors)

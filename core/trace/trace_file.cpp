@@ -1,13 +1,16 @@
 #include "core/trace/trace_file.h"
 
-#include <set>
+#include <limits>
 
 #include <torch/torch.h>
 
 #include "core/error.h"
 #include "core/model/causal_lm.h"
 #include "core/model/checkpoint.h"
+#include "core/model/json_fields.h"
+#include "core/model/json_limits.h"
 #include "core/trace/trace_json.h"
+#include "core/trace/trace_validator.h"
 
 namespace kvscope {
 
@@ -93,10 +96,43 @@ void writeTrace(const std::string& path, const TraceData& trace) {
 
 namespace {
 
+// A trace's tensors are float (masks are stored as 0/1 floats); anything else
+// would be read through the wrong element type by the views.
 at::Tensor requireTensor(const SafetensorsFile& file, const std::string& name) {
   const StTensorInfo* info = file.find(name);
   if (!info) fail(file.path(), "trace is missing tensor '" + name + "'");
+  if (info->dtype != StDType::F32 && info->dtype != StDType::F16 && info->dtype != StDType::BF16 &&
+      info->dtype != StDType::F64)
+    fail(file.path(), "trace tensor '" + name + "' is stored as " + stDTypeName(info->dtype) + ", not as floats");
   return toTensor(file, *info, torch::kFloat32);
+}
+
+// Field reads with the field named; the caller adds the path.
+const json& member(const json& j, const std::string& where, const char* key) {
+  if (!j.is_object()) throw Error(where + " is not a JSON object");
+  const auto it = j.find(key);
+  if (it == j.end()) throw Error(where + " has no field '" + key + "'");
+  return *it;
+}
+
+int64_t integer(const json& j, const std::string& where, const char* key, int64_t min, int64_t max) {
+  return jsonInteger(member(j, where, key), "trace", where + "." + key, min, max);
+}
+
+bool boolean(const json& j, const std::string& where, const char* key) {
+  const json& v = member(j, where, key);
+  if (!v.is_boolean()) throw Error(where + "." + key + " must be true or false, got " + jsonSnippet(v));
+  return v.get<bool>();
+}
+
+std::string text(const json& j, const std::string& where, const char* key) {
+  return jsonString(member(j, where, key), "trace", where + "." + key);
+}
+
+const json& list(const json& j, const std::string& where, const char* key) {
+  const json& v = member(j, where, key);
+  if (!v.is_array()) throw Error(where + "." + key + " must be a list, got " + jsonSnippet(v));
+  return v;
 }
 
 void readLedger(const SafetensorsFile& file, const json& ledger_json, SessionRecord& t) {
@@ -124,82 +160,110 @@ void readLedger(const SafetensorsFile& file, const json& ledger_json, SessionRec
   t.ledger.restore(std::move(entries), std::move(k_rows), std::move(v_rows));
 }
 
-}  // namespace
-
-TraceData readTrace(const std::string& path) {
-  const auto file = SafetensorsFile::open(path);
-  const auto& metadata = file->metadata();
-  const auto it = metadata.find(kMetadataKey);
-  if (it == metadata.end()) fail(path, "not a kvscope trace (no 'kvscope' entry in the safetensors metadata)");
-  const json doc = json::parse(it->second, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) fail(path, "the trace's 'kvscope' metadata is not valid JSON");
-  if (doc.value("format", "") != kFormatName) fail(path, "not a kvscope trace (format is not '" + std::string(kFormatName) + "')");
-  const int version = doc.value("version", 0);
+// The "kvscope" metadata: parsed within the trace limits, of our format and version.
+json readDocument(const SafetensorsFile& file) {
+  const std::string& path = file.path();
+  const auto it = file.metadata().find(kMetadataKey);
+  if (it == file.metadata().end()) fail(path, "not a kvscope trace (no 'kvscope' entry in the safetensors metadata)");
+  json doc = parseJsonWithLimits(it->second, path, kTraceMetadataLimits);
+  if (!doc.is_object()) fail(path, "the trace's 'kvscope' metadata is not a JSON object");
+  const auto format = doc.find("format");
+  if (format == doc.end() || *format != kFormatName)
+    fail(path, "not a kvscope trace (format is not '" + std::string(kFormatName) + "')");
+  const auto version_it = doc.find("version");
+  const int64_t version = version_it != doc.end() && version_it->is_number_integer() ? version_it->get<int64_t>() : 0;
   if (version == 1) {
     fail(path, "trace format version 1 (kvscope before row identity and the cache event log) is not supported by "
                "this build, which reads version " + std::to_string(kTraceFormatVersion) +
                "; record the session again to get rows, events and root causes");
   }
   if (version != kTraceFormatVersion) {
-    fail(path, "trace format version " + std::to_string(version) + " is not supported (this build reads version " +
-                   std::to_string(kTraceFormatVersion) + ")");
+    fail(path, "trace format version " + (version_it == doc.end() ? std::string("(none)") : jsonSnippet(*version_it)) +
+                   " is not supported (this build reads version " + std::to_string(kTraceFormatVersion) + ")");
   }
+  return doc;
+}
+
+void readRecordFields(const json& doc, SessionRecord& t) {
+  const json& record = member(doc, "document", "record");
+  t.bookkeeping = parseBookkeeping(text(record, "record", "bookkeeping"));
+  t.fault = text(record, "record", "fault");
+  t.use_cache = boolean(record, "record", "use_cache");
+  t.target_layers = integer(record, "record", "target_layers", 1, kMaxTraceLayers);
+  t.drafter_layers = integer(record, "record", "drafter_layers", 0, kMaxTraceLayers);
+  std::vector<CacheEvent> events;
+  for (const json& e : list(doc, "document", "events")) events.push_back(cacheEventFromJson(e));
+  t.events.restore(std::move(events));
+  t.sequence = jsonIntegers(member(doc, "document", "sequence"), "trace", "sequence", 0, kMaxTraceTokenId - 1);
+  for (const json& o : list(doc, "document", "origins")) t.origins.push_back(parseTokenOrigin(jsonString(o, "trace", "origins")));
+  t.prompt_length = integer(doc, "document", "prompt_length", 0, std::numeric_limits<int64_t>::max());
+  for (const json& r : list(doc, "document", "rounds")) t.rounds.push_back(roundFromJson(r));
+}
+
+void readVerify(const SafetensorsFile& file, const json& doc, SessionRecord& t) {
+  for (const json& v : list(doc, "document", "verify")) {
+    VerifyRecord record;
+    const int64_t round = integer(v, "verify", "round", 0, std::numeric_limits<int64_t>::max());
+    const std::string where = "verify of round " + std::to_string(round);
+    if (t.verify.count(round)) throw Error("two verify records for round " + std::to_string(round));
+    record.first_query_position = integer(v, where, "first_query_position", 0, std::numeric_limits<int64_t>::max());
+    if (boolean(v, where, "has_logits")) record.logits = requireTensor(file, roundTensorName(round, "logits"));
+    const int64_t layers = integer(v, where, "attention_layers", 0, kMaxTraceLayers);
+    for (int64_t layer = 0; layer < layers; ++layer) {
+      record.attention.push_back(requireTensor(file, roundTensorName(round, "attention." + std::to_string(layer))));
+    }
+    const int64_t mask_layers = v.contains("mask_layers") ? integer(v, where, "mask_layers", 0, kMaxTraceLayers) : 0;
+    for (int64_t layer = 0; layer < mask_layers; ++layer) {
+      record.masks.push_back(requireTensor(file, roundTensorName(round, "mask." + std::to_string(layer))) > 0.5);
+    }
+    t.verify[round] = std::move(record);
+  }
+}
+
+// token_text keys are decimal ids; the validator bounds their values.
+int64_t tokenIdKey(const std::string& key) {
+  const bool digits = !key.empty() && key.size() <= 18 && key.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits) throw Error("token_text key '" + key.substr(0, 40) + "' is not a token id");
+  return std::stoll(key);
+}
+
+void readTokenText(const json& doc, TraceData& trace) {
+  const json& token_text = member(doc, "document", "token_text");
+  if (!token_text.is_object()) throw Error("token_text is not a JSON object");
+  for (const auto& [id, value] : token_text.items()) trace.token_text[tokenIdKey(id)] = jsonString(value, "trace", "token_text");
+  if (!doc.contains("token_bytes")) return;
+  const json& token_bytes = doc.at("token_bytes");
+  if (!token_bytes.is_object()) throw Error("token_bytes is not a JSON object");
+  for (const auto& [id, bytes] : token_bytes.items()) {
+    std::string value;
+    for (int64_t byte : jsonIntegers(bytes, "trace", "token_bytes['" + id.substr(0, 40) + "']", 0, 255))
+      value += static_cast<char>(byte);
+    trace.token_text[tokenIdKey(id)] = value;
+  }
+}
+
+}  // namespace
+
+TraceData readTrace(const std::string& path) {
+  const auto file = SafetensorsFile::open(path);
+  const json doc = readDocument(*file);
   TraceData trace;
-  SessionRecord& t = trace.record;
   try {
-    trace.info = doc.at("info");
-    const json& record = doc.at("record");
-    t.bookkeeping = parseBookkeeping(record.at("bookkeeping").get<std::string>());
-    t.fault = record.at("fault").get<std::string>();
-    t.use_cache = record.at("use_cache").get<bool>();
-    t.target_layers = record.at("target_layers").get<int64_t>();
-    t.drafter_layers = record.at("drafter_layers").get<int64_t>();
-    std::vector<CacheEvent> events;
-    for (const json& e : doc.at("events")) events.push_back(cacheEventFromJson(e));
-    t.events.restore(std::move(events));
-    t.sequence = doc.at("sequence").get<std::vector<int64_t>>();
-    for (const auto& o : doc.at("origins")) t.origins.push_back(parseTokenOrigin(o.get<std::string>()));
-    t.prompt_length = doc.at("prompt_length").get<int64_t>();
-    for (const json& r : doc.at("rounds")) t.rounds.push_back(roundFromJson(r));
-    for (const json& v : doc.at("verify")) {
-      VerifyRecord record;
-      const int64_t round = v.at("round").get<int64_t>();
-      record.first_query_position = v.at("first_query_position").get<int64_t>();
-      if (v.at("has_logits").get<bool>()) record.logits = requireTensor(*file, roundTensorName(round, "logits"));
-      const int64_t layers = v.at("attention_layers").get<int64_t>();
-      for (int64_t layer = 0; layer < layers; ++layer) {
-        record.attention.push_back(requireTensor(*file, roundTensorName(round, "attention." + std::to_string(layer))));
-      }
-      const int64_t mask_layers = v.value("mask_layers", int64_t{0});
-      for (int64_t layer = 0; layer < mask_layers; ++layer) {
-        record.masks.push_back(requireTensor(*file, roundTensorName(round, "mask." + std::to_string(layer))) > 0.5);
-      }
-      t.verify[round] = std::move(record);
-    }
-    for (const auto& [id, text] : doc.at("token_text").items()) trace.token_text[std::stoll(id)] = text.get<std::string>();
-    if (doc.contains("token_bytes")) {
-      for (const auto& [id, bytes] : doc.at("token_bytes").items()) {
-        const auto b = bytes.get<std::vector<uint8_t>>();
-        trace.token_text[std::stoll(id)] = std::string(b.begin(), b.end());
-      }
-    }
-    readLedger(*file, doc.at("ledger"), t);
+    trace.info = member(doc, "document", "info");
+    readRecordFields(doc, trace.record);
+    readVerify(*file, doc, trace.record);
+    readTokenText(doc, trace);
+    readLedger(*file, list(doc, "document", "ledger"), trace.record);
   } catch (const Error& e) {
-    fail(path, std::string("corrupted trace: ") + e.what());
+    // Errors from the field readers carry "trace: " for the file; say which.
+    std::string message = e.what();
+    if (message.rfind("trace: ", 0) == 0) message = message.substr(7);
+    if (message.rfind(path + ": ", 0) == 0) message = message.substr(path.size() + 2);
+    fail(path, "corrupted trace: " + message);
   } catch (const std::exception& e) {
     fail(path, std::string("corrupted trace: ") + e.what());
   }
-  if (t.origins.size() != t.sequence.size() || t.prompt_length > static_cast<int64_t>(t.sequence.size())) {
-    fail(path, "corrupted trace: sequence, origins and prompt length disagree");
-  }
-  for (const CacheEvent& e : t.events.events()) {
-    for (int64_t entry : e.written) {
-      if (entry < 0 || entry >= t.ledger.size()) fail(path, "corrupted trace: a cache event names ledger entry " + std::to_string(entry) + ", which does not exist");
-    }
-    for (int64_t entry : e.removed) {
-      if (entry < 0 || entry >= t.ledger.size()) fail(path, "corrupted trace: a cache event names ledger entry " + std::to_string(entry) + ", which does not exist");
-    }
-  }
+  validateTrace(trace, path);
   return trace;
 }
 

@@ -1,6 +1,10 @@
 #include "core/trace/trace_json.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "core/error.h"
+#include "core/model/json_fields.h"
 
 namespace kvscope {
 
@@ -24,6 +28,30 @@ T field(const json& j, const char* key) {
   } catch (const json::exception&) {
     throw Error(std::string("field '") + key + "' has the wrong type");
   }
+}
+
+// Integers must be JSON integers: get<int64_t>() would truncate 2.5, and
+// convert 1e300 with undefined behaviour.
+bool isInt64(const json& v) {
+  return v.is_number_integer() &&
+         (!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+}
+
+template <>
+int64_t field<int64_t>(const json& j, const char* key) {
+  if (!j.contains(key)) throw Error(std::string("missing field '") + key + "'");
+  const json& v = j.at(key);
+  if (!isInt64(v)) throw Error(std::string("field '") + key + "' must be an integer, got " + jsonSnippet(v));
+  return v.get<int64_t>();
+}
+
+template <>
+std::vector<int64_t> field<std::vector<int64_t>>(const json& j, const char* key) {
+  if (!j.contains(key)) throw Error(std::string("missing field '") + key + "'");
+  const json& v = j.at(key);
+  if (!v.is_array() || !std::all_of(v.begin(), v.end(), isInt64))
+    throw Error(std::string("field '") + key + "' must be a list of integers, got " + jsonSnippet(v));
+  return v.get<std::vector<int64_t>>();
 }
 
 }  // namespace

@@ -141,4 +141,19 @@ TEST(CliGenerate, IgnoreEosGivesExactlyMaxNewTokens) {
 }
 
 }  // namespace
+// Issue 12: a model whose vocabulary is padded past its tokenizer (qwen3-tiny:
+// 512 ids, tokenizer 448) runs on padded ids and shows them as "<id N>".
+TEST(CliModel, PaddedVocabularyNeverFailsARun) {
+  const std::string model = modelDir("qwen3-tiny");
+  const auto generated = runJson({"generate", "--model", model, "--prompt-ids", "470,471,472", "--max-new", "6",
+                                  "--cache", "off", "--json"});
+  const auto run = runJson({"run", "--target", model, "--ngram", "2", "--prompt-ids", "470,471,472", "--max-new", "6",
+                            "--greedy", "--json"});
+  EXPECT_EQ(run["ids"], generated["ids"]) << run.dump();
+  EXPECT_NE(generated["text"].get<std::string>().find("<id "), std::string::npos) << generated.dump();
+  const auto detok = runJson({"detokenize", "--model", model, "--ids", "5,470"});
+  EXPECT_EQ(detok["ids_without_text"], nlohmann::json::array({470}));
+  EXPECT_NE(detok["text"].get<std::string>().find("<id 470>"), std::string::npos);
+}
+
 }  // namespace kvscope::cli_test

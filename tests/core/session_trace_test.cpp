@@ -289,7 +289,7 @@ TEST_F(SessionTraceErrors, TruncatedFilesAreRefused) {
 
 TEST_F(SessionTraceErrors, FlippedMetadataBytesAreRefused) {
   // The metadata JSON's opening brace: not JSON any more.
-  expectTraceError(flipped("\"kvscope\":\"{", 11, "brace.kvtrace"), {"not valid JSON"}, "flipped brace");
+  expectTraceError(flipped("\"kvscope\":\"{", 11, "brace.kvtrace"), {"not JSON"}, "flipped brace");
   // The format name and the version.
   expectTraceError(flipped("kvscope-trace", 2, "format.kvtrace"), {"not a kvscope trace"}, "flipped format");
   expectTraceError(flipped("\\\"version\\\":2", 12, "version.kvtrace"), {"version 3 is not supported"},

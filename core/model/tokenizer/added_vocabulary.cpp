@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/model/json_fields.h"
 #include "core/model/tokenizer/tokenizer_json.h"
 #include "core/model/tokenizer/unicode_text.h"
 
@@ -59,11 +60,14 @@ AddedVocabulary AddedVocabulary::fromJson(const nlohmann::json& list, const std:
   if (list.is_null()) return {};
   if (!list.is_array()) fail(context, "\"added_tokens\" must be a list");
   std::vector<AddedToken> tokens;
-  for (const auto& node : list) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& node = list[i];
+    const std::string where = "added_tokens[" + std::to_string(i) + "]";
+    if (!node.is_object()) fail(context, where + " must be an object, got " + jsonSnippet(node));
     AddedToken t;
-    t.id = node.at("id").get<int64_t>();
-    if (t.id < 0) fail(context, "added token has negative id " + std::to_string(t.id));
-    t.content = node.at("content").get<std::string>();
+    // The upper bound is checked against the model's ids by HfTokenizer.
+    t.id = jsonInteger(node.at("id"), context, where + ".id", 0);
+    t.content = jsonString(node.at("content"), context, where + ".content");
     t.single_word = valueOr(node, "single_word", false);
     t.lstrip = valueOr(node, "lstrip", false);
     t.rstrip = valueOr(node, "rstrip", false);

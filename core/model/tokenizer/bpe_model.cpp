@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/model/json_fields.h"
 #include "core/model/tokenizer/tokenizer_json.h"
 #include "core/model/tokenizer/unicode_text.h"
 
@@ -61,10 +62,7 @@ void BpeModel::readVocab(const nlohmann::json& vocab, const std::string& context
   if (!vocab.is_object()) fail(context, "model \"vocab\" must be an object of token: id");
   const int64_t max_id = static_cast<int64_t>(vocab.size()) + kMaxIdBeyondCount;
   for (const auto& [token, id_json] : vocab.items()) {
-    const int64_t id = id_json.get<int64_t>();
-    if (id < 0 || id > max_id) {
-      fail(context, "token '" + token + "' has invalid id " + std::to_string(id));
-    }
+    const int64_t id = jsonInteger(id_json, context, "model.vocab: token '" + token + "' id", 0, max_id);
     vocab_[token] = id;
     if (id >= idLimit()) {
       tokens_.resize(id + 1);
@@ -81,14 +79,16 @@ void BpeModel::readMerges(const nlohmann::json& merges, const std::string& conte
   for (const auto& merge : merges) {
     if (merge.is_string()) {
       // "a b": exactly one space separates the two tokens.
-      const std::string text = merge.get<std::string>();
+      const std::string& text = merge.get_ref<const std::string&>();
       const size_t space = text.find(' ');
       if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
         fail(context, "merge #" + std::to_string(rank) + " '" + text + "' is not 'a b'");
       }
       addMerge(text.substr(0, space), text.substr(space + 1), rank, context);
     } else if (merge.is_array() && merge.size() == 2) {
-      addMerge(merge[0].get<std::string>(), merge[1].get<std::string>(), rank, context);
+      const std::string where = "model.merges[" + std::to_string(rank) + "]";
+      addMerge(jsonString(merge[0], context, where + "[0]"), jsonString(merge[1], context, where + "[1]"),
+               rank, context);
     } else {
       fail(context, "merge #" + std::to_string(rank) + " is neither 'a b' nor [a, b]");
     }

@@ -45,8 +45,20 @@ std::unique_ptr<HfTokenizer> HfTokenizer::fromJson(const nlohmann::json& tokeniz
     }
     t->vocab_size_ = std::max(t->vocab_size_, token.id + 1);
   }
+  t->checkPostProcessorIds(context);
   t->readSpecialIds(config);
   return t;
+}
+
+// The file's ids are not checked against each other by the format: without
+// this, encode() could emit any id the post-processor names.
+void HfTokenizer::checkPostProcessorIds(const std::string& context) const {
+  if (!post_processor_) return;
+  for (const int64_t id : post_processor_->addedIds()) {
+    if (added_.byId(id) || model_->idToToken(id)) continue;
+    fail(context, "post_processor adds token id " + std::to_string(id) +
+                      ", which is not in the vocabulary (size " + std::to_string(vocab_size_) + ")");
+  }
 }
 
 // BOS/EOS: tokenizer_config.json first (what transformers reports), then
@@ -118,14 +130,31 @@ const std::string& HfTokenizer::tokenStringOrThrow(int64_t id, const char* what)
   fail(what, "token id " + std::to_string(id) + " has no token" + size);
 }
 
+namespace {
+// Ids past the tokenizer's vocabulary have no text: real Qwen2/Qwen3
+// checkpoints pad their embedding matrix beyond the tokenizer, and a model may
+// still produce such an id. They show as a visible placeholder instead of
+// failing a whole run.
+std::string paddedIdText(int64_t id) { return "<id " + std::to_string(id) + ">"; }
+}  // namespace
+
+bool HfTokenizer::hasText(int64_t id) const {
+  return added_.byId(id) != nullptr || model_->idToToken(id) != nullptr;
+}
+
 std::string HfTokenizer::decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
-  std::vector<std::string> tokens;
-  tokens.reserve(ids.size());
+  std::string text;
+  std::vector<std::string> run;  // tokens decoded together, up to a padded id
   for (const int64_t id : ids) {
-    const std::string& token = tokenStringOrThrow(id, "decode");
-    if (!(skip_special_tokens && isSpecial(id))) tokens.push_back(token);
+    if (id < 0) tokenStringOrThrow(id, "decode");  // throws: never a valid id
+    if (!hasText(id)) {
+      text += decodeTokens(decoder_.get(), std::move(run)) + paddedIdText(id);
+      run.clear();
+      continue;
+    }
+    if (!(skip_special_tokens && isSpecial(id))) run.push_back(tokenStringOrThrow(id, "decode"));
   }
-  return decodeTokens(decoder_.get(), std::move(tokens));
+  return text + decodeTokens(decoder_.get(), std::move(run));
 }
 
 std::string HfTokenizer::tokenString(int64_t id) const {
@@ -133,6 +162,7 @@ std::string HfTokenizer::tokenString(int64_t id) const {
 }
 
 std::string HfTokenizer::tokenText(int64_t id) const {
+  if (id >= 0 && !hasText(id)) return paddedIdText(id);
   const std::string& token = tokenStringOrThrow(id, "tokenText");
   if (isSpecial(id) || !decoder_) return token;
   return decoder_->tokenText(token);

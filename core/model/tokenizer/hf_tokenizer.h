@@ -32,6 +32,8 @@ class HfTokenizer : public Tokenizer {
   std::string decode(const std::vector<int64_t>& ids,
                      bool skip_special_tokens = true) const override;
   std::string tokenString(int64_t id) const override;
+  // Whether the id has a token in this tokenizer (padded model ids do not).
+  bool hasText(int64_t id) const override;
   std::string tokenText(int64_t id) const override;
   std::optional<int64_t> tokenToId(const std::string& token) const override;
   int64_t vocabSize() const override { return vocab_size_; }
@@ -42,6 +44,7 @@ class HfTokenizer : public Tokenizer {
  private:
   HfTokenizer() = default;
   void readSpecialIds(const nlohmann::json& config);
+  void checkPostProcessorIds(const std::string& context) const;
   std::vector<TextRun> splitOnAddedTokens(const std::string& text) const;
   void encodePlain(const TextRun& run, std::vector<int64_t>& ids) const;
   // Throws Error("<what>: token id ... outside the vocabulary ...").

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/model/json_fields.h"
 #include "core/model/tokenizer/tokenizer_json.h"
 
 namespace kvscope {
@@ -22,6 +23,11 @@ class WrapProcessor : public PostProcessor {
     return ids;
   }
   std::vector<int64_t> prefixIds() const override { return before_; }
+  std::vector<int64_t> addedIds() const override {
+    std::vector<int64_t> ids = before_;
+    ids.insert(ids.end(), after_.begin(), after_.end());
+    return ids;
+  }
 
  private:
   std::vector<int64_t> before_;
@@ -37,6 +43,14 @@ class SequenceProcessor : public PostProcessor {
     return ids;
   }
   std::vector<int64_t> prefixIds() const override;
+  std::vector<int64_t> addedIds() const override {
+    std::vector<int64_t> ids;
+    for (const auto& step : steps_) {
+      const std::vector<int64_t> more = step->addedIds();
+      ids.insert(ids.end(), more.begin(), more.end());
+    }
+    return ids;
+  }
 
  private:
   std::vector<std::unique_ptr<PostProcessor>> steps_;
@@ -55,10 +69,11 @@ std::vector<int64_t> SequenceProcessor::prefixIds() const {
 std::vector<int64_t> specialIds(const nlohmann::json& node, const std::string& name,
                                 const std::string& context) {
   const auto& specials = node.at("special_tokens");
-  if (!specials.contains(name)) {
+  if (!specials.is_object() || !specials.contains(name)) {
     fail(context, "TemplateProcessing uses '" + name + "' but special_tokens does not define it");
   }
-  return specials.at(name).at("ids").get<std::vector<int64_t>>();
+  return jsonIntegers(specials.at(name).at("ids"), context,
+                      "post_processor.special_tokens['" + name + "'].ids", 0);
 }
 
 // Template items are {"SpecialToken": {"id": name}} or {"Sequence": {"id": "A"}}
@@ -82,16 +97,17 @@ std::unique_ptr<PostProcessor> makeTemplate(const nlohmann::json& node,
   } else {
     for (const auto& item : single) {
       if (item.contains("Sequence")) seen_sequence = true;
-      else addSpecial(item.at("SpecialToken").at("id").get<std::string>());
+      else addSpecial(jsonString(item.at("SpecialToken").at("id"), context, "post_processor.single: SpecialToken id"));
     }
   }
   return std::make_unique<WrapProcessor>(std::move(before), std::move(after));
 }
 
 // Bert/Roberta give cls and sep as [token, id] pairs: [CLS] $A [SEP].
-std::unique_ptr<PostProcessor> makeClsSep(const nlohmann::json& node) {
-  return std::make_unique<WrapProcessor>(std::vector<int64_t>{node.at("cls").at(1).get<int64_t>()},
-                                         std::vector<int64_t>{node.at("sep").at(1).get<int64_t>()});
+std::unique_ptr<PostProcessor> makeClsSep(const nlohmann::json& node, const std::string& context) {
+  return std::make_unique<WrapProcessor>(
+      std::vector<int64_t>{jsonInteger(node.at("cls").at(1), context, "post_processor.cls[1]", 0)},
+      std::vector<int64_t>{jsonInteger(node.at("sep").at(1), context, "post_processor.sep[1]", 0)});
 }
 
 std::unique_ptr<PostProcessor> makeSequence(const nlohmann::json& node,
@@ -110,7 +126,7 @@ std::unique_ptr<PostProcessor> makePostProcessor(const nlohmann::json& node,
   if (node.is_null()) return nullptr;
   const std::string type = componentType(node, context, "post-processor");
   if (type == "TemplateProcessing") return makeTemplate(node, context);
-  if (type == "BertProcessing" || type == "RobertaProcessing") return makeClsSep(node);
+  if (type == "BertProcessing" || type == "RobertaProcessing") return makeClsSep(node, context);
   if (type == "ByteLevel") return std::make_unique<WrapProcessor>(std::vector<int64_t>{},
                                                                   std::vector<int64_t>{});
   if (type == "Sequence") return makeSequence(node, context);

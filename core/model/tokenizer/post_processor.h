@@ -19,6 +19,9 @@ class PostProcessor {
   virtual std::vector<int64_t> process(std::vector<int64_t> ids) const = 0;
   // The special ids placed before the text (Llama's BOS), for bosId().
   virtual std::vector<int64_t> prefixIds() const = 0;
+  // Every id process() may add, so the tokenizer can check them against its
+  // vocabulary once, at load time (encode must never emit an unknown id).
+  virtual std::vector<int64_t> addedIds() const = 0;
 };
 
 // nullptr for JSON null. Supported: TemplateProcessing, BertProcessing,

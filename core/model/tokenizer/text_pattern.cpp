@@ -1,19 +1,40 @@
 #include "core/model/tokenizer/text_pattern.h"
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 #include <unicode/regex.h>
 #include <unicode/unistr.h>
 
 #include "core/error.h"
+#include "core/model/json_fields.h"
 #include "core/model/tokenizer/unicode_text.h"
 
 namespace kvscope {
 
 struct TextPattern::Regex {
   std::unique_ptr<icu::RegexPattern> pattern;  // shared read-only; matchers are per call
+  std::string source;                          // as the file wrote it, for errors
+  std::string context;                         // the file it came from
 };
 
 namespace {
+
+// A regex from a file can backtrack catastrophically ("(a+)+$" on 33 a's and
+// a b runs for minutes). Each search gets a wall-clock budget that grows
+// with the text, far above what any real pre-tokenizer regex needs (tens of
+// MB/s), and a bound on ICU's backtracking stack (heap memory).
+constexpr double kRegexBaseSeconds = 0.25;
+constexpr double kRegexSecondsPerByte = 2e-7;  // 1 s per 5 MB
+constexpr int32_t kRegexStackBytes = 16 << 20;
+
+using Clock = std::chrono::steady_clock;
+
+// ICU calls this every few thousand matching steps; false stops the match
+// with U_REGEX_STOPPED_BY_CALLER.
+UBool U_CALLCONV withinDeadline(const void* deadline, int32_t /*steps*/) {
+  return Clock::now() < *static_cast<const Clock::time_point*>(deadline);
+}
 
 // UTF-16 copy of a UTF-8 string plus, for every UTF-16 index, the matching
 // byte offset, so ICU's match positions map back exactly. Invalid bytes
@@ -86,6 +107,8 @@ TextPattern TextPattern::regex(const std::string& pattern, const std::string& co
     fail(context, "cannot compile regex '" + pattern + "' (" + u_errorName(status) +
                       " at offset " + std::to_string(parse_error.offset) + ")");
   }
+  regex->source = pattern;
+  regex->context = context;
   TextPattern p;
   p.regex_ = std::move(regex);
   return p;
@@ -93,12 +116,12 @@ TextPattern TextPattern::regex(const std::string& pattern, const std::string& co
 
 TextPattern TextPattern::fromJson(const nlohmann::json& node, const std::string& context) {
   if (node.is_object() && node.contains("String")) {
-    return literal(node.at("String").get<std::string>());
+    return literal(jsonString(node.at("String"), context, "pattern String"));
   }
   if (node.is_object() && node.contains("Regex")) {
-    return regex(node.at("Regex").get<std::string>(), context);
+    return regex(jsonString(node.at("Regex"), context, "pattern Regex"), context);
   }
-  fail(context, "pattern must be {\"String\": ...} or {\"Regex\": ...}, got " + node.dump());
+  fail(context, "pattern must be {\"String\": ...} or {\"Regex\": ...}, got " + jsonSnippet(node));
 }
 
 std::vector<Span> TextPattern::findAll(const std::string& text) const {
@@ -106,6 +129,11 @@ std::vector<Span> TextPattern::findAll(const std::string& text) const {
   const Utf16Text utf16 = toUtf16(text);
   UErrorCode status = U_ZERO_ERROR;
   std::unique_ptr<icu::RegexMatcher> matcher(regex_->pattern->matcher(utf16.text, status));
+  const double budget = kRegexBaseSeconds + kRegexSecondsPerByte * static_cast<double>(text.size());
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(budget));
+  if (U_SUCCESS(status)) matcher->setMatchCallback(withinDeadline, &deadline, status);
+  if (U_SUCCESS(status)) matcher->setStackLimit(kRegexStackBytes, status);
   std::vector<Span> spans;
   while (U_SUCCESS(status) && matcher->find(status)) {
     const int32_t begin = matcher->start(status);
@@ -113,20 +141,40 @@ std::vector<Span> TextPattern::findAll(const std::string& text) const {
     if (U_FAILURE(status)) break;
     spans.push_back({utf16.utf8_offset[begin], utf16.utf8_offset[end]});
   }
-  if (U_FAILURE(status)) fail("regex search", u_errorName(status));
+  const std::string shown = regex_->source.size() <= 80 ? regex_->source : regex_->source.substr(0, 80) + "...";
+  if (status == U_REGEX_STOPPED_BY_CALLER) {
+    fail(regex_->context, "regex '" + shown + "' gave up on a " + std::to_string(text.size()) +
+                              "-byte text after its time limit of " + std::to_string(budget) +
+                              " s (catastrophic backtracking?)");
+  }
+  if (status == U_REGEX_STACK_OVERFLOW) {
+    fail(regex_->context, "regex '" + shown + "' gave up on a " + std::to_string(text.size()) +
+                              "-byte text: it needs more than " + std::to_string(kRegexStackBytes >> 20) +
+                              " MB of backtracking memory");
+  }
+  if (U_FAILURE(status)) fail(regex_->context, "regex '" + shown + "' failed: " + u_errorName(status));
   return spans;
 }
 
 std::string TextPattern::replaceAll(const std::string& text, const std::string& content) const {
   std::string out;
+  replaceAllWithin(text, content, std::string::npos, out);
+  return out;
+}
+
+bool TextPattern::replaceAllWithin(const std::string& text, const std::string& content, size_t max_bytes,
+                                   std::string& out) const {
+  out.clear();
   size_t copied = 0;
   for (const Span& span : findAll(text)) {
+    if (out.size() + (span.begin - copied) + content.size() > max_bytes) return false;
     out.append(text, copied, span.begin - copied);
     out += content;
     copied = span.end;
   }
+  if (out.size() + (text.size() - copied) > max_bytes) return false;
   out.append(text, copied, std::string::npos);
-  return out;
+  return true;
 }
 
 }  // namespace kvscope

@@ -29,6 +29,11 @@ class TextPattern {
   // Non-overlapping matches, left to right, as byte offsets into text.
   std::vector<Span> findAll(const std::string& text) const;
   std::string replaceAll(const std::string& text, const std::string& content) const;
+  // The same, but gives up (returns false) as soon as the result would pass
+  // max_bytes: an empty regex matches everywhere, so chained replacements
+  // grow text exponentially.
+  bool replaceAllWithin(const std::string& text, const std::string& content, size_t max_bytes,
+                        std::string& out) const;
 
  private:
   struct Regex;

@@ -1,10 +1,12 @@
 #include "core/model/tokenizer/token_decoder.h"
 
+#include <algorithm>
 #include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/model/json_fields.h"
 #include "core/model/tokenizer/byte_level.h"
 #include "core/model/tokenizer/text_pattern.h"
 #include "core/model/tokenizer/tokenizer_json.h"
@@ -12,6 +14,22 @@
 
 namespace kvscope {
 namespace {
+
+// As for normalizers (normalizer.h): a decode chain may make at most
+// 16 x + 4096 bytes per token of what it was given, so a chain of Replace
+// steps with an empty regex cannot grow tokens exponentially.
+size_t maxDecodedBytes(size_t input_bytes, size_t tokens) { return 16 * input_bytes + 4096 * std::max<size_t>(tokens, 1); }
+
+size_t totalBytes(const std::vector<std::string>& tokens) {
+  size_t total = 0;
+  for (const std::string& token : tokens) total += token.size();
+  return total;
+}
+
+[[noreturn]] void tooLong(const std::string& context, const char* step, size_t max_bytes) {
+  fail(context, std::string("decoder ") + step + " would make more than " + std::to_string(max_bytes) +
+                    " bytes of text, the limit for decoding these tokens (16 x their size + 4096 per token)");
+}
 
 // A token whose string is the same in running text as in the chain.
 class PerTokenDecoder : public TokenDecoder {
@@ -38,15 +56,19 @@ class ByteLevelDecoder : public TokenDecoder {
 
 class ReplaceDecoder : public PerTokenDecoder {
  public:
-  ReplaceDecoder(TextPattern pattern, std::string content)
-      : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  ReplaceDecoder(TextPattern pattern, std::string content, std::string context)
+      : pattern_(std::move(pattern)), content_(std::move(content)), context_(std::move(context)) {}
   std::string tokenText(const std::string& token) const override {
-    return pattern_.replaceAll(token, content_);
+    std::string out;
+    const size_t max_bytes = maxDecodedBytes(token.size(), 1);
+    if (!pattern_.replaceAllWithin(token, content_, max_bytes, out)) tooLong(context_, "Replace", max_bytes);
+    return out;
   }
 
  private:
   TextPattern pattern_;
   std::string content_;
+  std::string context_;
 };
 
 // "<0xNN>" (exactly six characters, as HF checks) -> the byte.
@@ -158,20 +180,30 @@ class MetaspaceDecoder : public TokenDecoder {
 
 class SequenceDecoder : public TokenDecoder {
  public:
-  explicit SequenceDecoder(std::vector<std::unique_ptr<TokenDecoder>> steps)
-      : steps_(std::move(steps)) {}
+  SequenceDecoder(std::vector<std::unique_ptr<TokenDecoder>> steps, std::string context)
+      : steps_(std::move(steps)), context_(std::move(context)) {}
+  // One budget for the whole chain, from what the chain was given.
   std::vector<std::string> decodeChain(std::vector<std::string> tokens) const override {
-    for (const auto& step : steps_) tokens = step->decodeChain(std::move(tokens));
+    const size_t max_bytes = maxDecodedBytes(totalBytes(tokens), tokens.size());
+    for (const auto& step : steps_) {
+      tokens = step->decodeChain(std::move(tokens));
+      if (totalBytes(tokens) > max_bytes) tooLong(context_, "Sequence", max_bytes);
+    }
     return tokens;
   }
   std::string tokenText(const std::string& token) const override {
+    const size_t max_bytes = maxDecodedBytes(token.size(), 1);
     std::string text = token;
-    for (const auto& step : steps_) text = step->tokenText(text);
+    for (const auto& step : steps_) {
+      text = step->tokenText(text);
+      if (text.size() > max_bytes) tooLong(context_, "Sequence", max_bytes);
+    }
     return text;
   }
 
  private:
   std::vector<std::unique_ptr<TokenDecoder>> steps_;
+  std::string context_;
 };
 
 std::unique_ptr<TokenDecoder> makeMetaspace(const nlohmann::json& node) {
@@ -187,7 +219,7 @@ std::unique_ptr<TokenDecoder> makeSequence(const nlohmann::json& node,
   for (const auto& child : node.at("decoders")) {
     if (auto step = makeTokenDecoder(child, context)) steps.push_back(std::move(step));
   }
-  return std::make_unique<SequenceDecoder>(std::move(steps));
+  return std::make_unique<SequenceDecoder>(std::move(steps), context);
 }
 
 }  // namespace
@@ -209,14 +241,18 @@ std::unique_ptr<TokenDecoder> makeTokenDecoder(const nlohmann::json& node,
   if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
   if (type == "Replace") {
     return std::make_unique<ReplaceDecoder>(TextPattern::fromJson(node.at("pattern"), context),
-                                            node.at("content").get<std::string>());
+                                            jsonString(node.at("content"), context, "decoder Replace content"),
+                                            context);
   }
   if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
   if (type == "Fuse") return std::make_unique<FuseDecoder>();
   if (type == "Strip") {
-    return std::make_unique<StripDecoder>(node.at("content").get<std::string>(),
-                                          node.at("start").get<size_t>(),
-                                          node.at("stop").get<size_t>());
+    // Counts of characters to strip; no token is longer than this.
+    constexpr int64_t kMaxStrip = int64_t{1} << 20;
+    return std::make_unique<StripDecoder>(
+        jsonString(node.at("content"), context, "decoder Strip content"),
+        static_cast<size_t>(jsonInteger(node.at("start"), context, "decoder Strip start", 0, kMaxStrip)),
+        static_cast<size_t>(jsonInteger(node.at("stop"), context, "decoder Strip stop", 0, kMaxStrip)));
   }
   if (type == "Metaspace") return makeMetaspace(node);
   if (type == "Sequence") return makeSequence(node, context);

@@ -15,12 +15,16 @@ namespace {
 
 std::unique_ptr<Tokenizer> load(const std::string& tokenizer_path,
                                 const nlohmann::json& config) {
-  const nlohmann::json tokenizer = readJsonFile(tokenizer_path);
+  const nlohmann::json tokenizer = readJsonFile(tokenizer_path, kTokenizerJsonLimits);
   try {
     return HfTokenizer::fromJson(tokenizer, config, tokenizer_path);
   } catch (const nlohmann::json::exception& e) {
-    // A field of the wrong type or a missing required key.
-    fail(tokenizer_path, std::string("unexpected tokenizer.json structure: ") + e.what());
+    // A field of the wrong type or a missing required key: nlohmann's text
+    // without its "[json.exception.type_error.302] " tag.
+    std::string what = e.what();
+    const size_t tag_end = what.find("] ");
+    if (!what.empty() && what[0] == '[' && tag_end != std::string::npos) what = what.substr(tag_end + 2);
+    fail(tokenizer_path, "unexpected tokenizer.json structure: " + what);
   }
 }
 
@@ -42,7 +46,7 @@ std::unique_ptr<Tokenizer> Tokenizer::fromDirectory(const std::string& dir) {
   }
   const fs::path config_path = fs::path(dir) / "tokenizer_config.json";
   const nlohmann::json config =
-      fs::exists(config_path) ? readJsonFile(config_path.string()) : nlohmann::json();
+      fs::exists(config_path) ? readJsonFile(config_path.string(), kTokenizerConfigLimits) : nlohmann::json();
   return load(tokenizer_path.string(), config);
 }
 

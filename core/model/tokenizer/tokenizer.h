@@ -25,9 +25,12 @@ class Tokenizer {
   // encode() does by default.
   virtual std::vector<int64_t> encode(const std::string& text,
                                       bool add_special_tokens = true) const = 0;
-  // Throws Error for an id outside the vocabulary.
+  // Ids past the tokenizer's vocabulary (a model's padded embedding rows)
+  // decode to a visible "<id N>"; a negative id throws Error.
   virtual std::string decode(const std::vector<int64_t>& ids,
                              bool skip_special_tokens = true) const = 0;
+  // Whether the id has a token here (padded model ids do not).
+  virtual bool hasText(int64_t id) const = 0;
   // The vocabulary string of one id (e.g. "Ġthe", "▁the", "<0x0A>").
   virtual std::string tokenString(int64_t id) const = 0;
   // Decoded text of a single token as it would appear in running text

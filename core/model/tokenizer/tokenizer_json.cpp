@@ -1,22 +1,12 @@
 #include "core/model/tokenizer/tokenizer_json.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "core/error.h"
+#include "core/model/json_fields.h"
 
 namespace kvscope {
 
-nlohmann::json readJsonFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  try {
-    return nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    fail(path, std::string("malformed JSON: ") + e.what());
-  }
+nlohmann::json readJsonFile(const std::string& path, const JsonLimits& limits) {
+  return readJsonFileWithLimits(path, limits);
 }
 
 std::string componentType(const nlohmann::json& node, const std::string& context,

@@ -5,11 +5,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/model/json_limits.h"
+
 namespace kvscope {
 
-// Parses a JSON file. Throws Error("<path>: cannot open file") or
-// Error("<path>: malformed JSON: ...").
-nlohmann::json readJsonFile(const std::string& path);
+// Parses a JSON file within `limits` (kTokenizerJsonLimits, ...). Throws
+// Error("<path>: cannot open file"), Error("<path>: malformed JSON: ...") or
+// an Error naming the limit exceeded.
+nlohmann::json readJsonFile(const std::string& path, const JsonLimits& limits);
 
 // The "type" string of a component object (normalizer, decoder, ...).
 // what names the component for the error ("normalizer", "decoder", ...).

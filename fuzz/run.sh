@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs one libFuzzer harness with seeds from tests/fixtures.
+# Usage: fuzz/run.sh NAME [SECONDS] [extra libFuzzer flags...]
+#   NAME: safetensors | config | tokenizer_json | tokenizer_encode | trace_metadata
+# Builds build-fuzz (clang, -DKVSCOPE_FUZZ=ON) when needed. The corpus grows in
+# build-fuzz/corpus/NAME; crashes land in build-fuzz/crashes/NAME. Copy every
+# crash into fuzz/regression/NAME/ once fixed: ctest replays that directory.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+name="${1:?usage: fuzz/run.sh NAME [SECONDS]}"
+seconds="${2:-600}"
+shift $(( $# > 1 ? 2 : 1 ))
+build="$here/build-fuzz"
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+    -DKVSCOPE_FUZZ=ON -DKVSCOPE_BUILD_UI=OFF -DKVSCOPE_BUILD_TESTS=OFF
+fi
+cmake --build "$build" --target "fuzz_$name"
+
+corpus="$build/corpus/$name"
+seeds="$build/seeds/$name"
+crashes="$build/crashes/$name"
+mkdir -p "$corpus" "$seeds" "$crashes"
+fixtures="$here/tests/fixtures"
+case "$name" in
+  safetensors)      for f in "$fixtures"/models/*/model.safetensors; do
+                      head -c 65536 "$f" > "$seeds/$(basename "$(dirname "$f")")"; done
+                    max_len=65536 ;;
+  config)           for f in "$fixtures"/models/*/config.json; do cp "$f" "$seeds/$(basename "$(dirname "$f")")"; done
+                    max_len=8192 ;;
+  tokenizer_json)   for f in "$fixtures"/tokenizers/*/tokenizer.json "$fixtures"/models/*/tokenizer.json; do
+                      cp "$f" "$seeds/$(basename "$(dirname "$f")")"; done
+                    max_len=1048576 ;;
+  tokenizer_encode) printf '\0Hello world' > "$seeds/hello"; printf '\1 caf\xc3\xa9 \xf0\x9f\x98\x80' > "$seeds/utf8"
+                    max_len=4096 ;;
+  trace_metadata)   printf '{"events":[],"rounds":[],"ledger":[]}' > "$seeds/empty"
+                    max_len=65536 ;;
+  *) echo "unknown harness $name" >&2; exit 2 ;;
+esac
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+exec "$build/fuzz/fuzz_$name" "$corpus" "$seeds" "$here/fuzz/regression/$name" \
+  -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=4096 -timeout=10 \
+  -artifact_prefix="$crashes/" -print_final_stats=1 "$@"
