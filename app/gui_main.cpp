@@ -2,17 +2,21 @@
 // models (or the given ones) loaded and a sample prompt, ready to step.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QFile>
 #include <QScreen>
 #include <QSettings>
 #include <cstdio>
 
 #include <spdlog/spdlog.h>
 
+#include "core/decode/threads.h"
 #include "core/cache/fault.h"
 #include "core/error.h"
 #include "ui/bench/HeatmapBenchmark.h"
 #include "ui/bench/Screenshot.h"
 #include "ui/logging/LogBridge.h"
+#include "ui/widgets/KvHeatmapView.h"
+#include "ui/windows/KvCachePanel.h"
 #include "ui/windows/MainWindow.h"
 
 int main(int argc, char** argv) {
@@ -20,6 +24,7 @@ int main(int argc, char** argv) {
   QApplication::setOrganizationName(QStringLiteral("kvscope"));
   QApplication::setApplicationName(QStringLiteral("kvscope"));
   QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+  kvscope::useMachineThreads();
 
   QCommandLineParser parser;
   parser.setApplicationDescription(QStringLiteral("KV cache debugger for speculative decoding"));
@@ -50,8 +55,13 @@ int main(int argc, char** argv) {
                                 QStringLiteral("Once the first session (or --diff) is ready and --rounds stepped, save the "
                                                "window as a PNG and exit (default layout)."),
                                 QStringLiteral("file"));
-  parser.addOptions({target, drafter, ngram, default_layout, prompt, max_new, rounds, select, position, fault, diff, bench,
-                     screenshot});
+  QCommandLineOption prompt_file(QStringLiteral("prompt-file"), QStringLiteral("Read the first session's prompt from a file."),
+                                 QStringLiteral("file"));
+  QCommandLineOption kv_rows(QStringLiteral("kv-rows"),
+                             QStringLiteral("With --screenshot: zoom both KV heatmaps to rows FIRST..LAST first."),
+                             QStringLiteral("first:last"));
+  parser.addOptions({target, drafter, ngram, default_layout, prompt, prompt_file, max_new, rounds, select, position, fault,
+                     diff, bench, screenshot, kv_rows});
   parser.process(app);
 
   kvscope::ui::LogBridge::install();
@@ -72,6 +82,14 @@ int main(int argc, char** argv) {
   options.select_round = selection(select);
   options.select_position = selection(position);
   options.prompt = parser.value(prompt);
+  if (parser.isSet(prompt_file)) {
+    QFile file(parser.value(prompt_file));
+    if (!file.open(QIODevice::ReadOnly)) {
+      std::fprintf(stderr, "kvscope: --prompt-file: cannot read %s\n", qPrintable(parser.value(prompt_file)));
+      return 2;
+    }
+    options.prompt = QString::fromUtf8(file.readAll());
+  }
   options.max_new_tokens = parser.value(max_new).toInt();
   options.fault = parser.value(fault);
   if (!options.fault.isEmpty()) {
@@ -102,7 +120,15 @@ int main(int argc, char** argv) {
     kvscope::ui::MainWindow window(options);
     if (const QScreen* screen = QGuiApplication::primaryScreen()) window.setGeometry(screen->availableGeometry());
     window.show();
-    if (!kvscope::ui::saveScreenshotWhenReady(window, parser.value(screenshot), options.initial_rounds, 600000)) {
+    // --kv-rows FIRST:LAST zooms both KV heatmaps before the grab.
+    const QStringList rows = parser.value(kv_rows).split(QLatin1Char(':'));
+    const auto zoom = [&] {
+      if (rows.size() != 2) return;
+      for (auto* view : {window.kvCachePanel()->targetView(), window.kvCachePanel()->drafterView()}) {
+        view->setVisibleRows(rows[0].toDouble() - 0.5, rows[1].toDouble() + 0.5);
+      }
+    };
+    if (!kvscope::ui::saveScreenshotWhenReady(window, parser.value(screenshot), options.initial_rounds, 600000, zoom)) {
       std::fprintf(stderr, "screenshot: the session did not get ready or %s could not be written\n",
                    qPrintable(parser.value(screenshot)));
       return 1;

@@ -13,12 +13,16 @@ namespace kvscope::cli {
 
 c10::TensorOptions computeOptions() { return torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCPU); }
 
-std::vector<int64_t> promptIds(Args& args, const Tokenizer& tokenizer) {
+std::vector<int64_t> promptIds(Args& args, const ModelBundle& model) {
   auto text = args.value("prompt");
   auto ids = args.idList("prompt-ids");
   if (text && ids) throw Error("give either --prompt or --prompt-ids, not both");
   if (ids) return *ids;
-  if (text) return tokenizer.encode(*text);
+  if (text && !model.has_tokenizer) {
+    throw Error("--prompt needs a tokenizer, but " + model.dir +
+                " has no tokenizer.json: give the prompt as token ids with --prompt-ids 1,2,3");
+  }
+  if (text) return model.tokenizer->encode(*text);
   throw Error("missing prompt: give --prompt TEXT or --prompt-ids 1,2,3");
 }
 
@@ -36,6 +40,13 @@ SamplingSettings samplingSettings(Args& args) {
   s.top_p = args.number("top-p", 1.0);
   s.validate();
   return s;
+}
+
+StDType storageType(const std::string& name) {
+  if (name == "bf16") return StDType::BF16;
+  if (name == "f16") return StDType::F16;
+  if (name == "f32") return StDType::F32;
+  throw Error("--dtype must be bf16, f16 or f32, got '" + name + "'");
 }
 
 void printJson(const nlohmann::json& result) {

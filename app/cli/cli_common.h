@@ -10,7 +10,8 @@
 
 #include "app/cli/args.h"
 #include "core/decode/sampling.h"
-#include "core/model/tokenizer/tokenizer.h"
+#include "core/model/model_bundle.h"
+#include "core/model/safetensors.h"
 
 namespace kvscope::cli {
 
@@ -18,11 +19,15 @@ namespace kvscope::cli {
 c10::TensorOptions computeOptions();
 
 // --prompt TEXT (encoded with the tokenizer's default special tokens) or
-// --prompt-ids 1,2,3. Exactly one must be given.
-std::vector<int64_t> promptIds(Args& args, const Tokenizer& tokenizer);
+// --prompt-ids 1,2,3. Exactly one must be given; a text prompt needs the
+// model directory's tokenizer.json.
+std::vector<int64_t> promptIds(Args& args, const ModelBundle& model);
 
 // --greedy, or --temperature T [--top-k K] [--top-p P]. Greedy when none given.
 SamplingSettings samplingSettings(Args& args);
+
+// --dtype bf16 | f16 | f32: how weights are stored on disk.
+StDType storageType(const std::string& name);
 
 // The JSON result: one object on one line, the last line of stdout.
 void printJson(const nlohmann::json& result);

@@ -23,7 +23,7 @@ int runGenerate(Args& args) {
   options.use_cache = cache == "on";
   options.sampling = samplingSettings(args);
   const ModelBundle bundle = loadModelBundle(dir, computeOptions());
-  const auto prompt = promptIds(args, *bundle.tokenizer);
+  const auto prompt = promptIds(args, bundle);
   args.finish();
 
   const auto result = generateAutoregressive(*bundle.model, prompt, options, bundle.eos_ids);

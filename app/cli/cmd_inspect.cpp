@@ -42,12 +42,15 @@ int runInspect(Args& args) {
                            {"context_length", c.contextLength()},
                            {"tie_word_embeddings", c.tie_word_embeddings},
                            {"parameters", bundle.model->parameterCount()},
-                           {"tokenizer_vocab", bundle.tokenizer->vocabSize()},
+                           {"tokenizer_vocab", bundle.has_tokenizer ? nlohmann::json(bundle.tokenizer->vocabSize()) : nlohmann::json()},
                            {"eos_ids", bundle.eos_ids},
                            {"tensors", tensors}};
   if (!json) {
     std::cout << dir << "\n  " << describe(c) << "\n  parameters: " << bundle.model->parameterCount()
-              << "\n  tokenizer: " << bundle.tokenizer->vocabSize() << " ids\n  tensors (" << tensors.size()
+              << "\n  tokenizer: "
+              << (bundle.has_tokenizer ? std::to_string(bundle.tokenizer->vocabSize()) + " ids"
+                                       : std::string("none (prompts as ids, tokens shown as <id N>)"))
+              << "\n  tensors (" << tensors.size()
               << "):\n";
     for (const auto& t : tensors) {
       std::cout << "    " << t["name"].get<std::string>() << "  " << t["dtype"].get<std::string>() << " "

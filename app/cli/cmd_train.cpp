@@ -52,13 +52,6 @@ nlohmann::json readArchConfig(const std::string& value) {
   return j;
 }
 
-StDType storageType(const std::string& name) {
-  if (name == "bf16") return StDType::BF16;
-  if (name == "f16") return StDType::F16;
-  if (name == "f32") return StDType::F32;
-  throw Error("--dtype must be bf16, f16 or f32, got '" + name + "'");
-}
-
 int runTrain(Args& args) {
   const bool json = args.flag("json");
   const std::string corpus_path = args.required("corpus");

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/cli/command_registry.h"
+#include "core/decode/threads.h"
 #include "core/error.h"
 
 namespace kvscope::cli {
@@ -23,7 +24,7 @@ std::map<std::string, CommandEntry>& commandRegistry() {
 namespace {
 
 // Options that never take a value.
-const std::set<std::string> kFlags = {"json", "ignore-eos", "greedy", "adaptive", "resume", "help", "no-baseline"};
+const std::set<std::string> kFlags = {"json", "ignore-eos", "greedy", "adaptive", "resume", "help", "no-baseline", "quick"};
 
 void printUsage(std::ostream& out) {
   out << "usage: kvscope-cli COMMAND [options]\n\ncommands:\n";
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     printUsage(std::cerr);
     return 2;
   }
+  kvscope::useMachineThreads();
   try {
     kvscope::cli::Args args(std::vector<std::string>(argv + 2, argv + argc), kFlags);
     return it->second.run(args);

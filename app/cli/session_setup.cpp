@@ -32,7 +32,7 @@ SessionSetup parseSessionSetup(Args& args) {
     setup.drafter_impl = std::make_shared<ModelDrafter>(sharedModel(setup.drafter), dir);
     setup.drafter_label = dir;
   }
-  setup.prompt = promptIds(args, *setup.target->tokenizer);
+  setup.prompt = promptIds(args, *setup.target);
   SessionOptions& o = setup.options;
   o.adaptive_gamma = args.flag("adaptive");
   o.gamma = args.integer("gamma", 4);

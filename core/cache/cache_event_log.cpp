@@ -25,17 +25,34 @@ CacheEventKind parseCacheEventKind(const std::string& name) {
   throw Error("unknown cache operation '" + name + "'");
 }
 
-void CacheEventLog::record(CacheEvent event) {
-  require(event.rows_before.size() == event.rows_after.size() && !event.rows_after.empty(),
+bool CacheEvent::touches(int64_t layer) const {
+  return layers.empty() || std::find(layers.begin(), layers.end(), layer) != layers.end();
+}
+
+namespace {
+
+void checkPerLayerFields(const CacheEvent& e) {
+  require(e.rows_before.size() == e.rows_after.size() && !e.rows_after.empty(),
           "cache event: rows before and after must be given for every layer");
+  require(e.expected_first.empty() || e.expected_first.size() == e.rows_after.size(),
+          "cache event: expected first positions must be given for every layer");
+  for (int64_t layer : e.layers) {
+    require(layer >= 0 && layer < static_cast<int64_t>(e.rows_after.size()),
+            "cache event: touched layer " + std::to_string(layer) + " is out of range");
+  }
+}
+
+}  // namespace
+
+void CacheEventLog::record(CacheEvent event) {
+  checkPerLayerFields(event);
   events_.push_back(std::move(event));
 }
 
 void CacheEventLog::restore(std::vector<CacheEvent> events) {
   std::vector<int64_t> layers(2, -1);
   for (const CacheEvent& e : events) {
-    require(e.rows_before.size() == e.rows_after.size() && !e.rows_after.empty(),
-            "cache event: rows before and after disagree in layer count");
+    checkPerLayerFields(e);
     int64_t& known = layers[e.cache == CacheRole::Target ? 0 : 1];
     const int64_t count = static_cast<int64_t>(e.rows_after.size());
     require(known < 0 || known == count, "cache events of one cache disagree in layer count");
@@ -45,7 +62,7 @@ void CacheEventLog::restore(std::vector<CacheEvent> events) {
 }
 
 void applyEventToLayer(std::vector<int64_t>& rows, const CacheEvent& e, int64_t layer) {
-  if (layer < 0 || layer >= static_cast<int64_t>(e.rows_after.size())) return;
+  if (layer < 0 || layer >= static_cast<int64_t>(e.rows_after.size()) || !e.touches(layer)) return;
   const size_t before = static_cast<size_t>(std::max<int64_t>(0, e.rows_before[static_cast<size_t>(layer)]));
   const size_t after = static_cast<size_t>(std::max<int64_t>(0, e.rows_after[static_cast<size_t>(layer)]));
   if (e.kind == CacheEventKind::Append || e.kind == CacheEventKind::Refeed) {
@@ -93,6 +110,16 @@ int64_t CacheEventLog::expectedRowsAt(CacheRole cache, const Moment& moment) con
     if (events_[i].cache == cache) expected = events_[i].expected_rows;
   }
   return expected;
+}
+
+RowContract CacheEventLog::contractAt(CacheRole cache, int64_t layer, const Moment& moment) const {
+  RowContract contract;
+  const size_t count = countAtOrBefore(moment);
+  for (size_t i = 0; i < count; ++i) {
+    const CacheEvent& e = events_[i];
+    if (e.cache == cache && layer >= 0 && layer < static_cast<int64_t>(e.rows_after.size())) contract = e.contract(layer);
+  }
+  return contract;
 }
 
 int64_t CacheEventLog::layerCount(CacheRole cache) const {

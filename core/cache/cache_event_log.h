@@ -8,6 +8,7 @@
 //
 // Rows are not positions: under a cache bug row i need not hold position i,
 // and layers need not agree. The layout is what the model actually attended to.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,6 +27,14 @@ enum class CacheEventKind {
 const char* cacheEventKindName(CacheEventKind kind);
 CacheEventKind parseCacheEventKind(const std::string& name);  // throws Error
 
+// What one layer of a cache must hold: positions [first, end) in rows 0, 1,
+// ... in order. first > 0 only for a sliding window's layers.
+struct RowContract {
+  int64_t first = 0;
+  int64_t end = 0;
+  int64_t rows() const { return end > first ? end - first : 0; }
+};
+
 struct CacheEvent {
   CacheRole cache = CacheRole::Target;
   int64_t round = 0;
@@ -36,6 +45,13 @@ struct CacheEvent {
   // The rows the session's bookkeeping requires after this operation
   // (DESIGN.md, "Speculative round bookkeeping").
   int64_t expected_rows = 0;
+  // Per layer, the first position the bookkeeping requires (a sliding window
+  // drops the positions before it); empty when every layer starts at 0. Layer
+  // l must hold positions [expectedFirst(l), expected_rows) in rows 0, 1, ...
+  std::vector<int64_t> expected_first;
+  // The layers the operation touched; empty = every layer. A sliding window
+  // evicts only from its own layers (Gemma 2 alternates local and global).
+  std::vector<int64_t> layers;
   // Append / Refeed: the ledger entries written, in physical row order; layer
   // l holds them at rows [rows_before[l], rows_before[l] + written.size()).
   std::vector<int64_t> written;
@@ -48,6 +64,12 @@ struct CacheEvent {
   double max_store_error = 0;
 
   Moment moment() const { return {round, phase}; }
+  int64_t expectedFirst(int64_t layer) const {
+    return expected_first.empty() ? 0 : expected_first.at(static_cast<size_t>(layer));
+  }
+  // What layer `layer` must hold after this operation.
+  RowContract contract(int64_t layer) const { return {expectedFirst(layer), expected_rows}; }
+  bool touches(int64_t layer) const;
   int64_t rowsAfter(int64_t layer) const { return rows_after.at(static_cast<size_t>(layer)); }
 };
 
@@ -75,6 +97,8 @@ class CacheEventLog {
   size_t countAtOrBefore(const Moment& moment) const;
   // The rows required just after `moment` (0 before the first event).
   int64_t expectedRowsAt(CacheRole cache, const Moment& moment) const;
+  // What `layer` must hold just after `moment`.
+  RowContract contractAt(CacheRole cache, int64_t layer, const Moment& moment) const;
   // Layers of `cache` seen in the log (0 when it has no events).
   int64_t layerCount(CacheRole cache) const;
 

@@ -64,6 +64,13 @@ const std::vector<FaultInfo>& allFaults() {
        "token meant for row start + n - 1 - i. Invisible in one-token decoding; shows after prefill and verify.",
        "Scatter/index bugs in paged or ring-buffer caches where slot indices for a multi-token write are "
        "computed in the wrong order (e.g. a reversed slot mapping)."},
+      {Fault::WindowRollEarly, "window-roll-early",
+       "A sliding-window layer drops its oldest row one step too early: it keeps W - 2 rows before each new "
+       "token instead of W - 1, so from position W - 1 on every query misses the oldest key of its window "
+       "(W = sliding_window, the keys a query sees including itself). Needs a model with a sliding window.",
+       "Hugging Face transformers 4.43's Gemma 2 HybridCache, which rolled its sliding ring one step early (the "
+       "token landing on the last slot pushed out position 0 while it was still in the window): issue #37574, "
+       "fixed in #38046."},
   };
   return faults;
 }
@@ -75,6 +82,8 @@ const FaultInfo& faultInfo(Fault fault) {
   }
   return none;
 }
+
+bool needsSlidingWindow(Fault fault) { return fault == Fault::WindowRollEarly; }
 
 Fault parseFault(const std::string& name) {
   if (name == "none" || name.empty()) return Fault::None;

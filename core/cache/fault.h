@@ -23,6 +23,7 @@ enum class Fault {
   BonusNotFed,          // after a fully accepted round the bonus token's row is never written
   VerifyMaskLeak,       // verify drafts see the drafts after them (no causal mask among new rows)
   AppendReversed,       // a multi-row append writes its rows in reverse order
+  WindowRollEarly,      // a sliding-window cache drops its oldest row one step early
 };
 
 struct FaultInfo {
@@ -34,6 +35,8 @@ struct FaultInfo {
 
 const std::vector<FaultInfo>& allFaults();
 const FaultInfo& faultInfo(Fault fault);
+// True for faults that act only on sliding-window layers.
+bool needsSlidingWindow(Fault fault);
 // "none" or a name from allFaults(); throws Error listing the names otherwise.
 Fault parseFault(const std::string& name);
 

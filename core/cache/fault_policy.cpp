@@ -59,6 +59,18 @@ WritePlan FaultPolicy::write(const WriteRequest& r) const {
   return plan;
 }
 
+WindowPlan FaultPolicy::window(CacheRole cache, int64_t window) const {
+  WindowPlan plan;
+  plan.keep_before_query = std::max<int64_t>(0, window - 1);
+  if (fault_ == Fault::WindowRollEarly && cache == CacheRole::Target && window > 1) {
+    plan.keep_before_query = window - 2;
+    plan.fault_action = "the window rolled one step early: kept " + std::to_string(window - 2) +
+                        " rows before the next query where a window of " + std::to_string(window) + " needs " +
+                        std::to_string(window - 1);
+  }
+  return plan;
+}
+
 int64_t FaultPolicy::feedStart(CacheRole cache, Phase phase, int64_t believed) const {
   if (fault_ == Fault::FullPrefixWithCache && cache == CacheRole::Target && phase == Phase::Verify) return 0;
   return believed;

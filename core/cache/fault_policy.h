@@ -45,6 +45,11 @@ struct WritePlan {
   std::string fault_action;
 };
 
+struct WindowPlan {
+  int64_t keep_before_query = 0;  // rows kept from before the next query's position
+  std::string fault_action;
+};
+
 class FaultPolicy {
  public:
   explicit FaultPolicy(Fault fault = Fault::None) : fault_(fault) {}
@@ -59,6 +64,9 @@ class FaultPolicy {
   // False when positions are not rewound after a rollback (stale RoPE).
   bool rewindsPositions() const { return fault_ != Fault::StaleRope; }
   bool halfPrecisionStorage() const { return fault_ == Fault::HalfCache; }
+  // The rows a sliding-window layer of `window` keys keeps before the next
+  // query: window - 1 (the query itself is the window's last key).
+  WindowPlan window(CacheRole cache, int64_t window) const;
 
  private:
   Fault fault_;

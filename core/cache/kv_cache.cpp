@@ -29,6 +29,8 @@ int64_t KvCache::length(int64_t layer) const { return layerAt(layer).length; }
 
 int64_t KvCache::capacity(int64_t layer) const { return layerAt(layer).k.size(1); }
 
+int64_t KvCache::firstPosition(int64_t layer) const { return layerAt(layer).first_position; }
+
 bool KvCache::uniformLength() const {
   return std::all_of(layers_.begin(), layers_.end(),
                      [&](const Layer& l) { return l.length == layers_.front().length; });
@@ -91,6 +93,33 @@ void KvCache::crop(int64_t new_length) {
   for (int64_t l = 0; l < numLayers(); ++l) cropLayer(l, new_length);
 }
 
-void KvCache::clear() { crop(0); }
+void KvCache::clear() {
+  crop(0);
+  for (Layer& layer : layers_) layer.first_position = 0;
+}
+
+void KvCache::evictFront(int64_t layer_index, int64_t count) {
+  layerAt(layer_index);
+  Layer& layer = layers_[layer_index];
+  if (count < 0 || count > layer.length) {
+    throw Error("KvCache::evictFront: cannot evict " + std::to_string(count) + " rows from layer " +
+                std::to_string(layer_index) + " of length " + std::to_string(layer.length));
+  }
+  if (count == 0) return;
+  const int64_t kept = layer.length - count;
+  // Source and destination overlap when kept > count; copy through a temporary.
+  if (kept > 0) {
+    layer.k.narrow(1, 0, kept).copy_(layer.k.narrow(1, count, kept).clone());
+    layer.v.narrow(1, 0, kept).copy_(layer.v.narrow(1, count, kept).clone());
+  }
+  layer.length = kept;
+  layer.first_position += count;
+}
+
+int64_t KvCache::evictBefore(int64_t layer, int64_t position) {
+  const int64_t count = std::clamp<int64_t>(position - firstPosition(layer), 0, length(layer));
+  evictFront(layer, count);
+  return count;
+}
 
 }  // namespace kvscope

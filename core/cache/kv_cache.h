@@ -6,8 +6,9 @@
 // valid. Appending writes in place (no torch::cat per decode step); cropping
 // only changes the length, so it is O(1) and crop(n) always keeps exactly n
 // rows (unlike `[:-k]` slicing, where k = 0 wipes everything).
-// Lengths are per layer because some real bugs crop only some layers; a
-// correct engine keeps them equal.
+// Lengths are per layer because some real bugs crop only some layers, and
+// sliding-window layers drop the rows that left their window from the front
+// (evictFront): row r of a layer then holds position firstPosition + r.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -33,6 +34,11 @@ class KvCache {
   // True when every layer holds the same number of rows.
   bool uniformLength() const;
   int64_t capacity(int64_t layer) const;
+  // Positions dropped from the front of a layer (by evictFront) since the last
+  // clear: row 0 holds this position. 0 for layers that never evict.
+  int64_t firstPosition(int64_t layer) const;
+  // The position the layer's next appended row is written for.
+  int64_t endPosition(int64_t layer) const { return firstPosition(layer) + length(layer); }
 
   // Writes k, v ([kv_heads, n, head_dim]) at rows [length, length + n) of the
   // layer and advances its length by n.
@@ -46,6 +52,12 @@ class KvCache {
   void crop(int64_t new_length);
   void cropLayer(int64_t layer, int64_t new_length);
   void clear();
+  // Drops the first `count` rows of a layer (0 <= count <= length); the rest
+  // move to the front in order. A sliding window's cache evicts this way.
+  void evictFront(int64_t layer, int64_t count);
+  // Drops the rows of positions before `position` (those that left a sliding
+  // window); returns how many rows went.
+  int64_t evictBefore(int64_t layer, int64_t position);
 
   // Fault injection (core/cache/fault_policy.h) acts on cache writes through
   // these two switches; a correct engine never sets them.
@@ -62,6 +74,7 @@ class KvCache {
     at::Tensor k;  // [kv_heads, capacity, head_dim]
     at::Tensor v;  // [kv_heads, capacity, head_dim]
     int64_t length = 0;
+    int64_t first_position = 0;
   };
   void ensureCapacity(Layer& layer, int64_t needed);
   const Layer& layerAt(int64_t layer) const;

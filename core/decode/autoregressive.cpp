@@ -38,6 +38,19 @@ void checkCacheStaysValid(const CausalLM& model, int64_t prompt_length, int64_t 
   }
 }
 
+namespace {
+
+// Sliding-window layers keep only the window - 1 rows the next query (at
+// next_position) can still see; the mask would hide the older ones anyway.
+void dropRowsOutsideWindows(const ModelConfig& config, size_t next_position, KvCache& cache) {
+  for (int64_t layer = 0; layer < cache.numLayers(); ++layer) {
+    const int64_t window = config.windowOf(layer);
+    if (window > 0) cache.evictBefore(layer, static_cast<int64_t>(next_position) - (window - 1));
+  }
+}
+
+}  // namespace
+
 GenerateResult generateAutoregressive(const CausalLM& model, const std::vector<int64_t>& prompt,
                                       const GenerateOptions& options, const std::vector<int64_t>& eos_ids) {
   checkFitsContext(model, static_cast<int64_t>(prompt.size()), options.max_new_tokens);
@@ -52,9 +65,10 @@ GenerateResult generateAutoregressive(const CausalLM& model, const std::vector<i
   while (static_cast<int64_t>(result.ids.size()) < options.max_new_tokens) {
     at::Tensor logits;  // [n, vocab]
     if (cache) {
-      const int64_t fed = cache->length();
+      const int64_t fed = cache->endPosition(0);
       const std::vector<int64_t> pending(sequence.begin() + fed, sequence.end());
       logits = model.forward(idsTensor(pending), fed, cache.get());
+      dropRowsOutsideWindows(model.config(), sequence.size(), *cache);
     } else {
       logits = model.forward(idsTensor(sequence), 0, nullptr);
     }

@@ -78,6 +78,10 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
     layout_[slot(CacheRole::Drafter)].layers.resize(static_cast<size_t>(record_.drafter_layers));
   }
   if (options_.use_cache) target_cache_ = target_->makeCache(cacheStorage());
+  if (needsSlidingWindow(options_.fault) && target_->config().sliding_window <= 0) {
+    throw Error(std::string("fault ") + faultInfo(options_.fault).name +
+                " acts on sliding-window layers, and the target has none (no sliding_window in its config.json)");
+  }
   layout_[slot(CacheRole::Target)].layers.resize(static_cast<size_t>(record_.target_layers));
   record_.prompt_length = static_cast<int64_t>(record_.sequence.size());
   record_.origins.assign(record_.sequence.size(), TokenOrigin::Prompt);
@@ -140,9 +144,73 @@ std::vector<int64_t> Session::rowsPerLayer(CacheRole role) const {
 }
 
 void Session::logEvent(CacheEvent event) {
+  std::vector<int64_t>& first = contract_first_[slot(event.cache)];
+  if (event.expected_first.empty() && std::any_of(first.begin(), first.end(), [](int64_t p) { return p > 0; })) {
+    event.expected_first = first;
+  }
+  first = event.expected_first;
   applyEvent(layout_[slot(event.cache)], event);
   contract_rows_[slot(event.cache)] = event.expected_rows;
   record_.events.record(std::move(event));
+}
+
+void Session::slideWindows(CacheRole role) {
+  KvCache* cache = cacheOf(role);
+  if (cache == nullptr) return;
+  const ModelConfig& config = role == CacheRole::Target ? target_->config() : drafter_->model()->config();
+  const int64_t next_position = static_cast<int64_t>(believed(role).size());
+  std::vector<int64_t> first = contract_first_[slot(role)];
+  first.resize(static_cast<size_t>(cache->numLayers()), 0);
+  // Layers that lose the same front rows share one event; the contract moves
+  // by the true window whatever the fault does.
+  std::map<std::vector<int64_t>, std::vector<int64_t>> layers_by_removed;
+  std::string fault_action;
+  const CacheLayout& layout = layout_[slot(role)];
+  for (int64_t layer = 0; layer < cache->numLayers(); ++layer) {
+    const int64_t window = config.windowOf(layer);
+    if (window <= 0) continue;
+    first[static_cast<size_t>(layer)] = std::max<int64_t>(0, next_position - (window - 1));
+    const WindowPlan plan = faults_.window(role, window);
+    const int64_t count = std::clamp<int64_t>(next_position - plan.keep_before_query - cache->firstPosition(layer), 0,
+                                              cache->length(layer));
+    if (count == 0) continue;
+    const auto& rows = layout.layers[static_cast<size_t>(layer)];
+    const std::vector<int64_t> removed(rows.begin(), rows.begin() + std::min<int64_t>(count, rows.size()));
+    layers_by_removed[removed].push_back(layer);
+    if (!plan.fault_action.empty()) fault_action = plan.fault_action;
+  }
+  if (layers_by_removed.empty()) {
+    // Nothing physically left the window (e.g. the cache was just cleared);
+    // the contract still moves, and the next logged event carries it.
+    if (std::any_of(first.begin(), first.end(), [](int64_t p) { return p > 0; })) contract_first_[slot(role)] = first;
+    return;
+  }
+  for (const auto& [removed, layers] : layers_by_removed) {
+    CacheEvent event;
+    event.cache = role;
+    event.round = round_index_;
+    event.phase = round_index_ == 0 ? Phase::Prefill : Phase::Prune;
+    event.kind = CacheEventKind::Evict;
+    event.reason = DeathReason::Eviction;
+    event.expected_rows = contract_rows_[slot(role)];
+    event.expected_first = first;
+    event.layers = layers.size() == static_cast<size_t>(cache->numLayers()) ? std::vector<int64_t>() : layers;
+    event.fault_action = fault_action;
+    event.rows_before = rowsPerLayer(role);
+    for (int64_t layer : layers) cache->evictFront(layer, static_cast<int64_t>(removed.size()));
+    event.rows_after = rowsPerLayer(role);
+    event.removed = removed;
+    // Entries no layer holds any more die now (Gemma 2's global layers keep theirs).
+    CacheLayout after = layout_[slot(role)];
+    applyEvent(after, event);
+    for (int64_t entry : removed) {
+      const bool held = std::any_of(after.layers.begin(), after.layers.end(), [&](const std::vector<int64_t>& r) {
+        return std::find(r.begin(), r.end(), entry) != r.end();
+      });
+      if (!held) record_.ledger.recordDeath(entry, round_index_, event.phase, DeathReason::Eviction);
+    }
+    logEvent(std::move(event));
+  }
 }
 
 at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Phase phase, ProbeSink* probes) {
@@ -263,7 +331,9 @@ void Session::pruneCache(CacheRole role, int64_t keep, int64_t first_wrong_posit
   event.rows_before = rowsPerLayer(role);
   if (action.crop_to >= 0) {
     for (int64_t layer = 0; layer < action.layers_cropped; ++layer) {
-      cache->cropLayer(layer, std::min(action.crop_to, cache->length(layer)));
+      // crop_to counts positions; a sliding window's layer starts later.
+      const int64_t rows = action.crop_to - cache->firstPosition(layer);
+      cache->cropLayer(layer, std::clamp<int64_t>(rows, 0, cache->length(layer)));
     }
   }
   event.rows_after = rowsPerLayer(role);
@@ -329,9 +399,11 @@ void Session::runPrefill() {
     auto start = Clock::now();
     feed(CacheRole::Target, prefix, Phase::Prefill);
     record_.rounds.back().verify_ms = millisecondsSince(start);
+    slideWindows(CacheRole::Target);
     if (drafter_cache_) {
       start = Clock::now();
       feed(CacheRole::Drafter, prefix, Phase::Prefill);
+      slideWindows(CacheRole::Drafter);
       record_.rounds.back().draft_ms = millisecondsSince(start);
     }
   }
@@ -463,6 +535,8 @@ void Session::runPrune() {
   const int64_t keep = options_.bookkeeping == Bookkeeping::Exact ? new_length - 1 : new_length - 2;
   pruneCache(CacheRole::Target, keep, first_wrong);
   pruneCache(CacheRole::Drafter, keep, first_wrong);
+  slideWindows(CacheRole::Target);
+  if (drafter_cache_) slideWindows(CacheRole::Drafter);
 
   if (options_.adaptive_gamma && !r.drafts.empty()) {
     const bool all_accepted = r.accepted == static_cast<int64_t>(r.drafts.size());

@@ -110,6 +110,9 @@ class Session {
                    const std::vector<int64_t>& rows_before, const std::vector<at::Tensor>& computed_k,
                    const std::vector<at::Tensor>& computed_v, const std::vector<int64_t>& order,
                    int64_t expected_rows, std::string fault_action);
+  // Sliding-window layers drop the rows the next query can no longer see;
+  // logged as Evict events (one per group of layers that lose the same rows).
+  void slideWindows(CacheRole role);
   void logEvent(CacheEvent event);
   std::vector<int64_t> rowsPerLayer(CacheRole role) const;
   KvCache* cacheOf(CacheRole role) const;
@@ -129,6 +132,7 @@ class Session {
   std::unique_ptr<KvCache> drafter_cache_;
   CacheLayout layout_[2];          // the physical rows of each cache now (target, drafter)
   int64_t contract_rows_[2] = {0, 0};  // rows the bookkeeping requires now
+  std::vector<int64_t> contract_first_[2];  // per layer, the first position it requires (sliding windows)
   int64_t refeed_pending_[2] = {0, 0}; // rows cut on purpose (seed bookkeeping), to be re-fed
   int64_t bonus_position_[2] = {-1, -1};  // a bonus token not yet written to each cache
 

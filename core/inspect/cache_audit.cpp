@@ -90,7 +90,13 @@ CacheAudit auditAt(const SessionRecord& record, CacheRole cache, const Moment& m
   for (int64_t layer = 0; layer < layers; ++layer) {
     const auto& rows = layout.layers[static_cast<size_t>(layer)];
     audit.rows_per_layer.push_back(static_cast<int64_t>(rows.size()));
-    std::vector<RowVerdict> verdicts = classifyRows(record.ledger.entries(), cache, layer, rows, audit.expected_rows, stream);
+    RowContract contract = record.events.contractAt(cache, layer, moment);
+    contract.end = audit.expected_rows;
+    if (contract.first > 0) {
+      audit.expected_first.resize(static_cast<size_t>(layers), 0);
+      audit.expected_first[static_cast<size_t>(layer)] = contract.first;
+    }
+    std::vector<RowVerdict> verdicts = classifyRows(record.ledger.entries(), cache, layer, rows, contract, stream);
     if (audit.values_checked) compareValues(record, verdicts, layer, fresh.keys[layer], fresh.values[layer], tolerance);
     std::vector<double> error(rows.size(), audit.values_checked ? kInf : std::nan(""));
     for (const RowVerdict& v : verdicts) {

@@ -56,6 +56,7 @@ nlohmann::json toJson(const CacheAudit& a, bool include_matrix) {
                       {"expected_rows", a.expected_rows},   {"rows_per_layer", a.rows_per_layer},
                       {"values_checked", a.values_checked}, {"ok_rows", a.ok_rows},
                       {"max_value_error", a.max_value_error}, {"rows", rows}};
+  if (!a.expected_first.empty()) j["expected_first"] = a.expected_first;
   if (include_matrix) {
     nlohmann::json matrix = nlohmann::json::array();  // null: identity broken or not checked
     for (const auto& layer : a.error) {
@@ -94,6 +95,7 @@ CacheAudit cacheAuditFromJson(const nlohmann::json& j) {
   }
   a.expected_rows = get<int64_t>(j, "expected_rows");
   a.rows_per_layer = get<std::vector<int64_t>>(j, "rows_per_layer");
+  if (j.contains("expected_first")) a.expected_first = get<std::vector<int64_t>>(j, "expected_first");
   a.values_checked = get<bool>(j, "values_checked");
   a.ok_rows = get<int64_t>(j, "ok_rows");
   a.max_value_error = get<double>(j, "max_value_error");

@@ -41,7 +41,8 @@ struct RowVerdict {
 struct CacheAudit {
   CacheRole cache = CacheRole::Target;
   Moment moment;
-  int64_t expected_rows = 0;
+  int64_t expected_rows = 0;               // positions [0, expected_rows) of the stream...
+  std::vector<int64_t> expected_first;     // ...from this position on, per layer (sliding windows; empty: 0)
   std::vector<int64_t> rows_per_layer;
   bool values_checked = false;  // false without a model: identities only
   std::vector<RowVerdict> rows; // the rows that are not ok, by row then layer

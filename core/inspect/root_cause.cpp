@@ -18,10 +18,15 @@ namespace {
 std::vector<RowVerdict> brokenRows(const SessionRecord& record, const CacheEvent& event, int64_t layer,
                                    const std::vector<int64_t>& rows, const std::vector<int64_t>& stream) {
   std::vector<RowVerdict> broken;
-  for (const RowVerdict& v : classifyRows(record.ledger.entries(), event.cache, layer, rows, event.expected_rows, stream)) {
+  for (const RowVerdict& v : classifyRows(record.ledger.entries(), event.cache, layer, rows, event.contract(layer), stream)) {
     if (v.state != RowState::Ok) broken.push_back(v);
   }
-  std::stable_sort(broken.begin(), broken.end(), [](const RowVerdict& a, const RowVerdict& b) { return a.row < b.row; });
+  // By row; at one row a missing position comes first: when a window evicts
+  // too early, the lost position explains the rows that moved up after it.
+  std::stable_sort(broken.begin(), broken.end(), [](const RowVerdict& a, const RowVerdict& b) {
+    const bool a_missing = a.state == RowState::Missing, b_missing = b.state == RowState::Missing;
+    return a.row != b.row ? a.row < b.row : a_missing && !b_missing;
+  });
   return broken;
 }
 
@@ -48,7 +53,7 @@ std::string describeRow(const SessionRecord& record, const RowVerdict& v, const 
   out << " in round " << e.born_round << "'s " << phaseName(e.born_phase);
   switch (v.state) {
     case RowState::Stale: out << ", which should have been removed"; break;
-    case RowState::Duplicate: out << ", a second copy of row " << v.position; break;
+    case RowState::Duplicate: out << ", a second copy of position " << v.position; break;
     case RowState::WrongPosition:
       out << (v.rope_position != v.position && v.position == v.row ? ", rotated for the wrong position"
                                                                   : ", in the wrong slot");
@@ -101,12 +106,15 @@ std::optional<RootCause> structuralDeparture(const SessionRecord& record, const 
   for (int64_t layer = 0; layer < static_cast<int64_t>(layout.layers.size()); ++layer) {
     const auto& rows = layout.layers[static_cast<size_t>(layer)];
     std::vector<RowVerdict> broken = brokenRows(record, e, layer, rows, stream);
-    if (broken.empty() && static_cast<int64_t>(rows.size()) == e.expected_rows) continue;
+    if (broken.empty() && static_cast<int64_t>(rows.size()) == e.contract(layer).rows()) continue;
     if (!cause) {
       cause = causeAt(e, index);
+      cause->expected_rows = e.contract(layer).rows();
       cause->actual_rows = static_cast<int64_t>(rows.size());
       cause->verdicts = broken;
-      for (const RowVerdict& v : broken) cause->rows.push_back(v.row);
+      for (const RowVerdict& v : broken) {
+        if (std::find(cause->rows.begin(), cause->rows.end(), v.row) == cause->rows.end()) cause->rows.push_back(v.row);
+      }
     }
     cause->layers.push_back(layer);
   }
@@ -129,6 +137,10 @@ std::optional<RootCause> valueDeparture(const SessionRecord& record, const Cache
   const CacheAudit audit = auditAt(record, e.cache, e.moment(), &model, tol);
   std::optional<RootCause> cause;
   for (const RowVerdict& v : audit.rows) {
+    // Identity problems at this moment were checked event by event already;
+    // later operations at the same moment (a prefill's eviction after its
+    // append) are theirs to answer for.
+    if (v.state != RowState::WrongValues) continue;
     if (std::find(e.written.begin(), e.written.end(), v.entry) == e.written.end()) continue;
     if (!cause) {
       cause = causeAt(e, index);

@@ -29,7 +29,7 @@ std::vector<RowHistoryItem> rowHistory(const std::vector<LedgerEntry>& entries, 
   std::vector<int64_t> rows;  // the layer's physical rows, replayed
   for (size_t i = 0; i < events.size(); ++i) {
     const CacheEvent& e = events[i];
-    if (e.cache != target.cache) continue;
+    if (e.cache != target.cache || !e.touches(layer)) continue;
     const int64_t before = rowOf(rows, entry);
     applyEventToLayer(rows, e, layer);
     const int64_t after = rowOf(rows, entry);
@@ -40,7 +40,7 @@ std::vector<RowHistoryItem> rowHistory(const std::vector<LedgerEntry>& entries, 
                                         entries[static_cast<size_t>(w)].position == target.position);
     }
     RowHistoryItem item{static_cast<int64_t>(i), e.moment(), e.kind, after, "", e.fault_action};
-    const std::string required = std::to_string(e.expected_rows) + " required";
+    const std::string required = std::to_string(e.contract(layer).rows()) + " required";
     if (writes) {
       item.what = after >= 0 ? "written at row " + std::to_string(after) + ": " + identity(target)
                              : "computed but not written to this layer: " + identity(target);

@@ -9,14 +9,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/cache/cache_event_log.h"
 #include "core/inspect/reports.h"
 #include "core/trace/trace_types.h"
 
 namespace kvscope {
 
 // One verdict per physical row (in row order), then one per missing position.
+// The layer must hold positions [contract.first, contract.end) of the stream,
+// position p in row p - contract.first (a sliding window starts past 0).
 std::vector<RowVerdict> classifyRows(const std::vector<LedgerEntry>& entries, CacheRole cache, int64_t layer,
-                                     const std::vector<int64_t>& rows, int64_t expected_rows,
+                                     const std::vector<int64_t>& rows, const RowContract& contract,
                                      const std::vector<int64_t>& stream);
 
 }  // namespace kvscope

@@ -122,8 +122,8 @@ std::vector<int64_t> physicalRows(const SessionSnapshot& s, CacheRole cache, int
   return replayLayer(s, cache, layer, 0, {}, s.events.countAtOrBefore(moment), nullptr);
 }
 
-int64_t expectedRows(const SessionSnapshot& s, CacheRole cache, const Moment& moment) {
-  return s.events.expectedRowsAt(cache, moment);
+RowContract rowContract(const SessionSnapshot& s, CacheRole cache, int64_t layer, const Moment& moment) {
+  return s.events.contractAt(cache, layer, moment);
 }
 
 std::vector<ViewRow> viewRows(const SessionSnapshot& s, CacheRole cache, int64_t layer, const Moment& moment) {
@@ -136,7 +136,7 @@ std::vector<ViewRow> viewRows(const SessionSnapshot& s, CacheRole cache, int64_t
   const std::vector<int64_t> now = replayLayer(s, cache, layer, round_start, at_start, count, &removed);
 
   const std::vector<int64_t> stream = streamOfRound(s.sequence, s.prompt_length, s.rounds, moment.round);
-  std::vector<RowVerdict> verdicts = classifyRows(s.entries, cache, layer, now, expectedRows(s, cache, moment), stream);
+  std::vector<RowVerdict> verdicts = classifyRows(s.entries, cache, layer, now, rowContract(s, cache, layer, moment), stream);
   std::vector<ViewRow> rows;
   for (size_t r = 0; r < now.size(); ++r) {
     if (!validEntry(s, now[r])) continue;

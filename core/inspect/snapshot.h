@@ -133,8 +133,9 @@ std::vector<ViewRow> viewRows(const SessionSnapshot& snapshot, CacheRole cache, 
 // The physical rows (ledger entries) of one layer just after `moment`.
 std::vector<int64_t> physicalRows(const SessionSnapshot& snapshot, CacheRole cache, int64_t layer,
                                   const Moment& moment);
-// The rows the bookkeeping expects at `moment`: the first expectedRows tokens of the round's stream.
-int64_t expectedRows(const SessionSnapshot& snapshot, CacheRole cache, const Moment& moment);
+// What the bookkeeping expects one layer to hold at `moment`: positions
+// [first, end) of the round's stream (first > 0 only under a sliding window).
+RowContract rowContract(const SessionSnapshot& snapshot, CacheRole cache, int64_t layer, const Moment& moment);
 // The keys of round `round`'s verify attention in `layer`: the target's
 // physical rows just after the verify pass (entries, in row order).
 std::vector<int64_t> verifyKeyRows(const SessionSnapshot& snapshot, int64_t round, int64_t layer);

@@ -19,9 +19,11 @@ at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at
   const int64_t kv_heads = keys.size(0), total = keys.size(1);
   const int64_t group = heads / kv_heads;
 
-  // Group query heads by the kv head they share: [kv_heads, group, n, head_dim].
-  auto grouped_q = q.reshape({kv_heads, group, n, head_dim});
-  auto scores = torch::matmul(grouped_q, keys.unsqueeze(1).transpose(-1, -2)) * options.scale;  // [kv, g, n, T]
+  // Group query heads by the kv head they share and multiply each group with
+  // its K in one batched product: broadcasting K over the group (matmul with
+  // unsqueeze) would copy the whole cache once per query head every step.
+  auto grouped_q = q.reshape({kv_heads, group * n, head_dim});  // [kv, g * n, D]
+  auto scores = torch::bmm(grouped_q, keys.transpose(1, 2)).view({kv_heads, group, n, total}) * options.scale;  // [kv, g, n, T]
   if (options.softcap > 0) scores = (scores / options.softcap).tanh() * options.softcap;
 
   // Causal mask: query i may see key j iff j <= T - n + i.
@@ -34,7 +36,7 @@ at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at
   scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
 
   auto weights = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());  // [kv, g, n, T]
-  auto output = torch::matmul(weights, values.unsqueeze(1));                        // [kv, g, n, D]
+  auto output = torch::bmm(weights.reshape({kv_heads, group * n, total}), values);  // [kv, g * n, D]
   auto per_head_weights = weights.reshape({heads, n, total});
   auto per_head_output = output.reshape({heads, n, head_dim});
   probe(probes, Probe::AttentionWeights, layer, per_head_weights);

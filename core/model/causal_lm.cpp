@@ -48,8 +48,12 @@ void CausalLM::checkForwardArguments(const at::Tensor& tokens, int64_t start_pos
     require(start_pos == 0, "forward without a cache recomputes the whole sequence: start_pos must be 0, got " +
                                 std::to_string(start_pos));
   } else if (require_cache_at_start) {
-    require(cache->length() == start_pos, "forward: the cache holds " + std::to_string(cache->length()) +
-                                              " entries but the tokens start at position " + std::to_string(start_pos));
+    for (int64_t layer = 0; layer < cache->numLayers(); ++layer) {
+      require(cache->endPosition(layer) == start_pos,
+              "forward: layer " + std::to_string(layer) + " of the cache holds positions up to " +
+                  std::to_string(cache->endPosition(layer)) + " but the tokens start at position " +
+                  std::to_string(start_pos));
+    }
   }
   if (start_pos + n > config_.contextLength()) {
     throw Error("forward: a sequence of " + std::to_string(start_pos + n) + " tokens exceeds the context length " +

@@ -132,7 +132,9 @@ at::Tensor Checkpoint::load(const std::string& name, const c10::TensorOptions& o
   if (c10::isFloatingType(options.dtype().toScalarType()) && !stored_floating)
     fail(file.path(), "tensor '" + name + "' is stored as " + stDTypeName(stored) +
                           ", but weights must be F32, F16, BF16 or F64");
-  return toTensor(file, info, options);
+  at::Tensor tensor = toTensor(file, info, options);
+  file.release(info);
+  return tensor;
 }
 
 at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const c10::TensorOptions& options) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/model/attention.h"
+#include "core/model/dense.h"
 
 namespace kvscope {
 namespace {
@@ -12,9 +13,7 @@ std::string layerName(int64_t i, const char* leaf) {
 }
 
 // Conv1D: y = x @ W + b with W stored [in, out].
-at::Tensor conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  return torch::addmm(b, x, w);
-}
+at::Tensor conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) { return denseInOut(x, w, b); }
 
 }  // namespace
 
@@ -125,7 +124,7 @@ at::Tensor Gpt2Model::forwardImpl(const at::Tensor& tokens, int64_t start_pos, K
     x = x + attention(layer, static_cast<int64_t>(i), layerNorm(x, layer.ln1_w, layer.ln1_b), cache, probes);
     x = x + mlp(layer, layerNorm(x, layer.ln2_w, layer.ln2_b));
   }
-  return torch::matmul(layerNorm(x, lnf_w_, lnf_b_), lm_head_.t());  // [n, vocab]
+  return dense(layerNorm(x, lnf_w_, lnf_b_), lm_head_);  // [n, vocab]
 }
 
 }  // namespace kvscope

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/model/attention.h"
+#include "core/model/dense.h"
 
 namespace kvscope {
 namespace {
@@ -71,14 +72,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LlamaModel::project(const Layer& 
   const int64_t QD = config_.num_heads * D, KD = config_.num_kv_heads * D;
   at::Tensor q, k, v;  // [n, QD], [n, KD], [n, KD]
   if (layer.w_qkv.defined()) {  // Phi-3: rows [q | k | v]
-    auto qkv = torch::linear(x, layer.w_qkv);
+    auto qkv = dense(x, layer.w_qkv);
     q = qkv.narrow(1, 0, QD);
     k = qkv.narrow(1, QD, KD);
     v = qkv.narrow(1, QD + KD, KD);
   } else {
-    q = torch::linear(x, layer.wq, layer.bq);
-    k = torch::linear(x, layer.wk, layer.bk);
-    v = torch::linear(x, layer.wv, layer.bv);
+    q = dense(x, layer.wq, layer.bq);
+    k = dense(x, layer.wk, layer.bk);
+    v = dense(x, layer.wv, layer.bv);
   }
   auto heads = [&](const at::Tensor& projected, int64_t count) {  // [n, count * D] -> [count, n, D]
     return projected.reshape({n, count, D}).transpose(0, 1);
@@ -108,21 +109,21 @@ at::Tensor LlamaModel::attention(const Layer& layer, int64_t index, const at::Te
   options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
   auto out = causalAttention(q, keys, values, options, index, probes);
   auto merged = out.transpose(0, 1).reshape({n, config_.num_heads * D});  // [n, H * D]
-  return torch::linear(merged, layer.wo, layer.bo);                        // [n, hidden]
+  return dense(merged, layer.wo, layer.bo);                        // [n, hidden]
 }
 
 at::Tensor LlamaModel::mlp(const Layer& layer, const at::Tensor& x) const {
   at::Tensor gate, up;  // [n, intermediate] each
   if (layer.w_gate_up.defined()) {  // Phi-3: rows [gate | up]
-    auto both = torch::linear(x, layer.w_gate_up);
+    auto both = dense(x, layer.w_gate_up);
     gate = both.narrow(1, 0, config_.intermediate_size);
     up = both.narrow(1, config_.intermediate_size, config_.intermediate_size);
   } else {
-    gate = torch::linear(x, layer.w_gate, layer.b_gate);
-    up = torch::linear(x, layer.w_up, layer.b_up);
+    gate = dense(x, layer.w_gate, layer.b_gate);
+    up = dense(x, layer.w_up, layer.b_up);
   }
   auto activated = config_.activation == "gelu_pytorch_tanh" ? torch::gelu(gate, "tanh") : torch::silu(gate);
-  return torch::linear(activated * up, layer.w_down, layer.b_down);  // [n, hidden]
+  return dense(activated * up, layer.w_down, layer.b_down);  // [n, hidden]
 }
 
 at::Tensor LlamaModel::block(const Layer& layer, int64_t index, const at::Tensor& x, const at::Tensor& cos,
@@ -149,7 +150,7 @@ at::Tensor LlamaModel::forwardImpl(const at::Tensor& tokens, int64_t start_pos, 
     x = x * torch::tensor(std::sqrt(static_cast<double>(config_.hidden_size)), x.options());
   }
   for (size_t i = 0; i < layers_.size(); ++i) x = block(layers_[i], static_cast<int64_t>(i), x, cos, sin, cache, probes);
-  return softcap(torch::linear(rmsNorm(x, final_norm_), lm_head_), config_.final_logit_softcap);  // [n, vocab]
+  return softcap(dense(rmsNorm(x, final_norm_), lm_head_), config_.final_logit_softcap);  // [n, vocab]
 }
 
 }  // namespace kvscope

@@ -1,6 +1,7 @@
 #pragma once
 // Everything loaded from one Hugging Face model directory: the network, its
-// tokenizer and its end-of-sequence ids.
+// tokenizer (optional: without tokenizer.json the model runs on ids) and its
+// end-of-sequence ids.
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,7 +16,10 @@ namespace kvscope {
 struct ModelBundle {
   std::string dir;
   std::unique_ptr<CausalLM> model;
+  // Never null: without tokenizer.json an IdTokenizer that shows "<id N>"
+  // and refuses to encode text.
   std::unique_ptr<Tokenizer> tokenizer;
+  bool has_tokenizer = false;  // tokenizer.json was there
   // From generation_config.json / config.json, plus the tokenizer's EOS.
   std::vector<int64_t> eos_ids;
 
@@ -23,7 +27,8 @@ struct ModelBundle {
 };
 
 // Throws Error naming the directory and problem (missing files, bad config,
-// tokenizer larger than the model's vocabulary, ...).
+// a tokenizer.json that does not load or is larger than the model's
+// vocabulary, ...). A missing tokenizer.json is not an error.
 ModelBundle loadModelBundle(const std::string& dir, const c10::TensorOptions& options);
 
 }  // namespace kvscope

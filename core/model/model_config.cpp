@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/model/json_fields.h"
 
 namespace kvscope {
 namespace {
@@ -18,24 +19,56 @@ const char* kSupported =
     "GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
     "Phi3ForCausalLM";
 
+// Upper bounds for sizes read from config.json: far above any real model,
+// low enough that products of two of them (vocab x hidden, layers x ...) can
+// neither overflow nor ask for terabytes before a tensor is checked.
+constexpr int64_t kMaxDimension = int64_t{1} << 20;    // hidden, intermediate, head_dim
+constexpr int64_t kMaxCount = 4096;                     // layers, heads
+constexpr int64_t kMaxVocabulary = int64_t{1} << 24;
+constexpr int64_t kMaxPositions = int64_t{1} << 24;
+
+int64_t upperBoundOf(const std::string& key) {
+  if (key == "vocab_size") return kMaxVocabulary;
+  if (key == "n_positions" || key == "max_position_embeddings" || key == "sliding_window" ||
+      key == "original_max_position_embeddings" || key == "max_window_layers") {
+    return kMaxPositions;
+  }
+  if (key == "n_layer" || key == "num_hidden_layers" || key == "n_head" || key == "num_attention_heads" ||
+      key == "num_key_value_heads") {
+    return kMaxCount;
+  }
+  return kMaxDimension;
+}
+
 int64_t requireInt(const json& j, const char* key, const std::string& source) {
   if (!j.contains(key) || j[key].is_null()) fail(source, std::string("missing required field '") + key + "'");
-  if (!j[key].is_number_integer()) fail(source, std::string("field '") + key + "' must be an integer");
-  int64_t value = j[key].get<int64_t>();
-  if (value <= 0) fail(source, std::string("field '") + key + "' must be positive, got " + std::to_string(value));
-  return value;
+  return jsonInteger(j[key], source, std::string("'") + key + "'", 1, upperBoundOf(key));
 }
 
 int64_t optionalInt(const json& j, const char* key, int64_t fallback, const std::string& source) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_number_integer()) fail(source, std::string("field '") + key + "' must be an integer");
-  return j[key].get<int64_t>();
+  return jsonInteger(j[key], source, std::string("'") + key + "'", 1, upperBoundOf(key));
 }
 
-double optionalNumber(const json& j, const char* key, double fallback, const std::string& source) {
+// A finite number in [min, max]; the error names the field and the range.
+double optionalNumber(const json& j, const char* key, double fallback, const std::string& source,
+                      double min = -1e30, double max = 1e30) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_number()) fail(source, std::string("field '") + key + "' must be a number");
-  return j[key].get<double>();
+  if (!j[key].is_number()) fail(source, std::string("field '") + key + "' must be a number, got " + jsonSnippet(j[key]));
+  const double value = j[key].get<double>();
+  if (!std::isfinite(value) || value < min || value > max) {
+    std::ostringstream range;
+    range << "[" << min << ", " << max << "]";
+    fail(source, std::string("field '") + key + "' must be a finite number in " + range.str() + ", got " +
+                     jsonSnippet(j[key]));
+  }
+  return value;
+}
+
+// An optional string field (model_type, hidden_act): anything else is refused by name.
+std::string optionalString(const json& j, const char* key, const std::string& fallback, const std::string& source) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  return jsonString(j[key], source, key);
 }
 
 bool optionalBool(const json& j, const char* key, bool fallback, const std::string& source) {
@@ -49,13 +82,10 @@ std::vector<int64_t> tokenIdList(const json& j, const char* key, const std::stri
   std::vector<int64_t> ids;
   if (!j.contains(key) || j[key].is_null()) return ids;
   const json& v = j[key];
-  if (v.is_number_integer()) {
-    ids.push_back(v.get<int64_t>());
+  if (v.is_number()) {
+    ids.push_back(jsonInteger(v, source, key, 0, kMaxVocabulary - 1));
   } else if (v.is_array()) {
-    for (const json& e : v) {
-      if (!e.is_number_integer()) fail(source, std::string("field '") + key + "' must hold integers");
-      ids.push_back(e.get<int64_t>());
-    }
+    ids = jsonIntegers(v, source, key, 0, kMaxVocabulary - 1);
   } else {
     fail(source, std::string("field '") + key + "' must be an integer or a list of integers");
   }
@@ -82,11 +112,11 @@ RopeScaling parseLongRope(const json& j, const json& rs, const std::string& sour
   scaling.short_factor = factorList(rs, "short_factor", source);
   scaling.long_factor = factorList(rs, "long_factor", source);
   const json& holder = rs.contains("original_max_position_embeddings") ? rs : j;
-  if (!holder.contains("original_max_position_embeddings") || !holder["original_max_position_embeddings"].is_number_integer() ||
-      holder["original_max_position_embeddings"].get<int64_t>() <= 0) {
+  if (!holder.contains("original_max_position_embeddings")) {
     fail(source, "rope_scaling 'longrope' needs a positive integer 'original_max_position_embeddings'");
   }
-  scaling.original_max_position_embeddings = holder["original_max_position_embeddings"].get<int64_t>();
+  scaling.original_max_position_embeddings =
+      jsonInteger(holder["original_max_position_embeddings"], source, "original_max_position_embeddings", 1, kMaxPositions);
   return scaling;
 }
 
@@ -123,15 +153,15 @@ RopeScaling parseRopeScaling(const json& j, const std::string& source) {
   }
   scaling.type = type == "linear" ? RopeScaling::Type::Linear : RopeScaling::Type::Llama3;
   if (!rs.contains("factor") || !rs["factor"].is_number()) fail(source, "rope_scaling '" + type + "' needs a numeric 'factor'");
-  scaling.factor = rs["factor"].get<double>();
-  if (scaling.factor <= 0) fail(source, "rope_scaling factor must be positive");
+  scaling.factor = optionalNumber(rs, "factor", 1.0, source, 1e-6, 1e6);
   if (scaling.type == RopeScaling::Type::Llama3) {
     for (const char* key : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
       if (!rs.contains(key) || !rs[key].is_number()) fail(source, std::string("rope_scaling 'llama3' needs '") + key + "'");
     }
-    scaling.low_freq_factor = rs["low_freq_factor"].get<double>();
-    scaling.high_freq_factor = rs["high_freq_factor"].get<double>();
-    scaling.original_max_position_embeddings = rs["original_max_position_embeddings"].get<int64_t>();
+    scaling.low_freq_factor = optionalNumber(rs, "low_freq_factor", 1.0, source, 1e-6, 1e6);
+    scaling.high_freq_factor = optionalNumber(rs, "high_freq_factor", 1.0, source, 1e-6, 1e6);
+    scaling.original_max_position_embeddings =
+        jsonInteger(rs["original_max_position_embeddings"], source, "original_max_position_embeddings", 1, kMaxPositions);
     if (scaling.high_freq_factor <= scaling.low_freq_factor) fail(source, "rope_scaling: high_freq_factor must exceed low_freq_factor");
   }
   return scaling;
@@ -146,8 +176,8 @@ void parseGpt2(const json& j, ModelConfig& c, const std::string& source) {
   c.num_kv_heads = c.num_heads;
   c.max_position_embeddings = requireInt(j, "n_positions", source);
   c.intermediate_size = optionalInt(j, "n_inner", 4 * c.hidden_size, source);
-  c.activation = j.value("activation_function", std::string("gelu_new"));
-  c.norm_eps = optionalNumber(j, "layer_norm_epsilon", 1e-5, source);
+  c.activation = optionalString(j, "activation_function", "gelu_new", source);
+  c.norm_eps = optionalNumber(j, "layer_norm_epsilon", 1e-5, source, 0.0, 1.0);
   c.tie_word_embeddings = optionalBool(j, "tie_word_embeddings", true, source);
   c.scale_attn_weights = optionalBool(j, "scale_attn_weights", true, source);
   c.scale_attn_by_inverse_layer_idx = optionalBool(j, "scale_attn_by_inverse_layer_idx", false, source);
@@ -159,10 +189,7 @@ void parseGpt2(const json& j, ModelConfig& c, const std::string& source) {
 void parseSlidingWindow(const json& j, ModelConfig& c, const std::string& source, bool even_layers_only) {
   c.sliding_layers.assign(static_cast<size_t>(c.num_layers), false);
   if (!j.contains("sliding_window") || j["sliding_window"].is_null()) return;
-  if (!j["sliding_window"].is_number_integer() || j["sliding_window"].get<int64_t>() <= 0) {
-    fail(source, "field 'sliding_window' must be a positive integer or null");
-  }
-  c.sliding_window = j["sliding_window"].get<int64_t>();
+  c.sliding_window = jsonInteger(j["sliding_window"], source, "sliding_window", 1, kMaxPositions);
   for (int64_t l = 0; l < c.num_layers; ++l) c.sliding_layers[static_cast<size_t>(l)] = !even_layers_only || l % 2 == 0;
 }
 
@@ -187,14 +214,12 @@ void parseFamilyDetails(const json& j, ModelConfig& c, const std::string& source
       }
       break;
     case DecoderFamily::Gemma2: {
-      c.activation = j.value("hidden_activation", j.value("hidden_act", std::string("gelu_pytorch_tanh")));
+      c.activation = optionalString(j, "hidden_activation", optionalString(j, "hidden_act", "gelu_pytorch_tanh", source), source);
       parseSlidingWindow(j, c, source, true);
-      const double scalar = optionalNumber(j, "query_pre_attn_scalar", static_cast<double>(c.head_dim), source);
-      if (!(scalar > 0)) fail(source, "field 'query_pre_attn_scalar' must be positive");
+      const double scalar = optionalNumber(j, "query_pre_attn_scalar", static_cast<double>(c.head_dim), source, 1e-6, 1e12);
       c.attention_scale = 1.0 / std::sqrt(scalar);
-      c.attn_logit_softcap = optionalNumber(j, "attn_logit_softcapping", 0.0, source);
-      c.final_logit_softcap = optionalNumber(j, "final_logit_softcapping", 0.0, source);
-      if (c.attn_logit_softcap < 0 || c.final_logit_softcap < 0) fail(source, "soft-capping values must be >= 0");
+      c.attn_logit_softcap = optionalNumber(j, "attn_logit_softcapping", 0.0, source, 0.0, 1e6);
+      c.final_logit_softcap = optionalNumber(j, "final_logit_softcapping", 0.0, source, 0.0, 1e6);
       break;
     }
     case DecoderFamily::Phi3:
@@ -214,9 +239,9 @@ void parseLlamaFamily(const json& j, ModelConfig& c, const std::string& source) 
   c.intermediate_size = requireInt(j, "intermediate_size", source);
   c.num_kv_heads = optionalInt(j, "num_key_value_heads", c.num_heads, source);
   c.max_position_embeddings = optionalInt(j, "max_position_embeddings", 2048, source);
-  c.activation = j.value("hidden_act", std::string("silu"));
-  c.norm_eps = optionalNumber(j, "rms_norm_eps", 1e-6, source);
-  c.rope_theta = optionalNumber(j, "rope_theta", 10000.0, source);
+  c.activation = optionalString(j, "hidden_act", "silu", source);
+  c.norm_eps = optionalNumber(j, "rms_norm_eps", 1e-6, source, 0.0, 1.0);
+  c.rope_theta = optionalNumber(j, "rope_theta", 10000.0, source, 1e-6, 1e12);
   c.rope_scaling = parseRopeScaling(j, source);
   c.tie_word_embeddings = optionalBool(j, "tie_word_embeddings", c.family == DecoderFamily::Gemma2, source);
   const bool attention_bias = optionalBool(j, "attention_bias", false, source);
@@ -254,7 +279,7 @@ ModelConfig parseModelConfig(const json& j, const std::string& source) {
   if (!j.is_object()) fail(source, "config is not a JSON object");
   ModelConfig c;
   c.architecture_name = architectureName(j, source);
-  c.model_type = j.value("model_type", std::string());
+  c.model_type = optionalString(j, "model_type", "", source);
   if (c.architecture_name == "GPT2LMHeadModel") {
     parseGpt2(j, c, source);
     const std::string& act = c.activation;

@@ -319,4 +319,14 @@ const uint8_t* SafetensorsFile::data(const StTensorInfo& info) const {
   return data_begin_ + info.begin;
 }
 
+void SafetensorsFile::release(const StTensorInfo& info) const {
+  // Only whole pages inside the tensor: its neighbours may not be copied yet.
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data(info));
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + (info.end - info.begin)) / page * page;
+  // Advice only: a failure leaves the pages resident, nothing else changes.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 }  // namespace kvscope

@@ -48,6 +48,10 @@ class SafetensorsFile {
   const StTensorInfo* find(const std::string& name) const;
   // Start of the tensor's bytes (little-endian, row-major).
   const uint8_t* data(const StTensorInfo& info) const;
+  // Drops the mapped pages of a tensor already copied out, so a model's
+  // stored and converted weights are not resident at once (the pages come
+  // back from the page cache if read again).
+  void release(const StTensorInfo& info) const;
   // The "__metadata__" string map (empty when absent).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 

@@ -79,12 +79,16 @@ DeathReason parseDeathReason(const std::string& name) {
 }
 
 json toJson(const CacheEvent& e) {
-  return {{"cache", cacheRoleName(e.cache)},   {"round", e.round},
-          {"phase", phaseName(e.phase)},       {"operation", cacheEventKindName(e.kind)},
-          {"rows_before", e.rows_before},      {"rows_after", e.rows_after},
-          {"expected_rows", e.expected_rows},  {"written", e.written},
-          {"removed", e.removed},              {"reason", deathReasonName(e.reason)},
-          {"fault_action", e.fault_action},    {"max_store_error", e.max_store_error}};
+  json j = {{"cache", cacheRoleName(e.cache)},   {"round", e.round},
+            {"phase", phaseName(e.phase)},       {"operation", cacheEventKindName(e.kind)},
+            {"rows_before", e.rows_before},      {"rows_after", e.rows_after},
+            {"expected_rows", e.expected_rows},  {"written", e.written},
+            {"removed", e.removed},              {"reason", deathReasonName(e.reason)},
+            {"fault_action", e.fault_action},    {"max_store_error", e.max_store_error}};
+  // Only sliding windows set these; traces without them read as "all layers from 0".
+  if (!e.expected_first.empty()) j["expected_first"] = e.expected_first;
+  if (!e.layers.empty()) j["layers"] = e.layers;
+  return j;
 }
 
 CacheEvent cacheEventFromJson(const json& j) {
@@ -101,6 +105,8 @@ CacheEvent cacheEventFromJson(const json& j) {
   e.reason = parseDeathReason(field<std::string>(j, "reason"));
   e.fault_action = field<std::string>(j, "fault_action");
   e.max_store_error = field<double>(j, "max_store_error");
+  if (j.contains("expected_first")) e.expected_first = field<std::vector<int64_t>>(j, "expected_first");
+  if (j.contains("layers")) e.layers = field<std::vector<int64_t>>(j, "layers");
   return e;
 }
 

@@ -208,6 +208,11 @@ class TraceValidator {
         bad(where + " gives rows for " + str(static_cast<int64_t>(e.rows_after.size())) + " layers, but the " +
             cacheRoleName(e.cache) + " model has " + str(layers));
       inRange(e.expected_rows, 0, entries[c] + sequenceLength(), where + " expected_rows");
+      if (!e.expected_first.empty() && static_cast<int64_t>(e.expected_first.size()) != layers)
+        bad(where + " gives expected first positions for " + str(static_cast<int64_t>(e.expected_first.size())) +
+            " layers, but the " + cacheRoleName(e.cache) + " model has " + str(layers));
+      for (int64_t first : e.expected_first) inRange(first, 0, e.expected_rows, where + " expected_first");
+      for (int64_t layer : e.layers) inRange(layer, 0, layers - 1, where + " touched layer");
       for (const auto* list : {&e.written, &e.removed}) {
         for (int64_t entry : *list) {
           inRange(entry, 0, t_.ledger.size() - 1, where + " ledger entry");

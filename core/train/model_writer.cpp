@@ -48,7 +48,9 @@ void writeModelDirectory(const CausalLM& model, const ModelDirectoryContents& co
   for (const auto& [name, tensor] : model.namedParameters()) weights.emplace_back(name, tensor.detach());
   saveTensors((out / "model.safetensors").string(), weights, {{"format", "pt"}}, contents.storage);
 
+  // No tokenizer directory: a random-weight model that runs on ids only.
   for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+    if (contents.tokenizer_dir.empty()) break;
     const fs::path from = fs::path(contents.tokenizer_dir) / name;
     if (!fs::exists(from)) {
       if (std::string(name) == "tokenizer.json") fail(from.string(), "tokenizer file not found");

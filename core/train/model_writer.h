@@ -12,7 +12,7 @@ namespace kvscope {
 
 struct ModelDirectoryContents {
   nlohmann::json config;           // config.json (from llamaTrainingConfig)
-  std::string tokenizer_dir;       // copies tokenizer.json, tokenizer_config.json from here
+  std::string tokenizer_dir;       // copies tokenizer.json, tokenizer_config.json from here; empty: none
   StDType storage = StDType::BF16;  // weights' storage dtype
   nlohmann::json training;         // written as training.json when not null
 };

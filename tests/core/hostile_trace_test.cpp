@@ -31,7 +31,7 @@ using namespace testing_support;
 constexpr double kSeconds = 1.0;
 
 std::unique_ptr<Session> faultySession(Fault fault, bool greedy, const std::string& drafter = "llama-tiny-draft",
-                                       bool use_cache = true) {
+                                       bool use_cache = true, const std::string& target = "llama-tiny") {
   std::shared_ptr<const Drafter> d;
   if (drafter == "ngram") {
     d = std::make_shared<NgramDrafter>(2);
@@ -43,7 +43,7 @@ std::unique_ptr<Session> faultySession(Fault fault, bool greedy, const std::stri
   o.record_logits = true;
   o.fault = fault;
   o.ignore_eos = true;
-  auto session = std::make_unique<Session>(fixtureModel("llama-tiny"), d,
+  auto session = std::make_unique<Session>(fixtureModel(target), d,
                                            fixtureTokenizer("llama-tiny")->encode("Once upon a time"), o,
                                            std::vector<int64_t>{2});
   session->runToEnd();
@@ -154,8 +154,16 @@ TEST_F(HostileTrace, TracesOfEveryFaultAreAccepted) {
   for (Fault fault : faults) {
     for (bool greedy : {true, false}) {
       SCOPED_TRACE(std::string(faultInfo(fault).name) + (greedy ? " greedy" : " sampled"));
-      expectAccepted(captureTrace(*faultySession(fault, greedy), fixtureTokenizer("llama-tiny").get()));
+      // Window faults need a sliding window: Gemma 2 (local and global layers) drafted by Mistral.
+      const auto session = needsSlidingWindow(fault)
+                               ? faultySession(fault, greedy, "mistral-sw-tiny", true, "gemma2-tiny")
+                               : faultySession(fault, greedy);
+      expectAccepted(captureTrace(*session, fixtureTokenizer("llama-tiny").get()));
     }
+  }
+  for (Fault fault : {Fault::None, Fault::PruneShort}) {
+    SCOPED_TRACE(std::string("sliding windows, ") + faultInfo(fault).name);
+    expectAccepted(captureTrace(*faultySession(fault, true, "mistral-sw-tiny", true, "gemma2-tiny"), nullptr));
   }
   SCOPED_TRACE("n-gram drafter, then no cache");
   expectAccepted(captureTrace(*faultySession(Fault::None, false, "ngram"), nullptr));

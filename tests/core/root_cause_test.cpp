@@ -37,6 +37,15 @@ Pair pair(const std::string& which) {
     target_dir = std::string(KVSCOPE_FIXTURES) + "/models/llama-tiny";
     drafter_dir = std::string(KVSCOPE_FIXTURES) + "/models/llama-tiny-draft";
     text = "Once upon a time";
+  } else if (which == "window" || which == "window-self") {
+    // Sliding windows on both sides: Gemma 2 (even layers, 8 keys) drafted
+    // for by Mistral (every layer, 16 keys); the prompt is longer than both
+    // windows, so the prefill already evicts.
+    target_dir = std::string(KVSCOPE_FIXTURES) + "/models/gemma2-tiny";
+    // Self-drafting accepts every draft: the bonus paths, which the random
+    // Mistral drafter never reaches.
+    drafter_dir = which == "window" ? std::string(KVSCOPE_FIXTURES) + "/models/mistral-sw-tiny" : target_dir;
+    text = "Once upon a time a cache forgot the oldest thing it held, and nobody noticed for a while";
   } else {
     target_dir = bundledModelDirectory("target");
     drafter_dir = bundledModelDirectory("drafter");
@@ -117,9 +126,14 @@ TEST_P(RootCauseZoo, DiffFailsAndRootCauseIsWhereTheFaultFirstActed) {
 std::vector<ZooCase> zooCases() {
   std::vector<ZooCase> cases;
   for (const FaultInfo& f : allFaults()) {
-    for (const std::string pair_name : {"fixture", "bundled"}) {
-      for (bool greedy : {true, false}) cases.push_back({f.fault, pair_name, greedy});
+    if (!needsSlidingWindow(f.fault)) {
+      for (const std::string pair_name : {"fixture", "bundled"}) {
+        for (bool greedy : {true, false}) cases.push_back({f.fault, pair_name, greedy});
+      }
     }
+    // Every fault also on sliding-window models, whose caches evict.
+    cases.push_back({f.fault, f.fault == Fault::BonusNotFed ? "window-self" : "window", true});
+    if (needsSlidingWindow(f.fault)) cases.push_back({f.fault, "window", false});
   }
   return cases;
 }
@@ -164,7 +178,7 @@ TEST_P(CleanRootCause, NoRootCauseAndEveryMomentAuditsClean) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pairs, CleanRootCause,
-                         ::testing::Combine(::testing::Values("fixture", "bundled"), ::testing::Bool()),
+                         ::testing::Combine(::testing::Values("fixture", "bundled", "window"), ::testing::Bool()),
                          [](const auto& info) {
                            return std::get<0>(info.param) + (std::get<1>(info.param) ? "_greedy" : "_sampled");
                          });

@@ -20,13 +20,18 @@ void settle(int ms) {
 }
 }  // namespace
 
-bool saveScreenshotWhenReady(MainWindow& window, const QString& path, int rounds, int timeout_ms) {
+bool saveScreenshotWhenReady(MainWindow& window, const QString& path, int rounds, int timeout_ms,
+                             const std::function<void()>& arrange) {
   if (!waitForRounds(window, rounds, timeout_ms)) return false;
   settle(300);  // queued selections (root cause, requested round) and layout
   for (QDockWidget* dock : window.docks()) {
     if (auto* panel = qobject_cast<ViewerPanel*>(dock->widget())) panel->flushRefresh();
   }
   settle(300);  // queued replots
+  if (arrange) {
+    arrange();
+    settle(300);
+  }
   return window.grab().save(path);
 }
 

@@ -37,7 +37,7 @@ RowState stateAfter(const SessionSnapshot& s, const CacheEvent& e, int64_t layer
                     int64_t row) {
   if (row < 0) return RowState::Ok;
   const std::vector<int64_t> stream = streamOfRound(s.sequence, s.prompt_length, s.rounds, e.round);
-  const std::vector<RowVerdict> verdicts = classifyRows(s.entries, e.cache, layer, rows, e.expected_rows, stream);
+  const std::vector<RowVerdict> verdicts = classifyRows(s.entries, e.cache, layer, rows, e.contract(layer), stream);
   return row < static_cast<int64_t>(verdicts.size()) ? verdicts[static_cast<size_t>(row)].state : RowState::Ok;
 }
 
@@ -95,7 +95,7 @@ RowHistory rowHistory(const SessionSnapshot& s, int64_t entry, int64_t layer) {
   std::vector<int64_t> rows;  // the layer's physical rows, replayed event by event
   for (size_t i = 0; i < events.size(); ++i) {
     const CacheEvent& e = events[i];
-    if (e.cache != target.cache) continue;
+    if (e.cache != target.cache || !e.touches(layer)) continue;
     const auto at = [&] {
       const auto found = std::find(rows.begin(), rows.end(), entry);
       return found == rows.end() ? int64_t{-1} : static_cast<int64_t>(found - rows.begin());
@@ -106,7 +106,7 @@ RowHistory rowHistory(const SessionSnapshot& s, int64_t entry, int64_t layer) {
     const std::optional<RowEffect> effect = effectOf(s, e, entry, before, after);
     if (!effect) continue;
     history.events.push_back({static_cast<int64_t>(i), e.round, e.phase, e.kind, *effect, after,
-                              stateAfter(s, e, layer, rows, after), e.expected_rows, describeCacheEvent(e),
+                              stateAfter(s, e, layer, rows, after), e.contract(layer).rows(), describeCacheEvent(e),
                               e.fault_action});
     if (*effect == RowEffect::Removed) break;  // later operations no longer touch it in this layer
   }

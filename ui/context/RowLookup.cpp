@@ -40,7 +40,19 @@ int64_t entryAtPosition(const SessionSnapshot& s, CacheRole cache, int64_t layer
 std::vector<RowVerdict> rowVerdicts(const SessionSnapshot& s, CacheRole cache, int64_t layer, const Moment& moment) {
   const std::vector<int64_t> rows = physicalRows(s, cache, layer, moment);
   const std::vector<int64_t> stream = streamOfRound(s.sequence, s.prompt_length, s.rounds, moment.round);
-  return classifyRows(s.entries, cache, layer, rows, expectedRows(s, cache, moment), stream);
+  return classifyRows(s.entries, cache, layer, rows, rowContract(s, cache, layer, moment), stream);
+}
+
+int verdictSeverity(RowState state) {
+  switch (state) {
+    case RowState::Ok: return 0;
+    case RowState::WrongValues: return 1;
+    case RowState::WrongPosition: return 2;
+    case RowState::Duplicate: return 3;
+    case RowState::Missing: return 4;
+    case RowState::Stale: return 5;
+  }
+  return 0;
 }
 
 }  // namespace kvscope::ui

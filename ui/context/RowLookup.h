@@ -22,6 +22,8 @@ int64_t entryAtPosition(const SessionSnapshot& snapshot, CacheRole cache, int64_
 // One verdict per physical row in row order, then one per missing row.
 std::vector<RowVerdict> rowVerdicts(const SessionSnapshot& snapshot, CacheRole cache, int64_t layer,
                                     const Moment& moment);
+// How bad a verdict is, to show one colour for several rows (Ok: 0, stale: highest).
+int verdictSeverity(RowState state);
 // The token the bookkeeping expects at `position` during `round` (-1: none).
 int64_t expectedToken(const SessionSnapshot& snapshot, int64_t round, int64_t position);
 

@@ -1,18 +1,24 @@
 #include "ui/widgets/KvHeatmapView.h"
 
+#include <QAction>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSignalBlocker>
 #include <QStackedWidget>
+#include <QTimer>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
 #include <qcustomplot.h>
 
+#include "ui/context/LayerSummary.h"
 #include "ui/context/RowLookup.h"
+#include "ui/widgets/BinnedHeatmap.h"
 #include "ui/widgets/KvHeadGrid.h"
+#include "ui/widgets/LayerHeadOverview.h"
 #include "ui/widgets/Palette.h"
 #include "ui/widgets/PlotExport.h"
 #include "ui/widgets/RowLabel.h"
@@ -21,18 +27,25 @@
 namespace kvscope::ui {
 
 namespace {
-constexpr double kStateLeft = -3.6;  // the status columns, left of dim 0
-constexpr double kStatusLeft = -2.7;
-constexpr double kStatusMid = -1.8;
-constexpr double kStatusRight = -0.9;
+constexpr double kLabelPixels = 11;  // a row this tall (or taller) gets its own label
+constexpr double kZoomPerNotch = 0.8;  // one wheel notch shows 80 % of the rows
+constexpr int kDragThreshold = 4;    // pixels a press may move and still be a click
 
-QCPItemRect* markRect(QCustomPlot* plot, double left, double top, double right, double bottom, const QPen& pen,
-                  const QBrush& brush) {
+// 1, 2, 5, 10, 20, 50, ...: the smallest such step of at least `minimum`.
+int niceStep(double minimum) {
+  for (int step = 1;; step *= 10) {
+    for (int factor : {1, 2, 5}) {
+      if (step * factor >= minimum) return step * factor;
+    }
+  }
+}
+
+QCPItemRect* selectionRect(QCustomPlot* plot, double top, double bottom, int cols, bool mine) {
   auto* item = new QCPItemRect(plot);
-  item->topLeft->setCoords(left, top);
-  item->bottomRight->setCoords(right, bottom);
-  item->setPen(pen);
-  item->setBrush(brush);
+  item->topLeft->setCoords(StatusColumns::kState, top);
+  item->bottomRight->setCoords(cols - 0.5, bottom);
+  item->setPen(QPen(Palette::selection(), mine ? 2.5 : 1.5, mine ? Qt::SolidLine : Qt::DotLine));
+  item->setBrush(Qt::NoBrush);
   return item;
 }
 }  // namespace
@@ -40,21 +53,83 @@ QCPItemRect* markRect(QCustomPlot* plot, double left, double top, double right, 
 KvHeatmapView::KvHeatmapView(CacheRole role, QWidget* parent) : QWidget(parent), role_(role) {
   setObjectName(role == CacheRole::Target ? QStringLiteral("targetKv") : QStringLiteral("drafterKv"));
   title_ = new QLabel(role == CacheRole::Target ? tr("<b>Target cache</b>") : tr("<b>Drafter cache</b>"));
+  title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  buildPlot();
+  grid_ = new KvHeadGrid;
+  overview_ = new LayerHeadOverview;
+  stack_ = new QStackedWidget;
+  stack_->addWidget(plot_);
+  stack_->addWidget(grid_);
+  auto* body = new QHBoxLayout;
+  body->setSpacing(2);
+  body->addWidget(overview_);
+  body->addWidget(stack_, 1);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(title_);
+  layout->addLayout(buildHeader());
+  layout->addLayout(body, 1);
+  for (QCustomPlot* source : {plot_, grid_->plot()}) {
+    source->setMouseTracking(true);
+    source->setFocusPolicy(Qt::WheelFocus);
+    connect(source, &QCustomPlot::mouseWheel, this,
+            [this, source](QWheelEvent* event) { onWheel(event, axisRectAt(source, event->position())); });
+    connect(source, &QCustomPlot::mouseMove, this, &KvHeatmapView::onMouseMove);
+    connect(source, &QCustomPlot::mousePress, this, [this, source](QMouseEvent* event) {
+      drag_plot_ = source;
+      onMousePress(event);
+    });
+    connect(source, &QCustomPlot::mouseRelease, this, &KvHeatmapView::onMouseRelease);
+  }
+  summary_timer_ = new QTimer(this);
+  summary_timer_->setSingleShot(true);
+  summary_timer_->setInterval(0);
+  connect(summary_timer_, &QTimer::timeout, this, &KvHeatmapView::updateOverview);
+  connect(overview_, &LayerHeadOverview::cellClicked, this,
+          [this](int layer, int head) { emit layerHeadPicked(role_, layer, head); });
+}
+
+QHBoxLayout* KvHeatmapView::buildHeader() {
   layer_box_ = new QComboBox;
   head_box_ = new QComboBox;
   layer_box_->setToolTip(tr("layer (shared by every panel)"));
   head_box_->setToolTip(tr("kv head (shared by every panel)"));
-  title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  all_heads_ = new QCheckBox(tr("all"));
+  all_heads_->setToolTip(tr("All heads: every kv head of the layer, side by side"));
+  fit_action_ = new QAction(tr("Fit"), this);
+  fit_action_->setShortcuts({QKeySequence(Qt::Key_F), QKeySequence(Qt::Key_Home)});
+  fit_action_->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+  fit_action_->setToolTip(tr("Show every row (F, Home). Wheel: zoom rows around the pointer; Ctrl+wheel: zoom "
+                             "dims; drag: pan"));
+  addAction(fit_action_);
+  connect(fit_action_, &QAction::triggered, this, &KvHeatmapView::fit);
+  fit_button_ = new QToolButton;
+  fit_button_->setDefaultAction(fit_action_);
+  fit_button_->setAutoRaise(true);
   auto* header = new QHBoxLayout;
   header->addWidget(new QLabel(tr("layer")));
   header->addWidget(layer_box_);
   header->addWidget(new QLabel(tr("head")));
   header->addWidget(head_box_);
-  all_heads_ = new QCheckBox(tr("all"));
-  all_heads_->setToolTip(tr("All heads: every kv head of the layer, side by side"));
   header->addWidget(all_heads_);
+  header->addWidget(fit_button_);
   header->addStretch(1);
 
+  connect(all_heads_, &QCheckBox::toggled, this, [this](bool all) {
+    stack_->setCurrentIndex(all ? 1 : 0);
+    head_box_->setEnabled(!all);
+    emit allHeadsToggled();
+  });
+  const auto picked = [this] {
+    emit layerHeadPicked(role_, std::max(0, layer_box_->currentIndex()), std::max(0, head_box_->currentIndex()));
+  };
+  connect(layer_box_, &QComboBox::currentIndexChanged, this, picked);
+  connect(head_box_, &QComboBox::currentIndexChanged, this, picked);
+  return header;
+}
+
+void KvHeatmapView::buildPlot() {
   plot_ = new QCustomPlot;
   plot_->setObjectName(objectName() + QStringLiteral("Plot"));
   plot_->setMinimumSize(200, 80);
@@ -62,6 +137,7 @@ KvHeatmapView::KvHeatmapView(CacheRole role, QWidget* parent) : QWidget(parent),
   plot_->yAxis->setRangeReversed(true);
   plot_->xAxis->setLabel(tr("head_dim"));
   plot_->yAxis->setLabel(tr("row: position 'token'"));
+  plot_->yAxis->setTickLabelFont(QFont(font().family(), 7));
   map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
   map_->setInterpolate(false);
   scale_ = new QCPColorScale(plot_);
@@ -73,31 +149,19 @@ KvHeatmapView::KvHeatmapView(CacheRole role, QWidget* parent) : QWidget(parent),
   auto* margins = new QCPMarginGroup(plot_);
   plot_->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
   scale_->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
-  plot_->setMouseTracking(true);
-  connect(plot_, &QCustomPlot::mouseMove, this, &KvHeatmapView::onMouseMove);
-  connect(plot_, &QCustomPlot::mousePress, this, &KvHeatmapView::onMousePress);
-  installPlotExport(plot_, role == CacheRole::Target ? QStringLiteral("target-kv") : QStringLiteral("drafter-kv"),
+  installPlotExport(plot_, role_ == CacheRole::Target ? QStringLiteral("target-kv") : QStringLiteral("drafter-kv"),
                     [this] { return csv(); });
+  // A resize changes how many pixel lines the rows share: bin again once laid out.
+  plot_->installEventFilter(this);
+}
 
-  auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(0, 0, 0, 0);
-  layout->addWidget(title_);
-  layout->addLayout(header);
-  grid_ = new KvHeadGrid;
-  stack_ = new QStackedWidget;
-  stack_->addWidget(plot_);
-  stack_->addWidget(grid_);
-  layout->addWidget(stack_, 1);
-  connect(all_heads_, &QCheckBox::toggled, this, [this](bool all) {
-    stack_->setCurrentIndex(all ? 1 : 0);
-    head_box_->setEnabled(!all);
-    emit allHeadsToggled();
-  });
-  const auto picked = [this] {
-    emit layerHeadPicked(role_, std::max(0, layer_box_->currentIndex()), std::max(0, head_box_->currentIndex()));
-  };
-  connect(layer_box_, &QComboBox::currentIndexChanged, this, picked);
-  connect(head_box_, &QComboBox::currentIndexChanged, this, picked);
+bool KvHeatmapView::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == plot_ && event->type() == QEvent::Resize && snapshot_) {
+    QTimer::singleShot(0, this, [this] {
+      if (snapshot_ && plotPixels() != pixels_) redraw();
+    });
+  }
+  return QWidget::eventFilter(watched, event);
 }
 
 void KvHeatmapView::setAllHeads(bool all) { all_heads_->setChecked(all); }
@@ -134,49 +198,71 @@ void KvHeatmapView::updateSelectors(const SessionSnapshot* snapshot, const Curso
 
 void KvHeatmapView::show(std::shared_ptr<const SessionSnapshot> shown, const Cursor& cursor, bool values,
                          const ColorRange& range) {
+
+  const Cursor previous = cursor_;
   snapshot_ = std::move(shown);
+  cursor_ = cursor;
   const SessionSnapshot* snapshot = snapshot_.get();
   values_ = values;
   updateSelectors(snapshot, cursor);
-  plot_->clearItems();
   missing_.clear();
   if (!snapshot || !cursor.valid() || !snapshot->geometry(role_).present) {
     matrix_ = CacheMatrix{};
+    binning_ = RowBinning{};
+    marks_.clear();
+    plot_->clearItems();
     map_->data()->clear();
+    overview_->clear();
+    summary_snapshot_ = nullptr;
     title_->setText(role_ == CacheRole::Target ? tr("<b>Target cache</b>")
                                                : tr("<b>Drafter cache</b> (no model drafter)"));
     plot_->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
-  if (allHeads()) grid_->show(snapshot, cursor, role_, layer_, values, range);
   matrix_ = cacheMatrix(*snapshot, role_, cursor.moment(), layer_, head_, values);
   for (const RowVerdict& v : rowVerdicts(*snapshot, role_, layer_, cursor.moment())) {
     if (v.state == RowState::Missing) missing_.push_back(v);
   }
+  updateTitle();
+  setColorRange(range);
+  overview_->select(layer_, head_);
+  summary_timer_->start();  // after the heatmap is drawn: a 32-layer summary costs ~10 ms
+  viewport_.setExtent(rowCount(), StatusColumns::kLeftEdge, std::max<double>(static_cast<double>(matrix_.cols), 1) - 0.5);
+  // A selection made elsewhere scrolls into view; a new step does not undo the user's pan.
+  const bool selection_moved = previous.cache != cursor.cache || previous.entry != cursor.entry ||
+                               previous.row != cursor.row || previous.position != cursor.position;
+  if (selection_moved) followCursor(cursor);
+  if (allHeads()) grid_->show(snapshot, cursor, role_, layer_, values, range, viewport_);
+  redraw();
+}
+
+void KvHeatmapView::updateTitle() {
   const int bad = rowCount() - countState(RowState::Ok) + static_cast<int>(missing_.size());
   title_->setText(QStringLiteral("<b>%1</b> %2 &middot; %3 rows, %4 new, %5 removed%6")
                       .arg(role_ == CacheRole::Target ? tr("Target") : tr("Drafter"))
-                      .arg(values ? QStringLiteral("V") : QStringLiteral("K"))
+                      .arg(values_ ? QStringLiteral("V") : QStringLiteral("K"))
                       .arg(rowCount() - countStatus(RowStatus::Pruned) - countStatus(RowStatus::WrittenPruned))
                       .arg(countStatus(RowStatus::Written) + countStatus(RowStatus::WrittenPruned))
                       .arg(countStatus(RowStatus::Pruned) + countStatus(RowStatus::WrittenPruned))
                       .arg(bad > 0 ? tr(" &middot; <b style='color:#c00'>%1 wrong</b>").arg(bad) : QString()));
-  fillMap(range);
-  drawMarks(*snapshot, cursor);
-  drawLabels(*snapshot);
-  plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
-void KvHeatmapView::fillMap(const ColorRange& range) {
-  const int rows = rowCount();
-  const int cols = static_cast<int>(matrix_.cols);
-  QCPColorMapData* data = map_->data();
-  data->setSize(std::max(cols, 1), std::max(rows, 1));
-  data->setRange(QCPRange(0, std::max(cols - 1, 1)), QCPRange(0, std::max(rows - 1, 1)));
-  if (rows == 0) data->fill(std::nan(""));
-  for (int r = 0; r < rows; ++r) {
-    for (int c = 0; c < cols; ++c) data->setCell(c, r, matrix_.values[static_cast<size_t>(r * cols + c)]);
+void KvHeatmapView::updateOverview() {
+  if (!snapshot_ || !cursor_.valid() || !snapshot_->geometry(role_).present) return;
+  // Every layer's rows are replayed for the summary: only when the moment or the data changed.
+  const Moment moment = cursor_.moment();
+  if (summary_snapshot_ == snapshot_.get() && summary_moment_.round == moment.round &&
+      summary_moment_.phase == moment.phase && summary_values_ == values_) {
+    return;
   }
+  summary_snapshot_ = snapshot_.get();
+  summary_moment_ = moment;
+  summary_values_ = values_;
+  overview_->show(layerSummary(*snapshot_, role_, moment, values_), layer_, head_, values_);
+}
+
+void KvHeatmapView::setColorRange(const ColorRange& range) {
+  // From every row, not the ones in view: colours stay put while zooming and panning.
   if (range.autofit) {
     const double extent = std::max({std::fabs(static_cast<double>(matrix_.min)), std::fabs(static_cast<double>(matrix_.max)), 1e-6});
     shown_lower_ = -extent;
@@ -188,63 +274,165 @@ void KvHeatmapView::fillMap(const ColorRange& range) {
   map_->setDataRange(QCPRange(shown_lower_, shown_upper_));
 }
 
-void KvHeatmapView::drawMarks(const SessionSnapshot& snapshot, const Cursor& cursor) {
-  const int cols = static_cast<int>(matrix_.cols);
+int KvHeatmapView::selectedRow(const Cursor& cursor) const {
+  if (!snapshot_) return -1;
   for (int r = 0; r < rowCount(); ++r) {
     const ViewRow& row = matrix_.rows[static_cast<size_t>(r)];
-    const bool written = row.status == RowStatus::Written || row.status == RowStatus::WrittenPruned;
-    const bool pruned = row.status == RowStatus::Pruned || row.status == RowStatus::WrittenPruned;
-    if (row.state != RowState::Ok) {  // identity breaks the bookkeeping: the verdict's colour, and hatched
-      const QColor color = Palette::rowState(row.state);
-      markRect(plot_, kStateLeft, r - 0.5, kStatusLeft, r + 0.5, Qt::NoPen, color);
-      markRect(plot_, -0.5, r - 0.5, cols - 0.5, r + 0.5, QPen(color, 1.5), QBrush(color, Qt::BDiagPattern));
-    }
-    if (written) markRect(plot_, kStatusLeft, r - 0.5, kStatusMid, r + 0.5, Qt::NoPen, Palette::written());
-    if (pruned) {
-      markRect(plot_, kStatusMid, r - 0.5, kStatusRight, r + 0.5, Qt::NoPen, Palette::pruned());
-      markRect(plot_, -0.5, r - 0.5, cols - 0.5, r + 0.5, QPen(Palette::pruned(), 1), QColor(255, 255, 255, 150));
-    }
+    const bool selected = cursor.cache == role_
+                              ? row.entry == cursor.entry
+                              : snapshot_->entries[static_cast<size_t>(row.entry)].position == cursor.position;
+    if (selected && row.entry >= 0) return r;
   }
+  if (cursor.cache == role_ && cursor.entry < 0 && cursor.row >= 0 && cursor.row < rowCount()) {
+    return static_cast<int>(cursor.row);
+  }
+  return -1;
+}
+
+void KvHeatmapView::followCursor(const Cursor& cursor) {
+  const int row = selectedRow(cursor);
+  if (row >= 0) viewport_.showRow(row);
+}
+
+void KvHeatmapView::fit() {
+  viewport_.fit();
+  redraw();
+}
+
+void KvHeatmapView::zoomRows(double factor, double anchor_row) {
+  viewport_.zoomRows(factor, anchor_row);
+  redraw();
+}
+
+void KvHeatmapView::panRows(double rows) {
+  viewport_.panRows(rows);
+  redraw();
+}
+
+void KvHeatmapView::setVisibleRows(double lower, double upper) {
+  viewport_.setRows(lower, upper);
+  redraw();
+}
+
+RowState KvHeatmapView::shownState(int row) const {
+  const int bin = binning_.binOf(row);
+  return bin >= 0 ? marks_[static_cast<size_t>(bin)].state : RowState::Ok;
+}
+
+int KvHeatmapView::plotPixels() {
+  // The axis rect's height as the next replot will lay it out.
+  QCPLayout* layout = plot_->plotLayout();
+  layout->setOuterRect(plot_->rect());
+  for (auto phase : {QCPLayoutElement::upPreparation, QCPLayoutElement::upMargins, QCPLayoutElement::upLayout}) {
+    layout->update(phase);
+  }
+  return std::max(1, plot_->axisRect()->height());
+}
+
+void KvHeatmapView::redraw() {
+  if (!snapshot_ || matrix_.cols == 0) return;
+  const int cols = static_cast<int>(matrix_.cols);
+  pixels_ = plotPixels();
+  binning_ = binRows(rowCount(), viewport_.rows().lower, viewport_.rows().upper, pixels_);
+  marks_ = binMarks(matrix_, binning_);
+  fillBinnedMap(map_, matrix_, binning_);
+  plot_->clearItems();
+  drawBinMarks(plot_, plot_->axisRect(), binning_, marks_, cols);
   for (const RowVerdict& v : missing_) {  // a dashed line where the missing row belongs
     auto* line = new QCPItemLine(plot_);
-    line->start->setCoords(kStateLeft, v.row - 0.5);
+    line->start->setCoords(StatusColumns::kState, v.row - 0.5);
     line->end->setCoords(cols - 0.5, v.row - 0.5);
     line->setPen(QPen(Palette::rowState(RowState::Missing), 2.5, Qt::DashLine));
   }
-  // The selection: this cache's selected row; in the other cache, rows for the selected position.
-  for (int r = 0; r < rowCount(); ++r) {
-    const ViewRow& row = matrix_.rows[static_cast<size_t>(r)];
-    const bool mine = cursor.cache == role_;
-    const bool selected = mine ? row.entry == cursor.entry
-                               : snapshot.entries[static_cast<size_t>(row.entry)].position == cursor.position;
-    if (!selected) continue;
-    markRect(plot_, kStateLeft, r - 0.5, cols - 0.5, r + 0.5, QPen(Palette::selection(), mine ? 2.5 : 1.5, mine ? Qt::SolidLine : Qt::DotLine),
-         Qt::NoBrush);
+  drawSelection(*snapshot_);
+  drawLabels(*snapshot_);
+  plot_->xAxis->setRange(viewport_.cols().lower, viewport_.cols().upper);
+  plot_->yAxis->setRange(viewport_.rows().lower, viewport_.rows().upper);
+  if (allHeads()) grid_->setViewport(viewport_);
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QString KvHeatmapView::rangeText() const {
+  // Which rows are in view and, when several share a pixel line, how they are combined.
+  const int last_row = std::max(rowCount() - 1, 0);
+  const int first = std::clamp(static_cast<int>(std::ceil(viewport_.rows().lower)), 0, last_row);
+  const int last = std::clamp(static_cast<int>(std::floor(viewport_.rows().upper)), first, last_row);
+  QString text = viewport_.rows().size() >= viewport_.fullRows().size()
+                     ? tr("all %1 rows").arg(rowCount())
+                     : tr("rows %1\u2013%2 of %3").arg(first).arg(last).arg(rowCount());
+  if (binning_.aggregated()) {
+    text += tr(" \u00b7 %1 per line, largest |%2|").arg(binning_.rows_per_bin).arg(values_ ? "V" : "K");
   }
-  if (cursor.cache == role_ && cursor.entry < 0 && cursor.row >= 0) {
-    markRect(plot_, kStateLeft, cursor.row - 0.5, cols - 0.5, cursor.row + 0.5, QPen(Palette::selection(), 2.5), Qt::NoBrush);
+  return text;
+}
+
+void KvHeatmapView::drawSelection(const SessionSnapshot& snapshot) {
+  // This cache's selected row; in the other cache, rows for the selected position.
+  // One outline per line drawn: an aggregated line holding the row is outlined.
+  const int cols = static_cast<int>(matrix_.cols);
+  const bool mine = cursor_.cache == role_;
+  int last_bin = -1;
+  for (int r = binning_.first_row; r < std::min(rowCount(), binning_.binEnd(binning_.bins - 1)); ++r) {
+    const ViewRow& row = matrix_.rows[static_cast<size_t>(r)];
+    const bool selected = mine ? row.entry == cursor_.entry
+                               : snapshot.entries[static_cast<size_t>(row.entry)].position == cursor_.position;
+    const int bin = binning_.binOf(r);
+    if (!selected || bin == last_bin) continue;
+    last_bin = bin;
+    selectionRect(plot_, binning_.binFirst(bin) - 0.5, binning_.binEnd(bin) - 0.5, cols, mine);
+  }
+  if (mine && cursor_.entry < 0 && cursor_.row >= 0) {
+    selectionRect(plot_, cursor_.row - 0.5, cursor_.row + 0.5, cols, true);
   }
 }
 
 void KvHeatmapView::drawLabels(const SessionSnapshot& snapshot) {
-  const int rows = rowCount();
-  const int cols = static_cast<int>(matrix_.cols);
+  const double pixels_per_row = pixels_ / std::max(viewport_.rows().size(), 1e-9);
   auto ticker = QSharedPointer<QCPAxisTickerText>::create();
-  const int label_rows = std::max(4, plot_->axisRect()->height() / 13);
-  const int step = std::max(1, (rows + label_rows - 1) / label_rows);
-  for (int r = 0; r < rows; ++r) {
-    // Thinned out to fit, but a row that breaks the bookkeeping is always named.
-    const ViewRow& row = matrix_.rows[static_cast<size_t>(r)];
-    if (r % step == 0 || row.state != RowState::Ok) ticker->addTick(r, rowLabel(snapshot, row));
+  if (pixels_per_row >= kLabelPixels) {  // every row in view by identity
+    for (int r = binning_.first_row; r < std::min(rowCount(), binning_.binEnd(binning_.bins - 1)); ++r) {
+      ticker->addTick(r, rowLabel(snapshot, matrix_.rows[static_cast<size_t>(r)]));
+    }
+    plot_->yAxis->setTicker(ticker);
+    plot_->yAxis->setLabel(rangeText() + tr(": position 'token'"));
+  } else {
+    drawBinLabels(snapshot, pixels_);
+  }
+  auto dims = QSharedPointer<QCPAxisTickerText>::create();  // integer dims only, none under the status columns
+  const AxisSpan& cols = viewport_.cols();
+  const int dim_step = niceStep(std::max(1.0, (cols.upper - std::max(cols.lower, -0.5)) / 8));
+  for (int c = 0; c < matrix_.cols; c += dim_step) {
+    if (c >= cols.lower && c <= cols.upper) dims->addTick(c, QString::number(c));
+  }
+  plot_->xAxis->setTicker(dims);
+}
+
+void KvHeatmapView::drawBinLabels(const SessionSnapshot& snapshot, int pixels) {
+  // Too many rows to name each: rows that break the bookkeeping are named
+  // (one per label's height), other ticks every `step` rows fill the gaps.
+  const double pixels_per_row = pixels / std::max(viewport_.rows().size(), 1e-9);
+  const double min_gap = kLabelPixels / pixels_per_row;  // in rows
+  auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+  std::vector<double> named;
+  for (int b = 0; b < binning_.bins; ++b) {
+    if (marks_[static_cast<size_t>(b)].bad == 0) continue;
+    for (int r = binning_.binFirst(b); r < binning_.binEnd(b); ++r) {
+      const ViewRow& row = matrix_.rows[static_cast<size_t>(r)];
+      if (row.state == RowState::Ok) continue;
+      if (named.empty() || r - named.back() >= min_gap) {
+        ticker->addTick(r, rowLabel(snapshot, row));
+        named.push_back(r);
+      }
+      break;
+    }
+  }
+  const int step = niceStep(1.6 * min_gap);
+  for (int r = (binning_.first_row + step - 1) / step * step; r < rowCount(); r += step) {
+    const bool crowded = std::any_of(named.begin(), named.end(), [&](double n) { return std::fabs(n - r) < min_gap; });
+    if (!crowded) ticker->addTick(r, QString::number(r));
   }
   plot_->yAxis->setTicker(ticker);
-  plot_->yAxis->setTickLabelFont(QFont(font().family(), 7));
-  auto dims = QSharedPointer<QCPAxisTickerText>::create();  // integer dims only, none under the status columns
-  const int dim_step = std::max(1, cols / 8);
-  for (int c = 0; c < cols; c += dim_step) dims->addTick(c, QString::number(c));
-  plot_->xAxis->setTicker(dims);
-  plot_->xAxis->setRange(kStateLeft - 0.2, std::max(cols, 1) - 0.5);
-  plot_->yAxis->setRange(-0.5, std::max(rows, 1) - 0.5);
+  plot_->yAxis->setLabel(rangeText());
 }
 
 QString KvHeatmapView::csv() const {
@@ -281,14 +469,30 @@ int KvHeatmapView::rowAt(double y) const {
   return row >= 0 && row < rowCount() ? row : -1;
 }
 
-void KvHeatmapView::onMouseMove(QMouseEvent* event) {
-  if (!snapshot_ || rowCount() == 0) return;
-  const double x = plot_->xAxis->pixelToCoord(event->position().x());
-  const int r = rowAt(plot_->yAxis->pixelToCoord(event->position().y()));
-  const int col = static_cast<int>(std::lround(x));
-  if (r < 0) {
-    emit hoverText(QString());
-    return;
+QCPAxisRect* KvHeatmapView::axisRectAt(QCustomPlot* source, const QPointF& pos) const {
+  QCPAxisRect* rect = source->axisRectAt(pos);
+  return rect ? rect : source->axisRect();
+}
+
+QString KvHeatmapView::hoverFor(int r, int col) const {
+  const QString kv = values_ ? QStringLiteral("V") : QStringLiteral("K");
+  const int bin = binning_.binOf(r);
+  if (binning_.aggregated() && bin >= 0) {  // one line, several rows: say which and how they were combined
+    const BinMarks& marks = marks_[static_cast<size_t>(bin)];
+    QString text = tr("%1 rows %2\u2013%3 (%4 rows on this line; colour: the value of largest |%5| per dim)")
+                       .arg(role_ == CacheRole::Target ? tr("target") : tr("drafter"))
+                       .arg(binning_.binFirst(bin))
+                       .arg(binning_.binEnd(bin) - 1)
+                       .arg(binning_.binCount(bin))
+                       .arg(kv);
+    if (marks.bad > 0) {
+      text += tr(" \u00b7 %1 %2").arg(marks.bad).arg(QString::fromUtf8(rowStateName(marks.state)).toUpper());
+    }
+    if (col >= 0 && col < matrix_.cols) {
+      const std::vector<float> line = binValues(matrix_, RowBinning{binning_.rows, binning_.binFirst(bin), binning_.rows_per_bin, 1});
+      text += tr(" \u00b7 dim %1: %2 = %3").arg(col).arg(kv).arg(static_cast<double>(line[static_cast<size_t>(col)]), 0, 'f', 4);
+    }
+    return text + tr(" \u00b7 wheel to zoom in");
   }
   const ViewRow& row = matrix_.rows[static_cast<size_t>(r)];
   const LedgerEntry& entry = snapshot_->entries[static_cast<size_t>(row.entry)];
@@ -303,15 +507,72 @@ void KvHeatmapView::onMouseMove(QMouseEvent* event) {
   if (col >= 0 && col < matrix_.cols) {
     text += QStringLiteral(" \u00b7 dim %1: %2 = %3")
                 .arg(col)
-                .arg(values_ ? QStringLiteral("V") : QStringLiteral("K"))
+                .arg(kv)
                 .arg(static_cast<double>(matrix_.values[static_cast<size_t>(r * matrix_.cols + col)]), 0, 'f', 4);
   }
-  emit hoverText(text);
+  return text;
+}
+
+void KvHeatmapView::onMouseMove(QMouseEvent* event) {
+  if (!snapshot_ || rowCount() == 0) return;
+  if (drag_rect_ && (event->buttons() & Qt::LeftButton)) {
+    const QPointF moved = event->position() - drag_from_;
+    dragging_ = dragging_ || std::abs(moved.x()) + std::abs(moved.y()) > kDragThreshold;
+    if (!dragging_) return;
+    // Content follows the pointer: rows grow downwards, dims to the right.
+    const double rows_per_pixel = drag_rows_.size() / std::max(drag_rect_->height(), 1);
+    const double cols_per_pixel = drag_cols_.size() / std::max(drag_rect_->width(), 1);
+    viewport_.panRows(drag_rows_.lower - moved.y() * rows_per_pixel - viewport_.rows().lower);
+    viewport_.panCols(drag_cols_.lower - moved.x() * cols_per_pixel - viewport_.cols().lower);
+    redraw();
+    return;
+  }
+  if (sender() != plot_) return;
+  const int r = rowAt(plot_->yAxis->pixelToCoord(event->position().y()));
+  const int col = static_cast<int>(std::lround(plot_->xAxis->pixelToCoord(event->position().x())));
+  emit hoverText(r < 0 ? QString() : hoverFor(r, col));
 }
 
 void KvHeatmapView::onMousePress(QMouseEvent* event) {
+  if (event->button() != Qt::LeftButton || !drag_plot_) return;
+  drag_rect_ = axisRectAt(drag_plot_, event->position());
+  drag_from_ = event->position();
+  drag_rows_ = viewport_.rows();
+  drag_cols_ = viewport_.cols();
+  dragging_ = false;
+}
+
+void KvHeatmapView::onMouseRelease(QMouseEvent* event) {
+  const bool click = drag_rect_ && !dragging_ && drag_plot_ == plot_ && event->button() == Qt::LeftButton;
+  drag_rect_ = nullptr;
+  drag_plot_ = nullptr;
+  dragging_ = false;
+  if (!click) return;
   const int row = rowAt(plot_->yAxis->pixelToCoord(event->position().y()));
-  if (row >= 0) emit entryClicked(matrix_.rows[static_cast<size_t>(row)].entry);
+  if (row < 0) return;
+  // On an aggregated line the marked row is what the user aims at.
+  const int bin = binning_.binOf(row);
+  int chosen = row;
+  for (int r = binning_.binFirst(bin); bin >= 0 && r < binning_.binEnd(bin); ++r) {
+    if (matrix_.rows[static_cast<size_t>(r)].state != RowState::Ok) {
+      chosen = r;
+      break;
+    }
+  }
+  emit entryClicked(matrix_.rows[static_cast<size_t>(chosen)].entry);
+}
+
+void KvHeatmapView::onWheel(QWheelEvent* event, QCPAxisRect* rect) {
+  const double notches = event->angleDelta().y() / 120.0;
+  if (!snapshot_ || rowCount() == 0 || notches == 0 || !rect) return;
+  const double factor = std::pow(kZoomPerNotch, notches);  // away from the user: zoom in
+  if (event->modifiers() & Qt::ControlModifier) {
+    viewport_.zoomCols(factor, rect->axis(QCPAxis::atBottom)->pixelToCoord(event->position().x()));
+  } else {
+    viewport_.zoomRows(factor, rect->axis(QCPAxis::atLeft)->pixelToCoord(event->position().y()));
+  }
+  event->accept();
+  redraw();
 }
 
 }  // namespace kvscope::ui

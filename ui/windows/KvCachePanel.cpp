@@ -27,7 +27,9 @@ KvCachePanel::KvCachePanel(DebuggerContext& context, QWidget* parent) : ViewerPa
                             Palette::rowStateLegend());
   legend->setToolTip(tr("Rows are physical cache rows, labelled 'position token' (r:p when a row does not hold its own\n"
                         "position). Wrong rows are hatched in their verdict's colour; a missing row is a dashed line\n"
-                        "where it belongs."));
+                        "where it belongs. Wheel: zoom rows around the pointer (Ctrl: dims); drag: pan; F or Home: fit.\n"
+                        "When rows outnumber pixel lines, each line shows several rows (the value of largest |x|) and\n"
+                        "carries the marks of any of them. The strip left of each heatmap is layer x kv head: click to go."));
   // One line under the heatmaps: K/V, the colour range and the legend (vertical room is for rows).
   auto* controls = new QHBoxLayout;
   controls->addWidget(k_button);

@@ -3,7 +3,8 @@
 // cursor's layer and kv head) and a shared colour-range control; the value
 // under the mouse goes out as hoverText (the status bar shows it). Clicking a
 // row selects it (its history is the Row History panel's); the layer and
-// head pickers move the shared cursor.
+// head pickers and the layer x head overviews move the shared cursor. Each
+// heatmap zooms and pans on its own (KvHeatmapView).
 #include "ui/windows/ViewerPanel.h"
 
 class QButtonGroup;

@@ -268,7 +268,8 @@ void MainWindow::applyDefaultSizes() {
   const int tall = std::max(height() - 90, 300);
   if (compact_) {
     resizeDocks({dock("sessionDock"), dock("tokensDock")}, {tall * 62 / 100, tall * 38 / 100}, Qt::Vertical);
-    resizeDocks({dock("kvDock"), dock("attentionDock")}, {tall * 45 / 100, tall * 55 / 100}, Qt::Vertical);
+    // The cache gets the larger share: thousands of rows want pixel lines, five verify queries do not.
+    resizeDocks({dock("kvDock"), dock("attentionDock")}, {tall * 58 / 100, tall * 42 / 100}, Qt::Vertical);
   } else {
     resizeDocks({dock("timelineDock"), dock("tokensDock"), dock("kvDock"), dock("attentionDock")},
                 {tall * 18 / 100, tall * 9 / 100, tall * 43 / 100, tall * 30 / 100}, Qt::Vertical);

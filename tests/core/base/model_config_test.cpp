@@ -115,3 +115,58 @@ TEST(ModelConfig, MissingFileIsNamed) {
 
 }  // namespace
 }  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// Issue 13: numbers from a stranger's config.json are range-checked before
+// any conversion or allocation, and the error names the field.
+TEST(ModelConfigHostile, FloatsAreRangeChecked) {
+  const std::vector<std::pair<std::string, nlohmann::json>> cases = {
+      {"rope_theta", 0.0}, {"rope_theta", -5.0}, {"rms_norm_eps", -1.0}, {"rope_theta", 1e300}};
+  for (const auto& [field, value] : cases) {
+    auto j = llamaConfig();
+    j[field] = value;
+    expectErrorMentions(j, "'" + field + "' must be a finite number in");
+  }
+}
+
+TEST(ModelConfigHostile, SizesAreBoundedBeforeAllocation) {
+  for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"max_position_embeddings", 0}, {"max_position_embeddings", -3}, {"num_hidden_layers", 1000000000},
+           {"hidden_size", int64_t{1} << 40}, {"vocab_size", 1e300}, {"intermediate_size", 18446744073709551615ull}}) {
+    auto j = llamaConfig();
+    j[field] = value;
+    expectErrorMentions(j, "'" + field + "' must be an integer in");
+  }
+}
+
+TEST(ModelConfigHostile, StringFieldsOfTheWrongTypeAreNamed) {
+  for (const char* field : {"model_type", "hidden_act"}) {
+    auto j = llamaConfig();
+    j[field] = 7;
+    expectErrorMentions(j, std::string(field) + " must be a string, got 7");
+  }
+}
+
+TEST(ModelConfigHostile, RopeScalingNumbersAreChecked) {
+  auto j = llamaConfig();
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 1e300}};
+  expectErrorMentions(j, "original_max_position_embeddings must be an integer in");
+  j["rope_scaling"]["original_max_position_embeddings"] = 8192;
+  j["rope_scaling"]["factor"] = -1.0;
+  expectErrorMentions(j, "'factor' must be a finite number in");
+}
+
+TEST(ModelConfigHostile, EosIdsMustBeVocabularySizedIntegers) {
+  auto j = llamaConfig();
+  j["eos_token_id"] = nlohmann::json::array({2, -9});
+  expectErrorMentions(j, "eos_token_id[1] must be an integer in");
+}
+
+}  // namespace
+}  // namespace kvscope

@@ -1,0 +1,84 @@
+#include "app/cli/bench_summary.h"
+
+#include <iomanip>
+#include <sstream>
+
+namespace kvscope::cli {
+namespace {
+
+// "12.3 ms (11.9-13.0, 5 trials)" from a timing object.
+std::string timing(const nlohmann::json& t) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(t["median_ms"].get<double>() < 10 ? 3 : 1) << t["median_ms"].get<double>()
+    << " ms (" << t["min_ms"].get<double>() << "-" << t["max_ms"].get<double>() << ", " << t["trials"] << " trials)";
+  return s.str();
+}
+
+void printModels(std::ostream& out, const nlohmann::json& r) {
+  const auto& m = r["machine"];
+  out << "machine: " << m["cpu"].get<std::string>() << ", " << m["cores"] << " cores, " << m["torch_threads"]
+      << " torch threads, " << m["memory"].get<std::string>() << ", libtorch " << m["libtorch"].get<std::string>()
+      << "\n";
+  for (const char* role : {"target", "drafter"}) {
+    const auto& d = r[role];
+    if (d.is_null()) continue;
+    out << role << ": " << d["dir"].get<std::string>() << "\n  " << d["model"].get<std::string>() << ", "
+        << d["parameters"] << " parameters; load " << timing(d["load"]) << "; peak RSS after the first load "
+        << d["peak_rss_after_first_load_mb"].get<double>() << " MB (" << d["rss_before_load_mb"].get<double>()
+        << " MB before)\n";
+  }
+}
+
+void printDecoding(std::ostream& out, const nlohmann::json& r) {
+  const auto& a = r["autoregressive"];
+  out << "autoregressive, " << a["prompt_tokens"] << "-token prompt + " << a["new_tokens"] << " new tokens:\n"
+      << "  cache on  " << a["cache_on"]["tokens_per_second"].get<double>() << " tokens/s, " << timing(a["cache_on"])
+      << "\n  cache off " << a["cache_off"]["tokens_per_second"].get<double>() << " tokens/s, "
+      << timing(a["cache_off"]) << "\n";
+  out << "one decode step by context (cache on | cache off):\n";
+  for (const auto& e : r["decode_by_context"]) {
+    out << "  " << std::setw(5) << e["context"].get<int64_t>() << "  ";
+    if (e.contains("skipped")) {
+      out << "skipped: " << e["skipped"].get<std::string>() << "\n";
+      continue;
+    }
+    out << timing(e["cache_on"]) << " | " << (e["cache_off"].is_null() ? "not timed" : timing(e["cache_off"])) << "\n";
+  }
+  const auto& b = r["forward_vs_baseline"];
+  out << "decode step at context " << b["decode_context"] << ": " << timing(b["decode_step"])
+      << "; bare mv over the fp32 weights (" << b["weight_gb_fp32"].get<double>() << " GB): "
+      << timing(b["bare_matvec_pass"]) << " = " << b["bare_matvec_gb_per_s"].get<double>() << " GB/s; ratio "
+      << b["decode_over_bound"].get<double>() << "\n";
+  out << "forward of " << b["prefill_rows"] << " tokens: " << timing(b["prefill_forward"]) << "; bare mm "
+      << timing(b["bare_matmul_pass"]) << "; ratio " << b["prefill_over_bare"].get<double>() << "\n";
+}
+
+void printSpeculative(std::ostream& out, const nlohmann::json& r) {
+  if (r["speculative"].is_null()) {
+    out << "speculative: no drafter\n";
+  } else {
+    out << "speculative (greedy): gamma, alpha, c, theoretical, measured (min-max), measured / theoretical\n";
+    for (const auto& g : r["speculative"]) {
+      const auto& m = g["measured_speedup"];
+      out << "  " << g["gamma"] << "  " << g["alpha"].get<double>() << "  " << g["cost_ratio"].get<double>() << "  "
+          << g["theoretical_speedup"].get<double>() << "  " << m["median"].get<double>() << " ("
+          << m["min"].get<double>() << "-" << m["max"].get<double>() << ")  "
+          << g["measured_over_theoretical"].get<double>() << "\n";
+    }
+  }
+  const auto& t = r["tracing"];
+  out << "tracing (attention + logits recorded) on " << timing(t["tracing_on"]) << " vs off "
+      << timing(t["tracing_off"]) << ": overhead " << 100 * t["overhead"].get<double>() << "%\n";
+  out << "peak RSS " << r["memory"]["peak_rss_mb"].get<double>() << " MB\n";
+}
+
+}  // namespace
+
+void printBenchSummary(std::ostream& out, const nlohmann::json& report) {
+  out << std::fixed << std::setprecision(3);
+  printModels(out, report);
+  printDecoding(out, report);
+  printSpeculative(out, report);
+}
+
+}  // namespace kvscope::cli

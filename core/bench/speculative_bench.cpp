@@ -1,0 +1,142 @@
+#include "core/bench/speculative_bench.h"
+
+#include "core/decode/autoregressive.h"
+#include "core/decode/session.h"
+#include "core/trace/metrics.h"
+
+namespace kvscope {
+namespace {
+
+SessionOptions sessionOptions(const SpeculativeBenchSetup& setup, int64_t gamma, bool trace) {
+  SessionOptions o;
+  o.gamma = gamma;
+  o.max_new_tokens = setup.new_tokens;
+  o.ignore_eos = true;  // every run generates the same number of tokens
+  o.record_attention = trace;
+  o.record_logits = trace;
+  return o;
+}
+
+std::unique_ptr<Session> runSession(const SpeculativeBenchSetup& setup, int64_t gamma, bool trace) {
+  std::shared_ptr<const Drafter> drafter;
+  if (setup.drafter) drafter = std::make_shared<ModelDrafter>(setup.drafter, "drafter");
+  auto session = std::make_unique<Session>(setup.target, drafter, setup.prompt, sessionOptions(setup, gamma, trace),
+                                           std::vector<int64_t>{});
+  session->runToEnd();
+  return session;
+}
+
+double autoregressiveMs(const SpeculativeBenchSetup& setup) {
+  GenerateOptions o;
+  o.max_new_tokens = setup.new_tokens;
+  o.ignore_eos = true;
+  return elapsedMs([&] { generateAutoregressive(*setup.target, setup.prompt, o, {}); });
+}
+
+// What one round's forwards cost, from the rounds after the prefill (the
+// prefill forward covers the whole prompt and would make the target look slow).
+struct ForwardCosts {
+  double verify_ms = 0;  // per target (verify) forward
+  double draft_ms = 0;   // per drafter forward
+  double ratio() const { return verify_ms > 0 ? draft_ms / verify_ms : 0; }
+};
+
+ForwardCosts forwardCosts(const Session& session) {
+  double verify = 0, draft = 0;
+  int64_t verifies = 0, drafts = 0;
+  for (const RoundRecord& r : session.rounds()) {
+    if (r.index == 0) continue;
+    verify += r.verify_ms;
+    draft += r.draft_ms;
+    verifies += r.target_forwards;
+    drafts += r.drafter_forwards;
+  }
+  return {verifies ? verify / static_cast<double>(verifies) : 0, drafts ? draft / static_cast<double>(drafts) : 0};
+}
+
+struct GammaTrial {
+  double alpha = 0, cost_ratio = 0, theoretical = 0, measured = 0, verify_ms = 0, draft_ms = 0, session_ms = 0,
+         baseline_ms = 0, mean_accepted_length = 0;
+};
+
+GammaTrial gammaTrial(const SpeculativeBenchSetup& setup, int64_t gamma) {
+  GammaTrial t;
+  t.baseline_ms = autoregressiveMs(setup);
+  std::unique_ptr<Session> session;
+  t.session_ms = elapsedMs([&] { session = runSession(setup, gamma, /*trace=*/false); });
+  const Metrics m = session->metrics();
+  const ForwardCosts costs = forwardCosts(*session);
+  t.alpha = m.alpha;
+  t.cost_ratio = costs.ratio();
+  t.verify_ms = costs.verify_ms;
+  t.draft_ms = costs.draft_ms;
+  t.mean_accepted_length = m.mean_accepted_length;
+  t.theoretical = theoreticalSpeedup(m.alpha, static_cast<double>(gamma), t.cost_ratio);
+  t.measured = t.baseline_ms / t.session_ms;
+  return t;
+}
+
+std::vector<double> column(const std::vector<GammaTrial>& trials, double GammaTrial::*field) {
+  std::vector<double> values;
+  for (const GammaTrial& t : trials) values.push_back(t.*field);
+  return values;
+}
+
+nlohmann::json summary(const std::vector<GammaTrial>& trials, double GammaTrial::*field) {
+  const Timing s = timingOf(column(trials, field));  // not only times: the same median / min / max
+  return {{"median", s.median_ms}, {"min", s.min_ms}, {"max", s.max_ms}};
+}
+
+nlohmann::json gammaEntry(const SpeculativeBenchSetup& setup, int64_t gamma) {
+  for (int i = 0; i < setup.plan.warmup; ++i) gammaTrial(setup, gamma);
+  std::vector<GammaTrial> trials;
+  for (int i = 0; i < std::max(1, setup.plan.trials); ++i) trials.push_back(gammaTrial(setup, gamma));
+  std::vector<double> efficiency;
+  for (const GammaTrial& t : trials) efficiency.push_back(t.measured / t.theoretical);
+  const double alpha = median(column(trials, &GammaTrial::alpha));
+  const double c = median(column(trials, &GammaTrial::cost_ratio));
+  return {{"gamma", gamma},
+          {"trials", trials.size()},
+          {"alpha", alpha},
+          {"cost_ratio", c},
+          // From the medians of alpha and c, so it can be checked against them.
+          {"theoretical_speedup", theoreticalSpeedup(alpha, static_cast<double>(gamma), c)},
+          {"measured_speedup", summary(trials, &GammaTrial::measured)},
+          {"measured_over_theoretical", median(efficiency)},
+          {"mean_accepted_length", summary(trials, &GammaTrial::mean_accepted_length)},
+          {"verify_forward_ms", summary(trials, &GammaTrial::verify_ms)},
+          {"drafter_forward_ms", summary(trials, &GammaTrial::draft_ms)},
+          {"session_ms", summary(trials, &GammaTrial::session_ms)},
+          {"autoregressive_ms", summary(trials, &GammaTrial::baseline_ms)}};
+}
+
+}  // namespace
+
+nlohmann::json benchSpeculative(const SpeculativeBenchSetup& setup, const std::vector<int64_t>& gammas) {
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t gamma : gammas) out.push_back(gammaEntry(setup, gamma));
+  return out;
+}
+
+nlohmann::json benchTracing(const SpeculativeBenchSetup& setup, int64_t gamma) {
+  std::vector<double> on, off;
+  auto pair = [&](bool keep) {
+    const double off_ms = elapsedMs([&] { runSession(setup, gamma, false); });
+    const double on_ms = elapsedMs([&] { runSession(setup, gamma, true); });
+    if (keep) {
+      off.push_back(off_ms);
+      on.push_back(on_ms);
+    }
+  };
+  for (int i = 0; i < setup.plan.warmup; ++i) pair(false);
+  for (int i = 0; i < std::max(1, setup.plan.trials); ++i) pair(true);
+  const Timing t_on = timingOf(on), t_off = timingOf(off);
+  return {{"gamma", setup.drafter ? gamma : 0},
+          {"drafter", setup.drafter != nullptr},
+          {"new_tokens", setup.new_tokens},
+          {"tracing_off", toJson(t_off)},
+          {"tracing_on", toJson(t_on)},
+          {"overhead", t_off.median_ms > 0 ? t_on.median_ms / t_off.median_ms - 1.0 : 0.0}};
+}
+
+}  // namespace kvscope
