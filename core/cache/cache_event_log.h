@@ -8,7 +8,6 @@
 //
 // Rows are not positions: under a cache bug row i need not hold position i,
 // and layers need not agree. The layout is what the model actually attended to.
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>

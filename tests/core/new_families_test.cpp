@@ -12,18 +12,15 @@
 #include "core/decode/session.h"
 #include "core/error.h"
 #include "core/model/causal_lm.h"
+#include "session_test_support.h"
 
 namespace kvscope {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::shared_ptr<const CausalLM> model(const std::string& name) {
-  static std::map<std::string, std::shared_ptr<const CausalLM>> loaded;
-  auto& slot = loaded[name];
-  if (!slot) slot = loadCausalLM(std::string(KVSCOPE_FIXTURES) + "/models/" + name, torch::kFloat32);
-  return slot;
-}
+// Fixture models, loaded once per test process.
+std::shared_ptr<const CausalLM> model(const std::string& name) { return testing_support::fixtureModel(name); }
 
 std::vector<int64_t> runGreedy(const std::string& name, const std::vector<int64_t>& prompt, int64_t gamma,
                                bool use_cache, std::shared_ptr<const Drafter> drafter) {

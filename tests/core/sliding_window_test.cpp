@@ -18,6 +18,7 @@
 #include "core/inspect/cache_diff.h"
 #include "core/inspect/root_cause.h"
 #include "core/model/causal_lm.h"
+#include "session_test_support.h"
 #include "core/trace/trace_file.h"
 
 namespace kvscope {
@@ -25,12 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::shared_ptr<const CausalLM> model(const std::string& name) {
-  static std::map<std::string, std::shared_ptr<const CausalLM>> loaded;
-  auto& slot = loaded[name];
-  if (!slot) slot = loadCausalLM(std::string(KVSCOPE_FIXTURES) + "/models/" + name, torch::kFloat32);
-  return slot;
-}
+// Fixture models, loaded once per test process.
+std::shared_ptr<const CausalLM> model(const std::string& name) { return testing_support::fixtureModel(name); }
 
 nlohmann::json fixture(const std::string& kind, const std::string& name) {
   std::ifstream in(fs::path(KVSCOPE_FIXTURES) / kind / (name + ".json"));
