@@ -2,6 +2,7 @@
 // models (or the given ones) loaded and a sample prompt, ready to step.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDockWidget>
 #include <QFile>
 #include <QScreen>
 #include <QSettings>
@@ -60,8 +61,11 @@ int main(int argc, char** argv) {
   QCommandLineOption kv_rows(QStringLiteral("kv-rows"),
                              QStringLiteral("With --screenshot: zoom both KV heatmaps to rows FIRST..LAST first."),
                              QStringLiteral("first:last"));
+  QCommandLineOption steps_panel(QStringLiteral("attention-steps"),
+                                 QStringLiteral("With --screenshot: raise the Attention Step by Step panel and give it "
+                                                "most of the height first."));
   parser.addOptions({target, drafter, ngram, default_layout, prompt, prompt_file, max_new, rounds, select, position, fault,
-                     diff, bench, screenshot, kv_rows});
+                     diff, bench, screenshot, kv_rows, steps_panel});
   parser.process(app);
 
   kvscope::ui::LogBridge::install();
@@ -128,7 +132,20 @@ int main(int argc, char** argv) {
         view->setVisibleRows(rows[0].toDouble() - 0.5, rows[1].toDouble() + 0.5);
       }
     };
-    if (!kvscope::ui::saveScreenshotWhenReady(window, parser.value(screenshot), options.initial_rounds, 600000, zoom)) {
+    const auto arrange = [&] {
+      zoom();
+      if (!parser.isSet(steps_panel)) return;
+      auto* steps = window.findChild<QDockWidget*>(QStringLiteral("attentionStepsDock"));
+      auto* kv = window.findChild<QDockWidget*>(QStringLiteral("kvDock"));
+      auto* history = window.findChild<QDockWidget*>(QStringLiteral("rowHistoryDock"));
+      if (!steps || !kv || !history) return;
+      steps->raise();
+      window.resizeDocks({kv, steps}, {window.height() / 5, window.height() * 4 / 5}, Qt::Vertical);
+      if (!history->isFloating() && window.tabifiedDockWidgets(history).isEmpty()) {
+        window.resizeDocks({kv, history}, {window.width() * 3 / 5, window.width() / 8}, Qt::Horizontal);
+      }
+    };
+    if (!kvscope::ui::saveScreenshotWhenReady(window, parser.value(screenshot), options.initial_rounds, 600000, arrange)) {
       std::fprintf(stderr, "screenshot: the session did not get ready or %s could not be written\n",
                    qPrintable(parser.value(screenshot)));
       return 1;

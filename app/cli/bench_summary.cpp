@@ -57,12 +57,13 @@ void printSpeculative(std::ostream& out, const nlohmann::json& r) {
   if (r["speculative"].is_null()) {
     out << "speculative: no drafter\n";
   } else {
-    out << "speculative (greedy): gamma, alpha, c, theoretical, measured (min-max), measured / theoretical\n";
+    out << "speculative (greedy): gamma, alpha, c (drafter step / target step), verify forward / target step, "
+           "theoretical, measured (min-max), measured / theoretical\n";
     for (const auto& g : r["speculative"]) {
       const auto& m = g["measured_speedup"];
       out << "  " << g["gamma"] << "  " << g["alpha"].get<double>() << "  " << g["cost_ratio"].get<double>() << "  "
-          << g["theoretical_speedup"].get<double>() << "  " << m["median"].get<double>() << " ("
-          << m["min"].get<double>() << "-" << m["max"].get<double>() << ")  "
+          << g["verify_over_step"].get<double>() << "  " << g["theoretical_speedup"].get<double>() << "  "
+          << m["median"].get<double>() << " (" << m["min"].get<double>() << "-" << m["max"].get<double>() << ")  "
           << g["measured_over_theoretical"].get<double>() << "\n";
     }
   }

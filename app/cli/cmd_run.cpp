@@ -30,6 +30,26 @@ double baselineMilliseconds(const SessionSetup& setup) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+double megabytes(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// What the views keep of the verify passes, and what the budget dropped.
+void printBudget(std::ostream& out, const RecordBudget& budget) {
+  out << "recorded attention + logits kept: " << megabytes(budget.keptBytes()) << " MB";
+  if (budget.budgetBytes() > 0) out << " of a " << megabytes(budget.budgetBytes()) << " MB trace budget";
+  out << "\n";
+  if (budget.roundsWithoutAttention() + budget.roundsWithoutLogits() > 0) {
+    out << "over budget: the " << budget.roundsWithoutAttention() << " oldest rounds lost their attention, "
+        << budget.roundsWithoutLogits() << " their logits (--trace-budget MB, 0: no limit)\n";
+  }
+}
+
+nlohmann::json budgetJson(const RecordBudget& budget) {
+  return {{"budget_mb", megabytes(budget.budgetBytes())},
+          {"kept_mb", megabytes(budget.keptBytes())},
+          {"rounds_without_attention", budget.roundsWithoutAttention()},
+          {"rounds_without_logits", budget.roundsWithoutLogits()}};
+}
+
 int runRun(Args& args) {
   const bool json = args.flag("json");
   const auto trace_path = args.value("trace");
@@ -62,6 +82,7 @@ int runRun(Args& args) {
       std::cout << "measured speedup over autoregressive decoding: " << baseline_ms / session_ms << " (" << baseline_ms
                 << " ms vs " << session_ms << " ms)\n";
     }
+    printBudget(std::cout, session->recordBudget());
     if (trace_path) std::cout << "trace written to " << *trace_path << "\n";
   }
   nlohmann::json result = toJson(metrics);
@@ -69,6 +90,7 @@ int runRun(Args& args) {
   result["text"] = setup.target->tokenizer->decode(ids);
   result["prompt_ids"] = setup.prompt;
   result["session_ms"] = session_ms;
+  result["trace_budget"] = budgetJson(session->recordBudget());
   if (baseline) {
     result["baseline_ms"] = baseline_ms;
     result["measured_speedup"] = baseline_ms / session_ms;
@@ -81,7 +103,8 @@ const CommandRegistrar kRegister{
     "run",
     "run [--target DIR] [--drafter DIR | --ngram N] (--prompt TEXT | --prompt-ids 1,2,3) [--gamma G | --adaptive]\n"
     "           [--max-new N] [--cache on|off] [--greedy | --temperature T --top-k K --top-p P] [--seed S]\n"
-    "           [--bookkeeping exact|seed] [--ignore-eos] [--fault NAME] [--trace out.kvtrace] [--no-baseline] [--json]",
+    "           [--bookkeeping exact|seed] [--ignore-eos] [--fault NAME] [--trace out.kvtrace] [--trace-budget MB]\n"
+    "           [--no-baseline] [--json]",
     runRun};
 
 }  // namespace

@@ -45,6 +45,7 @@ SessionSetup parseSessionSetup(Args& args) {
   o.bookkeeping = parseBookkeeping(args.value("bookkeeping").value_or("exact"));
   o.ignore_eos = args.flag("ignore-eos");
   o.fault = parseFault(args.value("fault").value_or("none"));
+  o.trace_budget_mb = args.integer("trace-budget", o.trace_budget_mb);
   o.validate();
   return setup;
 }

@@ -95,16 +95,17 @@ nlohmann::json autoregressive(const CausalLM& model, const BenchOptions& o) {
 Timing cachedStep(const CausalLM& model, const std::vector<int64_t>& ids, int64_t context, const TrialPlan& plan) {
   c10::InferenceMode guard;
   auto cache = model.makeCache();
-  model.forward(idsTensor(std::vector<int64_t>(ids.begin(), ids.begin() + context)), 0, cache.get());
+  model.forward(idsTensor(std::vector<int64_t>(ids.begin(), ids.begin() + context)), 0, cache.get(), nullptr, 0);
   const at::Tensor next = idsTensor({ids[static_cast<size_t>(context)]});
   return timeTrials([&] { model.forward(next, context, cache.get()); }, plan, [&] { cache->crop(context); });
 }
 
-// The same token without a cache: one forward over all context + 1 tokens.
+// The same token without a cache: one forward over all context + 1 tokens,
+// the logits of the last (as uncached decoding computes them).
 Timing uncachedStep(const CausalLM& model, const std::vector<int64_t>& ids, int64_t context, const TrialPlan& plan) {
   c10::InferenceMode guard;
   const at::Tensor all = idsTensor(std::vector<int64_t>(ids.begin(), ids.begin() + context + 1));
-  return timeTrials([&] { model.forward(all, 0, nullptr); }, plan);
+  return timeTrials([&] { model.forward(all, 0, nullptr, nullptr, 1); }, plan);
 }
 
 nlohmann::json decodeSweep(const CausalLM& model, const BenchOptions& o, const BenchProgress& progress) {

@@ -67,10 +67,10 @@ GenerateResult generateAutoregressive(const CausalLM& model, const std::vector<i
     if (cache) {
       const int64_t fed = cache->endPosition(0);
       const std::vector<int64_t> pending(sequence.begin() + fed, sequence.end());
-      logits = model.forward(idsTensor(pending), fed, cache.get());
+      logits = model.forward(idsTensor(pending), fed, cache.get(), nullptr, /*logit_rows=*/1);
       dropRowsOutsideWindows(model.config(), sequence.size(), *cache);
     } else {
-      logits = model.forward(idsTensor(sequence), 0, nullptr);
+      logits = model.forward(idsTensor(sequence), 0, nullptr, nullptr, /*logit_rows=*/1);
     }
     ++result.forward_calls;
     const auto probs = processedProbs(logits[-1], options.sampling);

@@ -40,6 +40,8 @@ void SessionOptions::validate() const {
   require(!adaptive_gamma || (gamma >= gamma_min && gamma <= gamma_max),
           "the starting gamma must lie within the adaptive bounds");
   require(max_new_tokens >= 1, "max new tokens must be >= 1, got " + std::to_string(max_new_tokens));
+  require(trace_budget_mb >= 0 && trace_budget_mb <= (int64_t{1} << 30),
+          "the trace budget must be 0 (no limit) or a positive number of MB, got " + std::to_string(trace_budget_mb));
   sampling.validate();
 }
 
@@ -50,7 +52,9 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
       options_(std::move(options)),
       eos_ids_(std::move(eos_ids)),
       faults_(options_.fault),
-      generator_(makeGenerator(options_.seed)) {
+      generator_(makeGenerator(options_.seed)),
+      // Clamped so that an invalid value (refused just below) cannot overflow.
+      record_budget_(std::clamp<int64_t>(options_.trace_budget_mb, 0, int64_t{1} << 30) * 1024 * 1024) {
   require(target_ != nullptr, "session: no target model");
   options_.validate();
   record_.sequence = std::move(prompt);
@@ -134,6 +138,22 @@ class WriteRecorder : public ProbeSink {
   ProbeSink* inner_;
 };
 
+// The largest difference between what the cache stored (per layer
+// [kv_heads, m, head_dim]) and what the forward computed, put in write order.
+double storeError(const std::vector<at::Tensor>& stored_k, const std::vector<at::Tensor>& stored_v,
+                  const std::vector<at::Tensor>& computed_k, const std::vector<at::Tensor>& computed_v,
+                  const std::vector<int64_t>& order) {
+  const auto index = torch::tensor(order, torch::kInt64);
+  std::vector<at::Tensor> errors;  // per layer and K/V, a 0-d tensor: one read at the end
+  for (size_t layer = 0; layer < stored_k.size(); ++layer) {
+    const auto wanted_k = computed_k[layer].index_select(1, index).to(torch::kFloat32);
+    const auto wanted_v = computed_v[layer].index_select(1, index).to(torch::kFloat32);
+    errors.push_back((stored_k[layer].to(torch::kFloat32) - wanted_k).abs().max());
+    errors.push_back((stored_v[layer].to(torch::kFloat32) - wanted_v).abs().max());
+  }
+  return torch::stack(errors).max().item<double>();
+}
+
 }  // namespace
 
 std::vector<int64_t> Session::rowsPerLayer(CacheRole role) const {
@@ -213,12 +233,13 @@ void Session::slideWindows(CacheRole role) {
   }
 }
 
-at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Phase phase, ProbeSink* probes) {
+at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Phase phase, ProbeSink* probes,
+                         int64_t logit_rows) {
   const CausalLM& model = role == CacheRole::Target ? *target_ : *drafter_->model();
   KvCache* cache = cacheOf(role);
   RoundRecord& record = record_.rounds.back();
   (role == CacheRole::Target ? record.target_forwards : record.drafter_forwards) += 1;
-  if (cache == nullptr) return model.forward(idsTensor(tokens), 0, nullptr, probes);  // [all, vocab]
+  if (cache == nullptr) return model.forward(idsTensor(tokens), 0, nullptr, probes, logit_rows);  // [rows, vocab]
 
   // Feed only the tokens the cache does not hold yet, at explicit positions.
   std::vector<int64_t>& held = believed(role);
@@ -246,8 +267,8 @@ at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Pha
   const auto ids = idsTensor(pending);
   at::Tensor logits;
   try {
-    logits = faults_.active() ? model.forwardUnchecked(ids, rope_start, cache, &computed)  // [n, vocab]
-                              : model.forward(ids, rope_start, cache, &computed);          // invariant asserted
+    logits = faults_.active() ? model.forwardUnchecked(ids, rope_start, cache, &computed, logit_rows)  // [rows, vocab]
+                              : model.forward(ids, rope_start, cache, &computed, logit_rows);  // invariant asserted
   } catch (...) {
     cache->setWriteOrder(std::nullopt);
     cache->setCausalAmongNewRows(true);
@@ -285,18 +306,15 @@ void Session::recordWrite(CacheRole role, Phase phase, const std::vector<RowIden
   event.expected_rows = expected_rows;
   event.fault_action = std::move(fault_action);
   if (m > 0) {
-    const auto index = torch::tensor(order, torch::kInt64);
     std::vector<at::Tensor> k_rows, v_rows;
     for (int64_t layer = 0; layer < cache->numLayers(); ++layer) {
-      auto k = cache->keys(layer).narrow(1, rows_before[layer], m);  // [kv_heads, m, head_dim] as stored
-      auto v = cache->values(layer).narrow(1, rows_before[layer], m);
-      const auto wanted_k = computed_k[layer].index_select(1, index).to(torch::kFloat32);
-      const auto wanted_v = computed_v[layer].index_select(1, index).to(torch::kFloat32);
-      event.max_store_error = std::max({event.max_store_error, (k.to(torch::kFloat32) - wanted_k).abs().max().item<double>(),
-                                        (v.to(torch::kFloat32) - wanted_v).abs().max().item<double>()});
-      k_rows.push_back(k);
-      v_rows.push_back(v);
+      k_rows.push_back(cache->keys(layer).narrow(1, rows_before[layer], m));  // [kv_heads, m, head_dim] as stored
+      v_rows.push_back(cache->values(layer).narrow(1, rows_before[layer], m));
     }
+    // Without an injected fault the cache stores a plain copy of what the
+    // forward computed, in the same dtype and order: comparing them would
+    // cost more than a small drafter's forward and could only find equality.
+    if (faults_.active()) event.max_store_error = storeError(k_rows, v_rows, computed_k, computed_v, order);
     const int64_t first = record_.ledger.recordBirths(role, identities, torch::stack(k_rows), torch::stack(v_rows),
                                                       round_index_, phase);
     for (int64_t i = 0; i < m; ++i) event.written.push_back(first + i);
@@ -397,12 +415,12 @@ void Session::runPrefill() {
   const std::vector<int64_t> prefix(record_.sequence.begin(), record_.sequence.end() - 1);
   if (!prefix.empty() && options_.use_cache) {
     auto start = Clock::now();
-    feed(CacheRole::Target, prefix, Phase::Prefill);
+    feed(CacheRole::Target, prefix, Phase::Prefill, nullptr, /*logit_rows=*/0);  // the cache is what a prefill is for
     record_.rounds.back().verify_ms = millisecondsSince(start);
     slideWindows(CacheRole::Target);
     if (drafter_cache_) {
       start = Clock::now();
-      feed(CacheRole::Drafter, prefix, Phase::Prefill);
+      feed(CacheRole::Drafter, prefix, Phase::Prefill, nullptr, /*logit_rows=*/0);
       slideWindows(CacheRole::Drafter);
       record_.rounds.back().draft_ms = millisecondsSince(start);
     }
@@ -443,7 +461,7 @@ void Session::runDraft() {
     std::vector<int64_t> tokens = record_.sequence;
     std::vector<at::Tensor> draft_rows;
     for (int64_t i = 0; i < r.gamma; ++i) {
-      const auto logits = feed(CacheRole::Drafter, tokens, Phase::Draft)[-1].to(torch::kFloat32);  // [vocab]
+      const auto logits = feed(CacheRole::Drafter, tokens, Phase::Draft, nullptr, 1)[-1].to(torch::kFloat32);  // [vocab]
       draft_rows.push_back(logits);
       const auto q = processedProbs(logits, options_.sampling);
       const int64_t d = options_.sampling.greedy ? q.argmax().item<int64_t>() : sampleFrom(q, generator_);
@@ -468,7 +486,8 @@ void Session::runVerify() {
   tokens.insert(tokens.end(), r.drafts.begin(), r.drafts.end());
   const int64_t queries = static_cast<int64_t>(r.drafts.size()) + 1;  // p_1 .. p_{k+1}
   AttentionRecorder attention(target_->config().num_layers);
-  const auto logits = feed(CacheRole::Target, tokens, Phase::Verify, options_.record_attention ? &attention : nullptr);
+  const auto logits =
+      feed(CacheRole::Target, tokens, Phase::Verify, options_.record_attention ? &attention : nullptr, queries);
   verify_logits_ = logits.narrow(0, logits.size(0) - queries, queries).to(torch::kFloat32);  // [k + 1, vocab]
   std::vector<at::Tensor> p_rows;
   for (int64_t i = 0; i < queries; ++i) p_rows.push_back(processedProbs(verify_logits_[i], options_.sampling));
@@ -490,6 +509,7 @@ void Session::runVerify() {
     }
   }
   record_.verify[r.index] = std::move(verify);
+  record_budget_.admit(record_.verify, r.index);
   r.verify_ms = millisecondsSince(start);
   next_phase_ = Phase::Accept;
 }

@@ -21,6 +21,7 @@
 #include "core/model/causal_lm.h"
 #include "core/trace/kv_ledger.h"
 #include "core/trace/metrics.h"
+#include "core/trace/record_budget.h"
 #include "core/trace/session_record.h"
 #include "core/trace/trace_types.h"
 
@@ -39,6 +40,10 @@ struct SessionOptions {
   bool ignore_eos = false;
   bool record_attention = true;  // verify-pass attention of every layer, per round
   bool record_logits = true;     // verify-pass logits, per round
+  // Bytes of attention + logits kept for the views; over it the oldest rounds
+  // lose their attention, then their logits (core/trace/record_budget.h).
+  // 0: no limit.
+  int64_t trace_budget_mb = 1024;
   Fault fault = Fault::None;     // an injected cache bug (core/cache/fault.h, fault_policy.h)
 
   void validate() const;  // throws Error naming the bad parameter
@@ -84,6 +89,8 @@ class Session {
   // is what the audit checks.
   const std::vector<int64_t>& believedCacheTokens(CacheRole role) const;
   const KvLedger& ledger() const { return record_.ledger; }
+  // What the trace budget kept and dropped so far.
+  const RecordBudget& recordBudget() const { return record_budget_; }
   const KvCache* targetCache() const { return target_cache_.get(); }
   const KvCache* drafterCache() const { return drafter_cache_.get(); }
   int64_t currentGamma() const { return gamma_; }
@@ -99,9 +106,10 @@ class Session {
   void advancePhase();
 
   // Feeds sequence[cache_length..] (+ extra tokens) to a model, recording
-  // births in the ledger. Returns the logits of the fed tokens [n, vocab].
+  // births in the ledger. Returns the logits of the last `logit_rows` fed
+  // tokens [logit_rows, vocab] (all of them with kAllRows).
   at::Tensor feed(CacheRole role, const std::vector<int64_t>& tokens_after_cache, Phase phase,
-                  ProbeSink* probes = nullptr);
+                  ProbeSink* probes = nullptr, int64_t logit_rows = CausalLM::kAllRows);
   // Cuts a cache back so the engine believes it holds `keep` entries; the
   // fault policy decides what physically happens. Logs the operation.
   void pruneCache(CacheRole role, int64_t keep, int64_t first_wrong_position);
@@ -128,6 +136,7 @@ class Session {
   at::Generator generator_;
 
   SessionRecord record_;
+  RecordBudget record_budget_;
   std::unique_ptr<KvCache> target_cache_;
   std::unique_ptr<KvCache> drafter_cache_;
   CacheLayout layout_[2];          // the physical rows of each cache now (target, drafter)

@@ -84,7 +84,7 @@ CacheAudit auditAt(const SessionRecord& record, CacheRole cache, const Moment& m
   if (model != nullptr && audit.expected_rows > 0) {
     c10::InferenceMode guard;
     const std::vector<int64_t> expected(stream.begin(), stream.begin() + audit.expected_rows);
-    model->forward(idsTensor(expected), 0, nullptr, &fresh);
+    model->forward(idsTensor(expected), 0, nullptr, &fresh, /*logit_rows=*/0);  // K/V are what it is for
     audit.values_checked = true;
   }
   for (int64_t layer = 0; layer < layers; ++layer) {

@@ -47,7 +47,8 @@ void tally(DiffReport& report, PositionDiff d) {
 
 // Rows [first, first + count) of an uncached forward over `tokens`.
 at::Tensor uncachedRows(const CausalLM& model, const std::vector<int64_t>& tokens, int64_t first, int64_t count) {
-  return model.forward(idsTensor(tokens), 0, nullptr).narrow(0, first, count).to(torch::kFloat32);
+  const int64_t tail = static_cast<int64_t>(tokens.size()) - first;  // no logits for the rows before
+  return model.forward(idsTensor(tokens), 0, nullptr, nullptr, tail).narrow(0, 0, count).to(torch::kFloat32);
 }
 
 // Compares `count` rows of cached logits with the uncached recomputation;
@@ -110,6 +111,7 @@ DiffReport diffLockstep(Session& session, const DiffTolerances& tol, const std::
       }
     } else {
       const VerifyRecord& v = session.verifyRecords().at(round);
+      if (!v.logits.defined()) continue;  // logits not recorded (the newest round is never over budget)
       const int64_t queries = v.logits.size(0);
       tokens.insert(tokens.end(), r.drafts.begin(), r.drafts.end());
       const auto uncached = uncachedRows(session.target(), tokens, start - 1, queries);
@@ -146,6 +148,9 @@ DiffReport diffFreeRunning(Session& cached, Session& uncached, const DiffToleran
     if (it == uncached.verifyRecords().end() || uncached.rounds().size() <= static_cast<size_t>(r.index)) continue;
     const RoundRecord& other = uncached.rounds()[r.index];
     if (other.drafts != r.drafts || other.start_length != r.start_length) continue;  // different streams
+    // A long session's trace budget may have dropped old rounds' logits:
+    // the tokens above still compare every round, the logits only those kept.
+    if (!cached.verifyRecords().at(r.index).logits.defined() || !it->second.logits.defined()) continue;
     compareRows(report, CacheRole::Target, r.index, r.start_length - 1, cached.verifyRecords().at(r.index).logits,
                 it->second.logits, tol);
   }

@@ -132,6 +132,10 @@ LoadResult SessionController::loadModels(const ModelSpec& spec, const Progress& 
 }
 
 bool SessionController::hasModels() const { return state_->target != nullptr; }
+
+std::shared_ptr<const CausalLM> SessionController::liveTarget() const {
+  return state_->replay ? nullptr : state_->target;
+}
 bool SessionController::hasSession() const { return state_->session != nullptr; }
 bool SessionController::finished() const { return state_->session && state_->session->finished(); }
 

@@ -80,6 +80,10 @@ class SessionController {
   void adoptModels(std::shared_ptr<const CausalLM> target, std::shared_ptr<const Tokenizer> tokenizer,
                    std::vector<int64_t> eos_ids, std::shared_ptr<const Drafter> drafter, std::string target_name);
   bool hasModels() const;
+  // The target model of the live session (null with none loaded, or while
+  // replaying a trace, whose tokens may come from another model): for
+  // explanations (attention_explanation.h) on the thread that owns this.
+  std::shared_ptr<const CausalLM> liveTarget() const;
   // Throws Error (bad prompt, bad options); the previous session stays.
   void startSession(const SessionSpec& spec);
   void startSession(std::vector<int64_t> prompt, const SessionOptions& options);

@@ -46,6 +46,10 @@ struct AttentionData {
   std::vector<std::vector<uint8_t>> masks;        // per layer [queries, keys[l]]: 1 = visible (the mask applied)
   // Per query row: the target's top tokens (id, softmax probability), best first.
   std::vector<std::vector<std::pair<int64_t, float>>> top_tokens;
+  // The session recorded this round's attention / logits, then dropped them
+  // to stay within its trace budget (layers / top_tokens are then empty).
+  bool attention_dropped = false;
+  bool logits_dropped = false;
 
   int64_t layerCount() const { return static_cast<int64_t>(layers.size()); }
   int64_t keyCount(int64_t layer) const;

@@ -35,6 +35,8 @@ std::shared_ptr<const AttentionData> convertAttention(int64_t round, const Verif
   auto data = std::make_shared<AttentionData>();
   data->round = round;
   data->first_query_position = record.first_query_position;
+  data->attention_dropped = record.attention_dropped;
+  data->logits_dropped = record.logits_dropped;
   for (size_t l = 0; l < record.attention.size(); ++l) {
     const at::Tensor& layer = record.attention[l];
     // Layers must agree in heads and queries; keys may differ (a fault can
@@ -68,6 +70,18 @@ std::shared_ptr<const AttentionData> convertAttention(int64_t round, const Verif
       data->top_tokens.push_back(std::move(row));
     }
   }
+  return data;
+}
+
+// A converted round after the session's trace budget dropped its attention:
+// the top tokens (a few numbers per query) stay.
+std::shared_ptr<const AttentionData> withoutAttention(const AttentionData& converted) {
+  auto data = std::make_shared<AttentionData>();
+  data->round = converted.round;
+  data->first_query_position = converted.first_query_position;
+  data->top_tokens = converted.top_tokens;
+  data->attention_dropped = true;
+  data->logits_dropped = converted.logits_dropped;
   return data;
 }
 
@@ -128,8 +142,13 @@ void SnapshotBuilder::fillRecord(SessionSnapshot& snapshot, const SessionRecord&
   snapshot.rows = rows_;
 
   for (const auto& [round, verify] : record.verify) {
-    if (attention_.count(round) == 0 && (!verify.attention.empty() || verify.logits.defined())) {
-      attention_[round] = convertAttention(round, verify);
+    const auto cached = attention_.find(round);
+    if (cached == attention_.end()) {
+      if (!verify.attention.empty() || verify.logits.defined() || verify.attention_dropped) {
+        attention_[round] = convertAttention(round, verify);
+      }
+    } else if (verify.attention_dropped && !cached->second->layers.empty()) {
+      attention_[round] = withoutAttention(*cached->second);  // the budget applies to the views' copy too
     }
   }
   snapshot.attention = attention_;

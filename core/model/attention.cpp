@@ -1,8 +1,18 @@
 #include "core/model/attention.h"
 
+#include <cmath>
 #include <limits>
 
 namespace kvscope {
+
+double attentionScale(const ModelConfig& config, int64_t layer) {
+  const double inverse_sqrt = 1.0 / std::sqrt(static_cast<double>(config.head_dim));
+  if (config.arch == Architecture::Gpt2) {
+    const double scale = config.scale_attn_weights ? inverse_sqrt : 1.0;
+    return config.scale_attn_by_inverse_layer_idx ? scale / static_cast<double>(layer + 1) : scale;
+  }
+  return config.attention_scale > 0 ? config.attention_scale : inverse_sqrt;
+}
 
 std::pair<at::Tensor, at::Tensor> keysAndValues(const at::Tensor& k, const at::Tensor& v, int64_t layer,
                                                 KvCache* cache) {
@@ -12,6 +22,23 @@ std::pair<at::Tensor, at::Tensor> keysAndValues(const at::Tensor& k, const at::T
   // engines that store fp16 K/V do.
   return {cache->keys(layer).to(k.scalar_type()), cache->values(layer).to(v.scalar_type())};
 }
+
+namespace {
+
+// scores [kv, g, n, T] with -inf where a query may not see a key.
+at::Tensor maskedScores(const at::Tensor& scores, int64_t n, int64_t total, const AttentionOptions& options,
+                        int64_t layer, ProbeSink* probes) {
+  // Causal mask: query i may see key j iff j <= T - n + i.
+  auto query_index = torch::arange(n, torch::kInt64).unsqueeze(1) + (total - n);  // [n, 1]
+  auto key_index = torch::arange(total, torch::kInt64).unsqueeze(0);              // [1, T]
+  auto hidden = key_index > query_index;                                          // [n, T]
+  if (!options.causal_among_new) hidden = hidden & (key_index < total - n);       // new rows all visible
+  if (options.window > 0) hidden = hidden | (key_index <= query_index - options.window);  // left the window
+  probe(probes, Probe::AttentionMask, layer, hidden.logical_not());
+  return scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
+}
+
+}  // namespace
 
 at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                            const AttentionOptions& options, int64_t layer, ProbeSink* probes) {
@@ -26,15 +53,12 @@ at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at
   auto scores = torch::bmm(grouped_q, keys.transpose(1, 2)).view({kv_heads, group, n, total}) * options.scale;  // [kv, g, n, T]
   if (options.softcap > 0) scores = (scores / options.softcap).tanh() * options.softcap;
 
-  // Causal mask: query i may see key j iff j <= T - n + i.
-  auto query_index = torch::arange(n, torch::kInt64).unsqueeze(1) + (total - n);  // [n, 1]
-  auto key_index = torch::arange(total, torch::kInt64).unsqueeze(0);              // [1, T]
-  auto hidden = key_index > query_index;                                          // [n, T]
-  if (!options.causal_among_new) hidden = hidden & (key_index < total - n);       // new rows all visible
-  if (options.window > 0) hidden = hidden | (key_index <= query_index - options.window);  // left the window
-  probe(probes, Probe::AttentionMask, layer, hidden.logical_not());
-  scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
-
+  // One causal query with no window sees every key: no mask to build
+  // (five tensor operations per layer and step that would hide nothing).
+  const bool sees_all = n == 1 && options.window <= 0 && options.causal_among_new;
+  if (!sees_all || (probes != nullptr && probes->wants(Probe::AttentionMask, layer))) {
+    scores = maskedScores(scores, n, total, options, layer, probes);
+  }
   auto weights = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());  // [kv, g, n, T]
   auto output = torch::bmm(weights.reshape({kv_heads, group * n, total}), values);  // [kv, g * n, D]
   auto per_head_weights = weights.reshape({heads, n, total});

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "core/cache/kv_cache.h"
+#include "core/model/model_config.h"
 #include "core/model/probe.h"
 
 namespace kvscope {
@@ -14,6 +15,12 @@ namespace kvscope {
 // [kv_heads, keys, head_dim] in the compute dtype.
 std::pair<at::Tensor, at::Tensor> keysAndValues(const at::Tensor& k, const at::Tensor& v, int64_t layer,
                                                 KvCache* cache);
+
+// The factor a layer multiplies q.k by: 1 / sqrt(head_dim) by default,
+// Gemma 2's query_pre_attn_scalar ** -0.5, GPT-2's scale_attn_weights and
+// scale_attn_by_inverse_layer_idx. Models and inspectors share it so that
+// an explanation shows the scale the forward really used.
+double attentionScale(const ModelConfig& config, int64_t layer);
 
 struct AttentionOptions {
   double scale = 1.0;            // multiplies q.k

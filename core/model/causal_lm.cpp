@@ -67,15 +67,22 @@ void CausalLM::checkForwardArguments(const at::Tensor& tokens, int64_t start_pos
   }
 }
 
-at::Tensor CausalLM::forward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes) const {
+at::Tensor CausalLM::forward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
+                             int64_t logit_rows) const {
   checkForwardArguments(tokens, start_pos, cache, /*require_cache_at_start=*/true);
-  return forwardImpl(tokens, start_pos, cache, probes);
+  return forwardImpl(tokens, start_pos, cache, probes, logit_rows);
 }
 
 at::Tensor CausalLM::forwardUnchecked(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
-                                      ProbeSink* probes) const {
+                                      ProbeSink* probes, int64_t logit_rows) const {
   checkForwardArguments(tokens, start_pos, cache, /*require_cache_at_start=*/false);
-  return forwardImpl(tokens, start_pos, cache, probes);
+  return forwardImpl(tokens, start_pos, cache, probes, logit_rows);
+}
+
+at::Tensor CausalLM::rowsForLogits(const at::Tensor& x, int64_t logit_rows) {
+  const int64_t n = x.size(0);
+  if (logit_rows < 0 || logit_rows >= n) return x;
+  return x.narrow(0, n - logit_rows, logit_rows);  // [logit_rows, hidden]
 }
 
 std::unique_ptr<KvCache> CausalLM::makeCache(c10::optional<c10::ScalarType> storage) const {
@@ -129,7 +136,10 @@ std::unique_ptr<CausalLM> loadCausalLM(const std::string& dir, const c10::Tensor
       spdlog::warn("{}: tensor '{}' is not used by {}", dir, name, config.architecture_name);
     }
   }
-  return buildCausalLM(config, tensors, options, dir);
+  auto model = buildCausalLM(config, tensors, options, dir);
+  tensors.clear();  // the model holds the only reference: each re-stored weight frees its old copy
+  model->layOutForInference();
+  return model;
 }
 
 }  // namespace kvscope

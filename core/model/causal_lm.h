@@ -35,14 +35,18 @@ class CausalLM {
   // With a cache, its length must equal start_pos (it holds exactly the
   // tokens before these); the forward appends n rows to every layer.
   // Without a cache, start_pos must be 0 and tokens is the whole sequence.
-  // Returns logits [n, vocab] in the compute dtype.
-  at::Tensor forward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
-                     ProbeSink* probes = nullptr) const;
+  // Returns logits [n, vocab] in the compute dtype, or of only the last
+  // `logit_rows` tokens ([logit_rows, vocab]) when that is >= 0: a prefill
+  // needs none, a decode step one, and the head of a 150k-token vocabulary
+  // over a 2,000-token prompt would cost 1.2 GB and most of the prefill's time.
+  static constexpr int64_t kAllRows = -1;
+  at::Tensor forward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes = nullptr,
+                     int64_t logit_rows = kAllRows) const;
   // As forward(), but the cache's length need not equal start_pos (ids and
   // positions are still checked). Only fault injection uses it, to reproduce
   // engines that lose track of what their cache holds.
   at::Tensor forwardUnchecked(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
-                              ProbeSink* probes = nullptr) const;
+                              ProbeSink* probes = nullptr, int64_t logit_rows = kAllRows) const;
 
   // An empty cache shaped for this model, storing K/V in `storage` dtype
   // (default: the compute dtype).
@@ -50,14 +54,20 @@ class CausalLM {
 
   // Parameters under their checkpoint names (tied weights listed once).
   virtual NamedTensors namedParameters() const = 0;
+  // Re-stores the dense weights for inference (same values and shapes; see
+  // columnMajor in core/model/dense.h). Loaded models only: training keeps
+  // the checkpoint layout its optimiser was built on.
+  virtual void layOutForInference() = 0;
   int64_t parameterCount() const;
 
  protected:
   CausalLM(ModelConfig config, c10::TensorOptions options)
       : config_(std::move(config)), options_(options) {}
   // Architecture-specific body; arguments already checked.
-  virtual at::Tensor forwardImpl(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
-                                 ProbeSink* probes) const = 0;
+  virtual at::Tensor forwardImpl(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
+                                 int64_t logit_rows) const = 0;
+  // x [n, hidden] -> its last `logit_rows` rows (all when kAllRows or >= n).
+  static at::Tensor rowsForLogits(const at::Tensor& x, int64_t logit_rows);
 
   ModelConfig config_;
   c10::TensorOptions options_;

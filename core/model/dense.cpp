@@ -12,6 +12,11 @@ at::Tensor oneRow(const at::Tensor& x, const at::Tensor& weight_out_in, const at
 
 }  // namespace
 
+at::Tensor columnMajor(const at::Tensor& weight) {
+  if (weight.dim() != 2 || weight.t().is_contiguous()) return weight;
+  return weight.t().contiguous().t();  // [out, in], strides (1, out)
+}
+
 at::Tensor dense(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   if (x.dim() == 2 && x.size(0) == 1) return oneRow(x, weight, bias);
   return torch::linear(x, weight, bias);

@@ -9,6 +9,15 @@
 
 namespace kvscope {
 
+// weight [out, in] with the same values, stored column-major (its transpose
+// contiguous). A product of a few rows (a verify pass) with a row-major
+// [out, in] weight reaches sgemm as a transposed operand, and OpenBLAS 0.3.21
+// spends most of such a call repacking that transpose (55% of a 5-row forward
+// of the bundled target); column-major storage makes it the plain operand
+// (3x faster at 256-1408 wide, equal at 0.5 B sizes), and one row still
+// streams through gemv.
+at::Tensor columnMajor(const at::Tensor& weight);
+
 // x [n, in], weight [out, in] (nn.Linear), bias [out] or undefined -> [n, out].
 at::Tensor dense(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
 

@@ -78,6 +78,14 @@ NamedTensors Gpt2Model::namedParameters() const {
   return out;
 }
 
+void Gpt2Model::layOutForInference() {
+  // The blocks' Conv1D weights are stored [in, out] already; only the head
+  // (the token embedding when tied) is an [out, in] product.
+  const bool tied = lm_head_.is_same(wte_);
+  lm_head_ = columnMajor(lm_head_);
+  if (tied) wte_ = lm_head_;
+}
+
 at::Tensor Gpt2Model::layerNorm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const {
   return torch::layer_norm(x, {config_.hidden_size}, w, b, config_.norm_eps);
 }
@@ -92,6 +100,7 @@ at::Tensor Gpt2Model::activation(const at::Tensor& x) const {
 at::Tensor Gpt2Model::attention(const Layer& layer, int64_t index, const at::Tensor& x, KvCache* cache,
                                 ProbeSink* probes) const {
   const int64_t n = x.size(0), C = config_.hidden_size, H = config_.num_heads, D = config_.head_dim;
+  probe(probes, Probe::LayerInput, index, x);
   auto qkv = conv1d(x, layer.c_attn_w, layer.c_attn_b);  // [n, 3C]: q | k | v
   auto heads = [&](int64_t part) { return qkv.narrow(1, part * C, C).view({n, H, D}).transpose(0, 1); };
   auto q = heads(0), k = heads(1).contiguous(), v = heads(2).contiguous();  // [H, n, D]
@@ -99,11 +108,9 @@ at::Tensor Gpt2Model::attention(const Layer& layer, int64_t index, const at::Ten
   probe(probes, Probe::Key, index, k);
   probe(probes, Probe::Value, index, v);
 
-  double scale = config_.scale_attn_weights ? 1.0 / std::sqrt(static_cast<double>(D)) : 1.0;
-  if (config_.scale_attn_by_inverse_layer_idx) scale /= static_cast<double>(index + 1);
   auto [keys, values] = keysAndValues(k, v, index, cache);  // [H, T, D]
   AttentionOptions options;
-  options.scale = scale;
+  options.scale = attentionScale(config_, index);
   options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
   auto out = causalAttention(q, keys, values, options, index, probes);
   auto merged = out.transpose(0, 1).reshape({n, C});  // [n, C]
@@ -114,8 +121,8 @@ at::Tensor Gpt2Model::mlp(const Layer& layer, const at::Tensor& x) const {
   return conv1d(activation(conv1d(x, layer.fc_w, layer.fc_b)), layer.proj_w, layer.proj_b);
 }
 
-at::Tensor Gpt2Model::forwardImpl(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
-                                  ProbeSink* probes) const {
+at::Tensor Gpt2Model::forwardImpl(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
+                                  int64_t logit_rows) const {
   const int64_t n = tokens.size(0);
   auto positions = torch::arange(start_pos, start_pos + n, torch::kInt64);
   auto x = wte_.index_select(0, tokens) + wpe_.index_select(0, positions);  // [n, C]
@@ -124,7 +131,8 @@ at::Tensor Gpt2Model::forwardImpl(const at::Tensor& tokens, int64_t start_pos, K
     x = x + attention(layer, static_cast<int64_t>(i), layerNorm(x, layer.ln1_w, layer.ln1_b), cache, probes);
     x = x + mlp(layer, layerNorm(x, layer.ln2_w, layer.ln2_b));
   }
-  return dense(layerNorm(x, lnf_w_, lnf_b_), lm_head_);  // [n, vocab]
+  x = rowsForLogits(x, logit_rows);                       // [rows, C]
+  return dense(layerNorm(x, lnf_w_, lnf_b_), lm_head_);  // [rows, vocab]
 }
 
 }  // namespace kvscope

@@ -17,10 +17,11 @@ class Gpt2Model : public CausalLM {
   // checkpoints saved without it.
   static std::vector<TensorSpec> expectedTensors(const ModelConfig& config);
   NamedTensors namedParameters() const override;
+  void layOutForInference() override;
 
  protected:
-  at::Tensor forwardImpl(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
-                         ProbeSink* probes) const override;
+  at::Tensor forwardImpl(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
+                         int64_t logit_rows) const override;
 
  private:
   struct Layer {

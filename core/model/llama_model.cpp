@@ -59,6 +59,19 @@ NamedTensors LlamaModel::namedParameters() const {
   return out;
 }
 
+void LlamaModel::layOutForInference() {
+  for (Layer& layer : layers_) {
+    for (const LayerWeightSpec& spec : layerWeightSpecs(config_.family)) {
+      at::Tensor& weight = layer.*spec.slot;
+      if (weight.defined()) weight = columnMajor(weight);  // 1-D norms and biases pass through
+    }
+  }
+  // A tied head is the embedding itself: re-store it once, keep them one tensor.
+  const bool tied = lm_head_.is_same(embed_);
+  lm_head_ = columnMajor(lm_head_);
+  if (tied) embed_ = lm_head_;
+}
+
 at::Tensor LlamaModel::rmsNorm(const at::Tensor& x, const at::Tensor& gain) const {
   auto x32 = x.to(torch::kFloat32);
   auto normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + config_.norm_eps);
@@ -90,11 +103,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LlamaModel::project(const Layer& 
 at::Tensor LlamaModel::attention(const Layer& layer, int64_t index, const at::Tensor& x, const at::Tensor& cos,
                                  const at::Tensor& sin, KvCache* cache, ProbeSink* probes) const {
   const int64_t n = x.size(0), D = config_.head_dim;
+  probe(probes, Probe::LayerInput, index, x);
   auto [q, k, v] = project(layer, x);  // [H, n, D], [Hkv, n, D], [Hkv, n, D]
   if (config_.qk_norm) {               // Qwen3: per head, over head_dim, before RoPE
     q = rmsNorm(q, layer.q_norm);
     k = rmsNorm(k, layer.k_norm);
   }
+  probe(probes, Probe::QueryBeforeRope, index, q);
+  probe(probes, Probe::KeyBeforeRope, index, k);
   q = Rope::apply(q, cos, sin);
   k = Rope::apply(k, cos, sin);
   probe(probes, Probe::Query, index, q);
@@ -103,7 +119,7 @@ at::Tensor LlamaModel::attention(const Layer& layer, int64_t index, const at::Te
 
   auto [keys, values] = keysAndValues(k.contiguous(), v.contiguous(), index, cache);  // [Hkv, T, D]
   AttentionOptions options;
-  options.scale = config_.attention_scale > 0 ? config_.attention_scale : 1.0 / std::sqrt(static_cast<double>(D));
+  options.scale = attentionScale(config_, index);
   options.softcap = config_.attn_logit_softcap;
   options.window = config_.windowOf(index);
   options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
@@ -139,8 +155,8 @@ at::Tensor LlamaModel::block(const Layer& layer, int64_t index, const at::Tensor
   return h + mlp(layer, rmsNorm(h, layer.post_attention_norm));
 }
 
-at::Tensor LlamaModel::forwardImpl(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
-                                   ProbeSink* probes) const {
+at::Tensor LlamaModel::forwardImpl(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
+                                   int64_t logit_rows) const {
   const int64_t n = tokens.size(0);
   auto positions = torch::arange(start_pos, start_pos + n, torch::kInt64);
   auto [cos, sin] = rope_.table(positions);  // [n, D] each
@@ -150,7 +166,8 @@ at::Tensor LlamaModel::forwardImpl(const at::Tensor& tokens, int64_t start_pos, 
     x = x * torch::tensor(std::sqrt(static_cast<double>(config_.hidden_size)), x.options());
   }
   for (size_t i = 0; i < layers_.size(); ++i) x = block(layers_[i], static_cast<int64_t>(i), x, cos, sin, cache, probes);
-  return softcap(dense(rmsNorm(x, final_norm_), lm_head_), config_.final_logit_softcap);  // [n, vocab]
+  x = rowsForLogits(x, logit_rows);                                                              // [rows, hidden]
+  return softcap(dense(rmsNorm(x, final_norm_), lm_head_), config_.final_logit_softcap);  // [rows, vocab]
 }
 
 }  // namespace kvscope

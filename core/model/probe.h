@@ -16,6 +16,9 @@ enum class Probe {
   AttentionWeights,  // [heads, n, keys] softmax weights over all visible keys
   AttentionOutput,   // [heads, n, head_dim] weighted values, before the output projection
   AttentionMask,     // [n, keys] bool, true where a query may see a key (the mask actually applied)
+  LayerInput,        // [n, hidden] the hidden state entering the layer's attention, after its norm
+  QueryBeforeRope,   // [heads, n, head_dim] what RoPE rotates (after Qwen3's q_norm); not recorded without RoPE (GPT-2)
+  KeyBeforeRope,     // [kv_heads, n, head_dim] likewise for the keys this forward writes
 };
 
 const char* probeName(Probe probe);

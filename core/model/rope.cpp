@@ -45,11 +45,15 @@ Rope::Rope(const ModelConfig& config) {
   inv_freq_ = inv_freq_.to(torch::kFloat32);
 }
 
-std::pair<at::Tensor, at::Tensor> Rope::table(const at::Tensor& positions) const {
+at::Tensor Rope::angles(const at::Tensor& positions) const {
   const bool long_factors = positions.numel() > 0 && usesLongFactors(positions.max().item<int64_t>());
   const at::Tensor& inv_freq = long_factors ? long_inv_freq_ : inv_freq_;
-  auto freqs = positions.to(torch::kFloat32).unsqueeze(1) * inv_freq.unsqueeze(0);  // [n, dim/2]
-  auto emb = torch::cat({freqs, freqs}, 1);                                         // [n, dim]
+  return positions.to(torch::kFloat32).unsqueeze(1) * inv_freq.unsqueeze(0);  // [n, dim/2]
+}
+
+std::pair<at::Tensor, at::Tensor> Rope::table(const at::Tensor& positions) const {
+  auto freqs = angles(positions);            // [n, dim/2]
+  auto emb = torch::cat({freqs, freqs}, 1);  // [n, dim]
   if (cos_sin_scale_ != 1.0) return {emb.cos() * cos_sin_scale_, emb.sin() * cos_sin_scale_};
   return {emb.cos(), emb.sin()};
 }

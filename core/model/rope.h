@@ -16,6 +16,12 @@ class Rope {
   explicit Rope(const ModelConfig& config);
   // cos, sin for the given positions: each [n, head_dim], float32.
   std::pair<at::Tensor, at::Tensor> table(const at::Tensor& positions) const;
+  // The angle channel pair (i, i + head_dim / 2) turns by at each position:
+  // [n, head_dim / 2] radians, float32, with the factor set table() uses for
+  // the same call. table() is cos/sin of these (twice), times magnitude().
+  at::Tensor angles(const at::Tensor& positions) const;
+  // longrope's cos/sin scale (1 for every other rope type).
+  double magnitude() const { return cos_sin_scale_; }
   // longrope: whether a call whose largest position is `last` uses the long factors.
   bool usesLongFactors(int64_t last) const { return long_inv_freq_.defined() && last + 1 > original_context_; }
   // x: [heads, n, head_dim]; cos/sin: [n, head_dim].

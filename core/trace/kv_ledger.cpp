@@ -12,6 +12,11 @@ int64_t KvLedger::recordBirths(CacheRole cache, const std::vector<RowIdentity>& 
   require(k.dim() == 4 && k.size(2) == n && v.sizes() == k.sizes(),
           "KvLedger: expected K/V rows [layers, kv_heads, n, head_dim] for " + std::to_string(n) + " rows");
   const int64_t first = static_cast<int64_t>(entries_.size());
+  // One float32 copy for the whole write; each row is a view of it. Rows born
+  // together are never freed apart, and a copy per row costs more than the
+  // forward of a small drafter.
+  const auto k32 = k.to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);  // [layers, kv_heads, n, head_dim]
+  const auto v32 = v.to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);
   for (int64_t i = 0; i < n; ++i) {
     LedgerEntry entry;
     entry.cache = cache;
@@ -21,8 +26,8 @@ int64_t KvLedger::recordBirths(CacheRole cache, const std::vector<RowIdentity>& 
     entry.born_round = round;
     entry.born_phase = phase;
     entry.row = static_cast<int64_t>(k_rows_.size());
-    k_rows_.push_back(k.select(2, i).to(torch::kFloat32).clone());  // [layers, kv_heads, head_dim]
-    v_rows_.push_back(v.select(2, i).to(torch::kFloat32).clone());
+    k_rows_.push_back(k32.select(2, i));  // [layers, kv_heads, head_dim]
+    v_rows_.push_back(v32.select(2, i));
     entries_.push_back(entry);
   }
   return first;

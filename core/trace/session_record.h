@@ -23,6 +23,10 @@ struct VerifyRecord {
   std::vector<at::Tensor> attention;  // per layer [heads, queries, keys_l] float32 (when recorded)
   std::vector<at::Tensor> masks;      // per layer [queries, keys_l] bool: the mask the model applied
   int64_t first_query_position = 0;   // absolute position of the first query row
+  // Recorded, then dropped to keep the session within its trace budget
+  // (SessionOptions::trace_budget_mb; core/trace/record_budget.h).
+  bool attention_dropped = false;
+  bool logits_dropped = false;
 };
 
 struct SessionRecord {

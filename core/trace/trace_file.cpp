@@ -57,6 +57,8 @@ void writeTrace(const std::string& path, const TraceData& trace) {
     json item = {{"round", round}, {"first_query_position", record.first_query_position},
                  {"has_logits", record.logits.defined()}, {"attention_layers", record.attention.size()},
                  {"mask_layers", record.masks.size()}};
+    if (record.attention_dropped) item["attention_dropped"] = true;  // by the trace budget
+    if (record.logits_dropped) item["logits_dropped"] = true;
     verify_json.push_back(item);
     if (record.logits.defined()) tensors.emplace_back(roundTensorName(round, "logits"), record.logits);
     for (size_t layer = 0; layer < record.attention.size(); ++layer) {
@@ -216,6 +218,8 @@ void readVerify(const SafetensorsFile& file, const json& doc, SessionRecord& t) 
     for (int64_t layer = 0; layer < mask_layers; ++layer) {
       record.masks.push_back(requireTensor(file, roundTensorName(round, "mask." + std::to_string(layer))) > 0.5);
     }
+    record.attention_dropped = v.contains("attention_dropped") && boolean(v, where, "attention_dropped");
+    record.logits_dropped = v.contains("logits_dropped") && boolean(v, where, "logits_dropped");
     t.verify[round] = std::move(record);
   }
 }

@@ -37,6 +37,8 @@ void expectSpeculative(const nlohmann::json& speculative) {
     EXPECT_GT(g["measured_over_theoretical"].get<double>(), 0.0);
     EXPECT_GT(g["verify_forward_ms"]["median"].get<double>(), 0.0);
     EXPECT_GT(g["drafter_forward_ms"]["median"].get<double>(), 0.0);
+    EXPECT_GT(g["target_step_ms"]["median"].get<double>(), 0.0);
+    EXPECT_GT(g["verify_over_step"].get<double>(), 0.0);
   }
 }
 

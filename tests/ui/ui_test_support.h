@@ -7,6 +7,7 @@
 #include <QtTest>
 
 #include "ui/windows/AttentionPanel.h"
+#include "ui/windows/AttentionStepsPanel.h"
 #include "ui/windows/KvCachePanel.h"
 #include "ui/windows/MainWindow.h"
 #include "ui/windows/RowHistoryPanel.h"
@@ -34,6 +35,7 @@ inline void flush(MainWindow& window) {
   window.tokenStripPanel()->flushRefresh();
   window.kvCachePanel()->flushRefresh();
   window.attentionPanel()->flushRefresh();
+  window.attentionStepsPanel()->flushRefresh();
   window.rowHistoryPanel()->flushRefresh();
   window.diffPanel()->flushRefresh();
 }

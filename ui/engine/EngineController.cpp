@@ -7,6 +7,8 @@ namespace kvscope::ui {
 EngineController::EngineController(QObject* parent) : QObject(parent) {
   qRegisterMetaType<kvscope::ui::SnapshotPtr>("kvscope::ui::SnapshotPtr");
   qRegisterMetaType<kvscope::ui::SnapshotReason>("kvscope::ui::SnapshotReason");
+  qRegisterMetaType<kvscope::ui::ExplanationPtr>("kvscope::ui::ExplanationPtr");
+  qRegisterMetaType<kvscope::ui::WhatIfPtr>("kvscope::ui::WhatIfPtr");
   thread_.setObjectName(QStringLiteral("kvscope-engine"));
   worker_ = new EngineWorker(&cancel_);
   worker_->moveToThread(&thread_);
@@ -25,6 +27,9 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
   connect(worker_, &EngineWorker::failed, this, &EngineController::failed);
   connect(worker_, &EngineWorker::traceSaved, this, &EngineController::traceSaved);
   connect(worker_, &EngineWorker::traceOpened, this, &EngineController::traceOpened);
+  connect(worker_, &EngineWorker::explained, this, &EngineController::explained);
+  connect(worker_, &EngineWorker::whatIfReady, this, &EngineController::whatIfReady);
+  connect(worker_, &EngineWorker::explainFailed, this, &EngineController::explainFailed);
   thread_.start();
 }
 
@@ -82,6 +87,10 @@ void EngineController::saveTrace(const QString& path, const QString& gui_state_j
 
 void EngineController::openTrace(const QString& path) {
   post([worker = worker_, path] { worker->openTrace(path); });
+}
+
+void EngineController::explain(const ExplainRequest& request, bool what_if) {
+  post([worker = worker_, request, what_if] { worker->explain(request, what_if); });
 }
 
 }  // namespace kvscope::ui

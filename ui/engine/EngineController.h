@@ -31,6 +31,8 @@ class EngineController : public QObject {
   void auditAt(const Moment& moment);
   void saveTrace(const QString& path, const QString& gui_state_json);
   void openTrace(const QString& path);
+  // Attention step by step / what if for one query (EngineWorker::explain).
+  void explain(const ExplainRequest& request, bool what_if);
 
  signals:
   void busyChanged(bool busy, const QString& what);
@@ -42,6 +44,9 @@ class EngineController : public QObject {
   void failed(const QString& what, const QString& message);
   void traceSaved(const QString& path);
   void traceOpened(const QString& path, const QString& gui_state_json);
+  void explained(kvscope::ui::ExplanationPtr explanation);
+  void whatIfReady(kvscope::ui::WhatIfPtr result);
+  void explainFailed(const QString& message);
 
  private:
   template <typename Job>

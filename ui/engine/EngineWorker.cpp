@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/error.h"
+
 namespace kvscope::ui {
 
 EngineWorker::EngineWorker(std::atomic<bool>* cancel) : engine_(std::make_unique<SessionController>()), cancel_(cancel) {}
@@ -106,6 +108,21 @@ void EngineWorker::openTrace(const QString& path) {
     emit snapshotReady(std::move(snapshot), SnapshotReason::Trace);
     emit traceOpened(path, QString::fromStdString(gui_state));
   });
+}
+
+void EngineWorker::explain(const ExplainRequest& request, bool what_if) {
+  try {
+    const std::shared_ptr<const CausalLM> model = engine_->liveTarget();
+    if (!model) throw Error("explaining attention: no live session (load models, or leave the replayed trace)");
+    if (what_if) {
+      emit whatIfReady(std::make_shared<const WhatIfExplanation>(explainWhatIf(*model, request)));
+    } else {
+      emit explained(std::make_shared<const AttentionExplanation>(explainAttention(*model, request)));
+    }
+  } catch (const std::exception& error) {
+    spdlog::warn("explaining attention: {}", error.what());
+    emit explainFailed(QString::fromUtf8(error.what()));
+  }
 }
 
 }  // namespace kvscope::ui

@@ -8,10 +8,14 @@
 #include <atomic>
 #include <memory>
 
+#include "core/inspect/attention_explanation.h"
 #include "core/inspect/session_controller.h"
 #include "ui/context/DebuggerContext.h"
 
 namespace kvscope::ui {
+
+using ExplanationPtr = std::shared_ptr<const AttentionExplanation>;
+using WhatIfPtr = std::shared_ptr<const WhatIfExplanation>;
 
 class EngineWorker : public QObject {
   Q_OBJECT
@@ -29,6 +33,10 @@ class EngineWorker : public QObject {
   void auditAt(const Moment& moment);
   void saveTrace(const QString& path, const QString& gui_state_json);
   void openTrace(const QString& path);
+  // Explains one query of the live session's target (what_if: the request's
+  // edit too). Quiet: no busyChanged (milliseconds on small models); errors
+  // go to explainFailed, for the panel that asked, not to a dialog.
+  void explain(const ExplainRequest& request, bool what_if);
 
  signals:
   void busyChanged(bool busy, const QString& what);
@@ -39,6 +47,9 @@ class EngineWorker : public QObject {
   void failed(const QString& what, const QString& message);
   void traceSaved(const QString& path);
   void traceOpened(const QString& path, const QString& gui_state_json);
+  void explained(kvscope::ui::ExplanationPtr explanation);
+  void whatIfReady(kvscope::ui::WhatIfPtr result);
+  void explainFailed(const QString& message);
 
  private:
   // Runs job, reports exceptions as failed(what, ...), brackets it with busyChanged.

@@ -115,8 +115,16 @@ bool AttentionPanel::showEmpty(const SessionSnapshot* snapshot, const Cursor& cu
     return false;
   }
   map_->data()->clear();
-  info_->setText(cursor.round >= 1 ? tr("round %1: no verify pass recorded at this phase").arg(cursor.round)
-                                   : tr("the prefill has no verify pass; step a round"));
+  const bool dropped = snapshot && after_verify && found != snapshot->attention.end() && found->second &&
+                       found->second->attention_dropped;
+  if (dropped) {
+    info_->setText(tr("round %1: its attention was recorded, then dropped to keep the session within its trace "
+                      "budget (the newest rounds are kept; raise --trace-budget)")
+                       .arg(cursor.round));
+  } else {
+    info_->setText(cursor.round >= 1 ? tr("round %1: no verify pass recorded at this phase").arg(cursor.round)
+                                     : tr("the prefill has no verify pass; step a round"));
+  }
   plot_->replot(QCustomPlot::rpQueuedReplot);
   return true;
 }

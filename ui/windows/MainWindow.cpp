@@ -25,6 +25,7 @@
 #include "ui/context/GuiState.h"
 #include "ui/widgets/KvHeatmapView.h"
 #include "ui/windows/AttentionPanel.h"
+#include "ui/windows/AttentionStepsPanel.h"
 #include "ui/windows/DiffPanel.h"
 #include "ui/windows/KvCachePanel.h"
 #include "ui/windows/LogPanel.h"
@@ -51,6 +52,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   tokens_ = new TokenStripPanel(context_);
   kv_ = new KvCachePanel(context_);
   attention_ = new AttentionPanel(context_);
+  steps_ = new AttentionStepsPanel(context_);
   diff_ = new DiffPanel(context_);
   history_ = new RowHistoryPanel(context_);
   log_ = new LogPanel;
@@ -63,6 +65,10 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   connect(timeline_, &TimelinePanel::roundRequested, this, [this](qint64 round) { context_.goToRound(round); });
   connect(kv_, &KvCachePanel::hoverText, this, [this](const QString& text) { statusBar()->showMessage(text); });
   connect(tokens_, &TokenStripPanel::positionRequested, this, [this](qint64 p) { context_.selectPosition(p); });
+  connect(steps_, &AttentionStepsPanel::explainRequested, &controller_, &EngineController::explain);
+  connect(&controller_, &EngineController::explained, steps_, &AttentionStepsPanel::showExplanation);
+  connect(&controller_, &EngineController::whatIfReady, steps_, &AttentionStepsPanel::showWhatIf);
+  connect(&controller_, &EngineController::explainFailed, steps_, &AttentionStepsPanel::showFailure);
   connect(diff_, &DiffPanel::runDiffRequested, this, [this] { controller_.runDiff(session_->sessionSpec()); });
   connect(diff_, &DiffPanel::auditRequested, this, [this](const Moment& moment) { controller_.auditAt(moment); });
   connect(session_, &SessionPanel::loadRequested, this, [this](const ModelSpec& spec) {
@@ -135,12 +141,7 @@ void MainWindow::buildActions() {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open trace"), QString(), tr("kvscope traces (*.kvtrace);;All files (*)"));
     if (!path.isEmpty()) openTrace(path);
   });
-  file->addAction(tr("&Save Trace As\u2026"), QKeySequence::Save, this, [this] {
-    QString path = QFileDialog::getSaveFileName(this, tr("Save trace"), QStringLiteral("session.kvtrace"), tr("kvscope traces (*.kvtrace)"));
-    if (path.isEmpty()) return;
-    if (!path.endsWith(QStringLiteral(".kvtrace"))) path += QStringLiteral(".kvtrace");
-    saveTrace(path);
-  });
+  file->addAction(tr("&Save Trace As\u2026"), QKeySequence::Save, this, &MainWindow::saveTraceAs);
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
@@ -220,6 +221,7 @@ void MainWindow::buildLayout() {
   QDockWidget* tokens = addPanel(tokens_, tr("Tokens"), QStringLiteral("tokensDock"));
   QDockWidget* kv = addPanel(kv_, tr("KV Cache"), QStringLiteral("kvDock"));
   QDockWidget* attention = addPanel(attention_, tr("Verify Attention"), QStringLiteral("attentionDock"));
+  QDockWidget* steps = addPanel(steps_, tr("Attention Step by Step"), QStringLiteral("attentionStepsDock"));
   QDockWidget* diff = addPanel(diff_, tr("Cache Diff"), QStringLiteral("diffDock"));
   QDockWidget* history = addPanel(history_, tr("Row History"), QStringLiteral("rowHistoryDock"));
   QDockWidget* log = addPanel(log_, tr("Log"), QStringLiteral("logDock"));
@@ -248,7 +250,8 @@ void MainWindow::buildLayout() {
   if (narrow_) splitDockWidget(tokens, history, Qt::Vertical);
   else splitDockWidget(kv, history, Qt::Horizontal);
   splitDockWidget(kv, attention, Qt::Vertical);
-  tabifyDockWidget(attention, diff);
+  tabifyDockWidget(attention, steps);
+  tabifyDockWidget(steps, diff);
   tabifyDockWidget(diff, log);
   if (compact_) tabifyDockWidget(timeline, tokens);  // after the splits: a tab group cannot be split
   if (narrow_) tabifyDockWidget(tokens, history);
@@ -282,11 +285,49 @@ void MainWindow::resetLayout() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
+  if (!confirmClose()) {
+    event->ignore();
+    return;
+  }
   QSettings settings;
   settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
   settings.setValue(QStringLiteral("window/state"), saveState());
   controller_.stop();
   event->accept();
+}
+
+bool MainWindow::confirmClose() {
+  if (!unsaved_) return true;
+  QMessageBox box(QMessageBox::Question, tr("Unsaved session"), tr("Save the trace before closing?"),
+                  QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, this);
+  box.setObjectName(QStringLiteral("saveBeforeCloseDialog"));
+  box.setInformativeText(tr("The session's rounds have not been saved as a .kvtrace; "
+                            "Discard loses them."));
+  box.setDefaultButton(QMessageBox::Save);
+  box.setEscapeButton(QMessageBox::Cancel);
+  switch (box.exec()) {
+    case QMessageBox::Discard:
+      return true;
+    case QMessageBox::Save:
+      // A run in progress would queue the save behind it: pause it first.
+      controller_.stop();
+      // The save runs on the engine thread: close when it reports success
+      // (traceSaved); a failure shows its dialog and the window stays.
+      close_after_save_ = saveTraceAs();
+      return false;
+    default:
+      return false;  // Cancel, or the box was closed: keep the window
+  }
+}
+
+void MainWindow::trackUnsaved(const SessionSnapshot* snapshot, SnapshotReason reason) {
+  if (snapshot == nullptr || snapshot->replay_only) {
+    unsaved_ = false;  // nothing recorded here, or an opened trace: its file is the saved copy
+  } else if (reason != SnapshotReason::Audit) {
+    // A fresh session holds only its prefill: nothing the user did yet.
+    // Any phase past it (a step, a run, a diff) is work a close would lose.
+    unsaved_ = snapshot->lastRound() >= 1;
+  }
 }
 
 void MainWindow::connectEngine() {
@@ -318,8 +359,14 @@ void MainWindow::connectEngine() {
           });
   connect(&controller_, &EngineController::snapshotReady, this, &MainWindow::onSnapshot);
   connect(&controller_, &EngineController::failed, this, &MainWindow::showError);
-  connect(&controller_, &EngineController::traceSaved, this,
-          [this](const QString& path) { statusBar()->showMessage(tr("saved %1").arg(path), 8000); });
+  connect(&controller_, &EngineController::traceSaved, this, [this](const QString& path) {
+    statusBar()->showMessage(tr("saved %1").arg(path), 8000);
+    unsaved_ = false;
+    if (close_after_save_) {
+      close_after_save_ = false;
+      close();
+    }
+  });
   connect(&controller_, &EngineController::traceOpened, this, [this](const QString& path, const QString& gui) {
     applyGuiState(gui);
     setWindowTitle(tr("kvscope \u2014 %1 (replay)").arg(path));
@@ -327,6 +374,15 @@ void MainWindow::connectEngine() {
 }
 
 void MainWindow::saveTrace(const QString& path) { controller_.saveTrace(path, guiStateJson()); }
+
+bool MainWindow::saveTraceAs() {
+  QString path = QFileDialog::getSaveFileName(this, tr("Save trace"), QStringLiteral("session.kvtrace"),
+                                              tr("kvscope traces (*.kvtrace)"));
+  if (path.isEmpty()) return false;
+  if (!path.endsWith(QStringLiteral(".kvtrace"))) path += QStringLiteral(".kvtrace");
+  saveTrace(path);
+  return true;
+}
 
 void MainWindow::openTrace(const QString& path) {
   pending_rounds_ = -1;
@@ -354,6 +410,7 @@ void MainWindow::applyGuiState(const QString& json) {
 
 void MainWindow::showError(const QString& what, const QString& message) {
   start_after_load_ = false;
+  close_after_save_ = false;  // a failed save (or anything else failing) keeps the window open
   auto* box = new QMessageBox(QMessageBox::Critical, what, what + tr(" failed"), QMessageBox::Ok, this);
   box->setObjectName(QStringLiteral("errorDialog"));
   box->setInformativeText(message);
@@ -420,6 +477,7 @@ void MainWindow::onSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
     if (snapshot && !snapshot->replay_only) setWindowTitle(tr("kvscope \u2014 KV cache debugger for speculative decoding"));
   }
   if (snapshot && (fresh || reason == SnapshotReason::Diff)) session_->showSession(*snapshot);
+  trackUnsaved(snapshot.get(), reason);
   const bool finished = snapshot && snapshot->finished;
   context_.setSnapshot(std::move(snapshot), reason);
   // A diff with nowhere to stay (the first thing run): open on its root cause.

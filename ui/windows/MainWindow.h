@@ -20,6 +20,7 @@ class QSlider;
 namespace kvscope::ui {
 
 class AttentionPanel;
+class AttentionStepsPanel;
 class DiffPanel;
 class KvCachePanel;
 class LogPanel;
@@ -56,6 +57,7 @@ class MainWindow : public QMainWindow {
   TokenStripPanel* tokenStripPanel() const { return tokens_; }
   KvCachePanel* kvCachePanel() const { return kv_; }
   AttentionPanel* attentionPanel() const { return attention_; }
+  AttentionStepsPanel* attentionStepsPanel() const { return steps_; }
   DiffPanel* diffPanel() const { return diff_; }
   RowHistoryPanel* rowHistoryPanel() const { return history_; }
   LogPanel* logPanel() const { return log_; }
@@ -69,6 +71,12 @@ class MainWindow : public QMainWindow {
   void resetLayout();
   // .kvtrace: the cursor (moment and selection) and bookmarks are saved with it.
   void saveTrace(const QString& path);
+  // File > Save Trace As: asks for a path, then saves. False when the user
+  // cancelled the file dialog (nothing is saved).
+  bool saveTraceAs();
+  // A live session ran past its prefill and was not saved as a trace since:
+  // closing the window asks first (the "saveBeforeCloseDialog" message box).
+  bool hasUnsavedSession() const { return unsaved_; }
   void openTrace(const QString& path);
   QString guiStateJson() const;
   void applyGuiState(const QString& json);
@@ -85,6 +93,9 @@ class MainWindow : public QMainWindow {
   // The default dock sizes; again after the first show, when docks have real sizes.
   void applyDefaultSizes();
   void connectEngine();
+  // Whether the window may close now; may ask to save the session first.
+  bool confirmClose();
+  void trackUnsaved(const SessionSnapshot* snapshot, SnapshotReason reason);
   void updateActions();
   void updateScrubber();
   void rebuildBookmarkMenu();
@@ -101,12 +112,15 @@ class MainWindow : public QMainWindow {
   MainWindowOptions options_;
   bool start_after_load_ = false;
   int pending_rounds_ = 0;
+  bool unsaved_ = false;           // see hasUnsavedSession()
+  bool close_after_save_ = false;  // "Save" was answered on close: close once the trace is written
 
   SessionPanel* session_ = nullptr;
   TimelinePanel* timeline_ = nullptr;
   TokenStripPanel* tokens_ = nullptr;
   KvCachePanel* kv_ = nullptr;
   AttentionPanel* attention_ = nullptr;
+  AttentionStepsPanel* steps_ = nullptr;
   DiffPanel* diff_ = nullptr;
   RowHistoryPanel* history_ = nullptr;
   LogPanel* log_ = nullptr;

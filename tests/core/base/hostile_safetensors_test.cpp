@@ -49,9 +49,9 @@ TEST_F(HostileSafetensorsTest, DeepMetadataValue) {
 TEST_F(HostileSafetensorsTest, HundredThousandTensorsWellUnderASecond) {
   const size_t n = 100000;
   const std::string path = write("wide.safetensors", fileBytes(manyTensorsHeader(n), std::string(n, 'x')));
-  const auto start = std::chrono::steady_clock::now();
+  const double start = hostile::cpuSeconds();
   const auto file = SafetensorsFile::open(path);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = hostile::cpuSeconds() - start;
   ASSERT_EQ(file->tensors().size(), n);
   EXPECT_EQ(file->tensors()[n - 1].name, "t" + std::to_string(n - 1));  // header order kept
   EXPECT_NE(file->find("t777"), nullptr);

@@ -92,9 +92,9 @@ TEST(JsonLimitsTest, MillionMembersStreamedInLinearTime) {
   for (int i = 0; i < 1000000; ++i) text += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
   text += "}";
   size_t count = 0;
-  const auto start = std::chrono::steady_clock::now();
+  const double start = hostile::cpuSeconds();
   parseJsonWithLimits(text, "wide.json", kSafetensorsHeaderLimits, [&](std::string, json) { ++count; });
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = hostile::cpuSeconds() - start;
   EXPECT_EQ(count, 1000000u);
   EXPECT_LT(seconds, 1.0 * hostile::kTimeScale);
 }

@@ -1,0 +1,73 @@
+// kvscope-cli explain: one query's attention step by step, with the model's
+// own numbers (core/inspect/attention_steps.h), and what removing or zeroing
+// cache entries would change (core/inspect/what_if.h).
+#include <iostream>
+#include <optional>
+
+#include "app/cli/cli_common.h"
+#include "app/cli/command_registry.h"
+#include "app/cli/explain_printer.h"
+#include "core/error.h"
+#include "core/model/model_bundle.h"
+
+namespace kvscope::cli {
+
+namespace {
+
+int64_t requiredInteger(Args& args, const std::string& name) {
+  if (!args.value(name)) throw Error("missing required option --" + name);
+  return args.integer(name, 0);
+}
+
+CacheEdit cacheEdit(Args& args) {
+  CacheEdit edit;
+  edit.remove_positions = args.idList("drop-rows").value_or(std::vector<int64_t>{});
+  edit.zero_key_channels = args.idList("zero-k-channels").value_or(std::vector<int64_t>{});
+  edit.zero_value_channels = args.idList("zero-v-channels").value_or(std::vector<int64_t>{});
+  edit.zero_positions = args.idList("zero-rows").value_or(std::vector<int64_t>{});
+  if (!edit.zero_positions.empty() && edit.zero_key_channels.empty() && edit.zero_value_channels.empty()) {
+    throw Error("--zero-rows says which rows --zero-k-channels / --zero-v-channels apply to; give one of them");
+  }
+  return edit;
+}
+
+int runExplain(Args& args) {
+  const bool json = args.flag("json");
+  const std::string dir = modelDirectory(args, "model", "target");
+  AttentionQuery query;
+  query.layer = requiredInteger(args, "layer");
+  query.head = requiredInteger(args, "head");
+  std::optional<int64_t> position;
+  if (args.value("position")) position = args.integer("position", 0);
+  const CacheEdit edit = cacheEdit(args);
+  const ModelBundle bundle = loadModelBundle(dir, computeOptions());
+  const auto ids = promptIds(args, bundle);
+  args.finish();
+  // Default: the last prompt token, whose query predicts the next token.
+  query.position = position.value_or(static_cast<int64_t>(ids.size()) - 1);
+
+  // Both computed before anything is printed: a bad edit prints only its error.
+  const AttentionSteps steps = attentionSteps(*bundle.model, ids, query);
+  const std::optional<WhatIf> changed =
+      edit.empty() ? std::nullopt : std::optional<WhatIf>(whatIf(*bundle.model, ids, query, edit));
+  const ExplainContext context{bundle.model->config(), *bundle.tokenizer, ids};
+  if (!json) {
+    printExplanation(std::cout, context, steps);
+    if (changed) printWhatIf(std::cout, context, edit, *changed);
+    return 0;
+  }
+  nlohmann::json result = explainJson(context, steps);
+  result["what_if"] = changed ? whatIfJson(context, edit, *changed) : nlohmann::json(nullptr);
+  printJson(result);
+  return 0;
+}
+
+const CommandRegistrar kRegister{"explain",
+    "explain [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) --layer L --head H [--position P] [--json]\n"
+    "           [--drop-rows 3,5] [--zero-k-channels 0,1] [--zero-v-channels 2] [--zero-rows 3,4]\n"
+    "           one query's attention step by step (default position: the last token); the options after\n"
+    "           the first line recompute it with those cache rows of the layer removed or channels zeroed",
+    runExplain};
+
+}  // namespace
+}  // namespace kvscope::cli

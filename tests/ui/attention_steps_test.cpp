@@ -1,0 +1,139 @@
+// The Attention Step by Step panel on real models: the weights it draws are
+// attentionSteps' weights for the same query (recomputed here from a model
+// this test loads itself), a "what if" removal draws the removed rows at 0
+// and the rest renormalised, the query follows the shared cursor, and GPT-2
+// says it has no rotary embedding.
+// libtorch first: Qt's `slots` macro would break its headers.
+#include <torch/torch.h>
+
+#include "core/inspect/attention_steps.h"
+#include "core/model/model_bundle.h"
+
+#include <QLineEdit>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QtTest>
+#include "tests/ui/ui_test_support.h"
+#include "ui/widgets/StepBarPlot.h"
+
+using namespace kvscope;
+using namespace kvscope::ui;
+using namespace kvscope::ui::testing;
+
+namespace {
+
+constexpr double kTolerance = 1e-5;
+
+// Selects (layer, query head, position) and waits for the panel to show it.
+void explain(MainWindow& window, int64_t layer, int head, int64_t position) {
+  AttentionStepsPanel* panel = window.attentionStepsPanel();
+  window.context().setLayerHead(CacheRole::Target, layer, window.context().cursor().head);
+  panel->setQueryHead(head);
+  window.context().selectPosition(position);
+  QTRY_VERIFY_WITH_TIMEOUT(panel->explanation() && panel->explanation()->request.position == position &&
+                               panel->explanation()->request.layer == layer && panel->explanation()->request.head == head,
+                           kTimeout);
+  panel->flushRefresh();
+}
+
+}  // namespace
+
+class AttentionStepsTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { useTestSettings("attention_steps_test"); }
+
+  void weightsAreTheModelsAndWhatIfRenormalises() {
+    MainWindowOptions options;  // the bundled pair (else the fixture pair)
+    options.restore_layout = false;
+    MainWindow window(options);
+    window.resize(1280, 720);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    stepRound(window);
+    if (QTest::currentTestFailed()) return;
+    const SessionSnapshot& snapshot = *window.context().snapshot();
+    const int64_t layer = snapshot.target.layers - 1;
+    const int head = static_cast<int>(snapshot.target.heads - 1);  // the last head: kv head > 0 under GQA
+    const int64_t position = snapshot.prompt_length - 1;
+    explain(window, layer, head, position);
+    if (QTest::currentTestFailed()) return;
+    AttentionStepsPanel* panel = window.attentionStepsPanel();
+    // The kv head the panel chose is shared with every panel.
+    QCOMPARE(window.context().cursor().head, int64_t{head} / (snapshot.target.heads / snapshot.target.kv_heads));
+
+    // The same query, computed here from a model this test loads itself.
+    // float32, as the session loads it (no dtype would keep the checkpoint's bf16).
+    const ModelBundle bundle = loadModelBundle(defaultModelDirectories().target_dir,
+                                               torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCPU));
+    const std::vector<int64_t> ids(snapshot.sequence.begin(), snapshot.sequence.begin() + position + 1);
+    QVERIFY(panel->explanation()->request.ids == ids);
+    const AttentionSteps steps = attentionSteps(*bundle.model, ids, {layer, head, position});
+    const QVector<double> drawn = panel->weightsPlot()->values(0);
+    QCOMPARE(drawn.size(), int(position + 1));
+    for (int j = 0; j <= position; ++j) {
+      QVERIFY2(std::abs(drawn[j] - steps.weights[j].item<double>()) < kTolerance,
+               qPrintable(QStringLiteral("key %1: drawn %2, attentionSteps %3").arg(j).arg(drawn[j]).arg(steps.weights[j].item<double>())));
+    }
+    QCOMPARE(panel->keyTable()->rowCount(), int(position + 1));
+    QVERIFY(panel->statusText().contains(QStringLiteral("kv head %1").arg(steps.kv_head)));
+    QVERIFY(panel->rotaryText().contains(QStringLiteral("Rotary embedding")));
+
+    // What if rows 1 and 3 were gone: 0 there, the rest renormalised (layer
+    // L's q and its other keys do not depend on the rows removed from it).
+    panel->setRemoved(1, true);
+    panel->setRemoved(3, true);
+    panel->recomputeButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(panel->whatIf() != nullptr, kTimeout);
+    QCOMPARE(panel->weightsPlot()->seriesCount(), 2);
+    const QVector<double> after = panel->weightsPlot()->values(1);
+    const double kept = 1.0 - drawn[1] - drawn[3];
+    for (int j = 0; j <= position; ++j) {
+      const double expected = j == 1 || j == 3 ? 0.0 : drawn[j] / kept;
+      QVERIFY2(std::abs(after[j] - expected) < kTolerance, qPrintable(QStringLiteral("row %1: %2 vs %3").arg(j).arg(after[j]).arg(expected)));
+    }
+    QCOMPARE(panel->keyTable()->item(1, 7)->text(), QStringLiteral("removed"));
+    QVERIFY(panel->whatIfText().contains(QStringLiteral("KL")));
+    QVERIFY(panel->whatIfText().contains(QStringLiteral("removed rows 1, 3")));
+
+    // Moving the cursor drops the old what-if and explains the new query.
+    explain(window, 0, 0, position - 1);
+    if (QTest::currentTestFailed()) return;
+    QVERIFY(panel->whatIf() == nullptr);
+    QCOMPARE(panel->weightsPlot()->seriesCount(), 1);
+    QCOMPARE(panel->weightsPlot()->values(0).size(), int(position));
+  }
+
+  void badChannelsAreRefusedInPlace() {
+    MainWindow window(fixtureOptions());
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    explain(window, 0, 0, 3);
+    if (QTest::currentTestFailed()) return;
+    AttentionStepsPanel* panel = window.attentionStepsPanel();
+    panel->zeroKeyChannels()->setText(QStringLiteral("3-x"));
+    panel->recomputeButton()->click();
+    QVERIFY(panel->whatIfText().contains(QStringLiteral("channels")));
+    // A channel past head_dim: the core's error, shown in the panel (no dialog).
+    panel->zeroKeyChannels()->setText(QStringLiteral("100000"));
+    panel->recomputeButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(panel->whatIfText().contains(QStringLiteral("color:#c00")), kTimeout);
+    QVERIFY(panel->explanation() != nullptr);
+    QVERIFY(errorDialog() == nullptr);
+  }
+
+  void gpt2SaysItHasNoRotaryEmbedding() {
+    MainWindowOptions options;
+    options.models.target_dir = KVSCOPE_FIXTURES "/models/gpt2-tiny";
+    options.models.drafter_kind = DrafterKind::Ngram;
+    options.restore_layout = false;
+    MainWindow window(options);
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    explain(window, 0, 1, 2);
+    if (QTest::currentTestFailed()) return;
+    QVERIFY2(window.attentionStepsPanel()->rotaryText().contains(QStringLiteral("GPT-2: no rotary embedding")),
+             qPrintable(window.attentionStepsPanel()->rotaryText()));
+  }
+};
+
+QTEST_MAIN(AttentionStepsTest)
+#include "attention_steps_test.moc"

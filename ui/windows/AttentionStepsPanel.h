@@ -1,0 +1,113 @@
+#pragma once
+// Attention step by step, for the teacher: one query (the cursor's position,
+// layer, and a query head of the cursor's kv head) explained with the target
+// model's own numbers, each step a card with its numbers and a plot: the
+// hidden state -> q before/after the rotary embedding -> q . k per key ->
+// scaled -> soft-capped -> masked -> softmax weights -> the output vector.
+// Below, "what if": tick key rows to remove (or zero channels of K or V) and
+// Recompute to see the weights and output after beside before, with the
+// change of the next-token distribution.
+//
+// The explanation is an uncached prefill of the session's tokens 0..P at the
+// cursor's moment (core/inspect/attention_steps.h); it runs on the engine
+// thread: the panel emits explainRequested and shows what comes back.
+#include <QVector>
+
+#include "ui/engine/EngineWorker.h"
+#include "ui/windows/ViewerPanel.h"
+
+class QComboBox;
+class QFrame;
+class QGridLayout;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QTableWidget;
+
+namespace kvscope::ui {
+
+class StepBarPlot;
+
+class AttentionStepsPanel : public ViewerPanel {
+  Q_OBJECT
+ public:
+  explicit AttentionStepsPanel(DebuggerContext& context, QWidget* parent = nullptr);
+
+  // The explanation shown (null before the first one arrives).
+  const AttentionExplanation* explanation() const { return explanation_.get(); }
+  const WhatIfExplanation* whatIf() const { return what_if_.get(); }
+  const ExplainRequest& currentRequest() const { return request_; }
+  int queryHead() const { return query_head_; }
+  void setQueryHead(int head);  // keeps the shared kv head in step
+  StepBarPlot* weightsPlot() const { return weights_.plot; }
+  StepBarPlot* outputPlot() const { return output_.plot; }
+  QTableWidget* keyTable() const { return table_; }
+  QPushButton* recomputeButton() const { return recompute_; }
+  QLineEdit* zeroKeyChannels() const { return zero_k_; }
+  QLineEdit* zeroValueChannels() const { return zero_v_; }
+  QString rotaryText() const;
+  QString statusText() const;
+  QString whatIfText() const;
+  // Ticks (or unticks) key row `position` for removal.
+  void setRemoved(int64_t position, bool removed);
+
+ signals:
+  void explainRequested(const kvscope::ExplainRequest& request, bool what_if);
+
+ public slots:
+  void showExplanation(kvscope::ui::ExplanationPtr explanation);
+  void showWhatIf(kvscope::ui::WhatIfPtr result);
+  void showFailure(const QString& message);
+
+ protected:
+  void refresh() override;
+  void resizeEvent(QResizeEvent* event) override;
+
+ private:
+  struct Card {
+    QFrame* frame = nullptr;
+    QLabel* title = nullptr;
+    QLabel* text = nullptr;
+    StepBarPlot* plot = nullptr;
+  };
+  Card makeCard(const QString& name);
+  QWidget* buildWhatIfBox();
+  void relayout();
+  bool requestFor(const SessionSnapshot& snapshot, const Cursor& cursor, ExplainRequest* out, QString* why);
+  void updateSelectors(const SessionSnapshot& snapshot, const Cursor& cursor);
+  void clearShown(const QString& why);
+  void drawSteps();
+  void drawVectors();
+  void drawKeySteps();
+  void drawResults();
+  void fillTable();
+  void recompute();
+  QStringList keyLabels() const;
+  QString tokenText(int64_t id) const;
+
+  QComboBox* layer_box_;
+  QComboBox* head_box_;
+  QLabel* status_;
+  QWidget* cards_widget_;
+  QGridLayout* grid_;
+  Card hidden_, query_, rotary_, scores_, scaled_, capped_, masked_, weights_, output_;
+  QVector<Card*> cards_;
+  QWidget* what_if_box_;
+  QTableWidget* table_;
+  QComboBox* edit_mode_;
+  QLineEdit* zero_k_;
+  QLineEdit* zero_v_;
+  QPushButton* recompute_;
+  QLabel* what_if_result_;
+  int columns_ = 0;
+
+  ExplainRequest request_;  // the query asked for (what is shown, once it arrives)
+  bool pending_ = false;          // an explanation is on its way
+  bool what_if_pending_ = false;  // a what-if is on its way
+  ExplanationPtr explanation_;
+  WhatIfPtr what_if_;
+  int query_head_ = 0;
+  int group_ = 1;
+};
+
+}  // namespace kvscope::ui
