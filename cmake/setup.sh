@@ -6,18 +6,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$here/build}"
 
-mapfile -t wanted < <(grep -v '^\s*#' "$here/cmake/debian-deps.txt" | sed '/^\s*$/d')
-missing=()
-for pkg in "${wanted[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  echo "kvscope setup: installing ${missing[*]}"
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+"$here/cmake/install-deps.sh" "$here/cmake/debian-deps.txt"
 
 # libtorch calls whatever libblas.so.3 the alternatives system selects; the
 # reference BLAS is 2-35x slower than OpenBLAS for our matrix products.

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/model/json_limits.h"
 #include "core/model/model_config.h"
+#include "fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
@@ -12,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const nlohmann::json j = kvscope::parseJsonWithLimits(text, "config.json", kvscope::kConfigJsonLimits);
     const kvscope::ModelConfig config = kvscope::parseModelConfig(j, "config.json");
     (void)kvscope::describe(config);
-  } catch (const kvscope::Error&) {
+  } catch (const kvscope::Error& e) {
+    kvscope::fuzz::rejected(e);
   }
   return 0;
 }

@@ -9,9 +9,25 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iostream>
 #include <string>
 
+#include "core/error.h"
+
 namespace kvscope::fuzz {
+
+// True in the ctest replay (replay_main.cpp sets it), false under libFuzzer,
+// where printing every rejection would slow each execution down.
+inline bool& replaying() {
+  static bool on = false;
+  return on;
+}
+
+// The expected answer to a bad input. The replay prints it, so the ctest log
+// shows that each regression input is refused with a named error.
+inline void rejected(const kvscope::Error& error) {
+  if (replaying()) std::cout << "  refused: " << error.what() << std::endl;
+}
 
 // The bytes as a file the readers can open by path (an anonymous in-memory
 // file: no disk traffic, nothing to clean up). Closes it when destroyed.

@@ -1,6 +1,7 @@
 // Replays files through one fuzz harness without libFuzzer: ctest runs the
 // regression corpus (fuzz/regression/<harness>/) this way in every build.
-// Usage: <replay> FILE_OR_DIR...  Exits non-zero only by crashing.
+// Usage: <replay> FILE_OR_DIR...  Prints the error each input is refused with;
+// exits non-zero only by crashing (or when given no input).
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -9,6 +10,8 @@
 #include <iterator>
 #include <string>
 #include <vector>
+
+#include "fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -24,6 +27,7 @@ void replay(const std::filesystem::path& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kvscope::fuzz::replaying() = true;  // print each input's refusal
   int files = 0;
   for (int i = 1; i < argc; ++i) {
     const std::filesystem::path arg(argv[i]);

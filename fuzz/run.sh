@@ -2,8 +2,10 @@
 # Runs one libFuzzer harness with seeds from tests/fixtures.
 # Usage: fuzz/run.sh NAME [SECONDS] [extra libFuzzer flags...]
 #   NAME: safetensors | config | tokenizer_json | tokenizer_encode | trace_metadata
-# Builds build-fuzz (clang, -DKVSCOPE_FUZZ=ON) when needed. The corpus grows in
-# build-fuzz/corpus/NAME; crashes land in build-fuzz/crashes/NAME. Copy every
+# Installs clang and compiler-rt when missing (cmake/fuzz-deps.txt), builds
+# build-fuzz (clang, -DKVSCOPE_FUZZ=ON) with KVSCOPE_JOBS jobs (default: every
+# core). One process: prefix `nice -n 10` on a shared machine. The corpus grows
+# in build-fuzz/corpus/NAME; crashes land in build-fuzz/crashes/NAME. Copy every
 # crash into fuzz/regression/NAME/ once fixed: ctest replays that directory.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,11 +13,12 @@ name="${1:?usage: fuzz/run.sh NAME [SECONDS]}"
 seconds="${2:-600}"
 shift $(( $# > 1 ? 2 : 1 ))
 build="$here/build-fuzz"
+"$here/cmake/install-deps.sh" "$here/cmake/fuzz-deps.txt"
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
     -DKVSCOPE_FUZZ=ON -DKVSCOPE_BUILD_UI=OFF -DKVSCOPE_BUILD_TESTS=OFF
 fi
-cmake --build "$build" --target "fuzz_$name"
+cmake --build "$build" -j "${KVSCOPE_JOBS:-$(nproc)}" --target "fuzz_$name"
 
 corpus="$build/corpus/$name"
 seeds="$build/seeds/$name"
@@ -39,6 +42,10 @@ case "$name" in
 esac
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-exec "$build/fuzz/fuzz_$name" "$corpus" "$seeds" "$here/fuzz/regression/$name" \
+status=0
+"$build/fuzz/fuzz_$name" "$corpus" "$seeds" "$here/fuzz/regression/$name" \
   -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=4096 -timeout=10 \
-  -artifact_prefix="$crashes/" -print_final_stats=1 "$@"
+  -artifact_prefix="$crashes/" -print_final_stats=1 "$@" || status=$?
+echo "fuzz/run.sh $name: corpus $(find "$corpus" -type f | wc -l) files in $corpus;" \
+  "$(find "$crashes" -type f | wc -l) crash/leak/timeout files in $crashes"
+exit "$status"

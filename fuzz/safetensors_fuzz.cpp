@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& info : st->tensors()) {
       if (info.end > info.begin) sink = sink ^ st->data(info)[0] ^ st->data(info)[info.end - info.begin - 1];
     }
-  } catch (const kvscope::Error&) {
+  } catch (const kvscope::Error& e) {
+    kvscope::fuzz::rejected(e);
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/model/tokenizer/tokenizer.h"
+#include "fuzz/fuzz_support.h"
 
 namespace {
 
@@ -32,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (id < 0 || id >= tokenizer.vocabSize()) __builtin_trap();
     }
     (void)tokenizer.decode(ids, (data[0] & 0x20) != 0);
-  } catch (const kvscope::Error&) {
+  } catch (const kvscope::Error& e) {
+    kvscope::fuzz::rejected(e);
   }
   // The same bytes read as ids: in range or not, decode must answer.
   std::vector<int64_t> ids;
@@ -40,7 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     (void)tokenizer.decode(ids);
     for (int64_t id : ids) (void)tokenizer.tokenText(id);
-  } catch (const kvscope::Error&) {
+  } catch (const kvscope::Error& e) {
+    kvscope::fuzz::rejected(e);
   }
   return 0;
 }

@@ -12,7 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::unique_ptr<kvscope::Tokenizer> tokenizer;
   try {
     tokenizer = kvscope::Tokenizer::fromFile(file.path());
-  } catch (const kvscope::Error&) {
+  } catch (const kvscope::Error& e) {
+    kvscope::fuzz::rejected(e);
     return 0;
   }
   for (const char* text : {"Hello world", " a  b\n\tc", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab", "\xF0\x9F\x98\x80 \xC3\xA9\xFF"}) {
@@ -22,14 +23,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (id < 0 || id >= tokenizer->vocabSize()) __builtin_trap();  // encode must stay in the vocabulary
       }
       (void)tokenizer->decode(ids);
-    } catch (const kvscope::Error&) {
+    } catch (const kvscope::Error& e) {
+      kvscope::fuzz::rejected(e);
     }
   }
   for (int64_t id : {int64_t{0}, int64_t{1}, tokenizer->vocabSize() - 1, tokenizer->vocabSize()}) {
     try {
       (void)tokenizer->tokenText(id);
       (void)tokenizer->decode({id, id});
-    } catch (const kvscope::Error&) {
+    } catch (const kvscope::Error& e) {
+      kvscope::fuzz::rejected(e);
     }
   }
   return 0;

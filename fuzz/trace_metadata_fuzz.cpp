@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/model/json_limits.h"
 #include "core/trace/trace_json.h"
+#include "fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using nlohmann::json;
@@ -29,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (layers > 64) continue;  // the validator bounds layers; here, keep executions fast
       (void)log.layoutAfterEvents(role, layers, events.size());
     }
-  } catch (const kvscope::Error&) {
+  } catch (const kvscope::Error& e) {
+    kvscope::fuzz::rejected(e);
   }
   return 0;
 }

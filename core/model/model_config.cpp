@@ -2,13 +2,13 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/model/json_fields.h"
+#include "core/model/json_limits.h"
 
 namespace kvscope {
 namespace {
@@ -305,25 +305,15 @@ ModelConfig parseModelConfig(const json& j, const std::string& source) {
   return c;
 }
 
-namespace {
-json readJsonFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  json j = json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail(path, "not valid JSON");
-  return j;
-}
-}  // namespace
-
+// Both files go through the config.json limits (size, depth, numbers that fit
+// int64) before any field is read: a stranger's checkpoint may hold anything.
 ModelConfig loadModelConfig(const std::string& path) {
-  return parseModelConfig(readJsonFile(path), path);
+  return parseModelConfig(readJsonFileWithLimits(path, kConfigJsonLimits), path);
 }
 
 void mergeGenerationConfig(ModelConfig& config, const std::string& path) {
   if (!std::filesystem::exists(path)) return;
-  const json j = readJsonFile(path);
+  const json j = readJsonFileWithLimits(path, kConfigJsonLimits);
   if (!j.is_object()) fail(path, "not a JSON object");
   auto eos = tokenIdList(j, "eos_token_id", path);
   if (!eos.empty()) config.eos_token_ids = eos;

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/model/causal_lm.h"
 #include "core/model/checkpoint.h"
+#include "tests/core/base/hostile_support.h"
 
 namespace kvscope {
 namespace {
@@ -108,6 +109,41 @@ TEST_F(ModelErrors, ShardedCheckpointLoadsLikeSingleFile) {
   // Layer 1 went through bf16 storage: close, not identical.
   EXPECT_LE((sharded->forward(ids, 0, nullptr) - single->forward(ids, 0, nullptr)).abs().max().item<double>(), 0.5);
   EXPECT_EQ(sharded->parameterCount(), single->parameterCount());
+}
+
+// Issue 13: weights stored as integers or bools would be used as if they
+// were floats (embedding rows of 0/1); the load refuses them by name.
+TEST_F(ModelErrors, IntegerOrBoolEmbeddingWeightsRefused) {
+  for (const auto& [dtype, name] : {std::pair{torch::kInt32, "I32"}, std::pair{torch::kBool, "BOOL"}}) {
+    SCOPED_TRACE(name);
+    writeWeights([dtype = dtype](NamedTensors& t) {
+      for (auto& e : t) {
+        if (e.first == "model.embed_tokens.weight") e.second = e.second.to(dtype);
+      }
+    });
+    expectLoadError(std::string("tensor 'model.embed_tokens.weight' is stored as ") + name +
+                    ", but weights must be F32, F16, BF16 or F64");
+  }
+}
+
+// Issue 13: an index naming 200,000 shard files took 21 s before opening any
+// of them. Refused at the shard limit, within a second and bounded memory.
+TEST_F(ModelErrors, ShardIndexNaming200kFiles) {
+  nlohmann::json map = nlohmann::json::object();
+  for (int i = 0; i < 200000; ++i) map["t" + std::to_string(i)] = "shard-" + std::to_string(i) + ".safetensors";
+  std::ofstream(dir_ / "model.safetensors.index.json") << nlohmann::json{{"weight_map", map}}.dump();
+  const std::string index = (dir_ / "model.safetensors.index.json").string();
+  hostile::expectRefused([&] { Checkpoint::open(dir_.string()); },
+                         {index, "weight_map names more than 4096 shard files, the limit"});
+}
+
+// 200,000 tensor names in one shard is a large but honest index: read in
+// linear time, and the missing shard is named.
+TEST_F(ModelErrors, ShardIndexWith200kNamesInOneMissingShard) {
+  nlohmann::json map = nlohmann::json::object();
+  for (int i = 0; i < 200000; ++i) map["t" + std::to_string(i)] = "model-00001-of-00001.safetensors";
+  std::ofstream(dir_ / "model.safetensors.index.json") << nlohmann::json{{"weight_map", map}}.dump();
+  hostile::expectRefused([&] { Checkpoint::open(dir_.string()); }, {"model-00001-of-00001.safetensors"});
 }
 
 TEST(ForwardErrors, IdOutOfVocabulary) {
