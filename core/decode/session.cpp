@@ -13,6 +13,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int64_t kMaxTraceBudgetMb = int64_t{1} << 30;
+
 double millisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
@@ -40,7 +42,7 @@ void SessionOptions::validate() const {
   require(!adaptive_gamma || (gamma >= gamma_min && gamma <= gamma_max),
           "the starting gamma must lie within the adaptive bounds");
   require(max_new_tokens >= 1, "max new tokens must be >= 1, got " + std::to_string(max_new_tokens));
-  require(trace_budget_mb >= 0 && trace_budget_mb <= (int64_t{1} << 30),
+  require(trace_budget_mb >= 0 && trace_budget_mb <= kMaxTraceBudgetMb,
           "the trace budget must be 0 (no limit) or a positive number of MB, got " + std::to_string(trace_budget_mb));
   sampling.validate();
 }
@@ -54,7 +56,7 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
       faults_(options_.fault),
       generator_(makeGenerator(options_.seed)),
       // Clamped so that an invalid value (refused just below) cannot overflow.
-      record_budget_(std::clamp<int64_t>(options_.trace_budget_mb, 0, int64_t{1} << 30) * 1024 * 1024) {
+      record_budget_(std::clamp<int64_t>(options_.trace_budget_mb, 0, kMaxTraceBudgetMb) * 1024 * 1024) {
   require(target_ != nullptr, "session: no target model");
   options_.validate();
   record_.sequence = std::move(prompt);

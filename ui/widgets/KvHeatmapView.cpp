@@ -20,6 +20,7 @@
 #include "ui/widgets/KvHeadGrid.h"
 #include "ui/widgets/LayerHeadOverview.h"
 #include "ui/widgets/Palette.h"
+#include "ui/widgets/PickerItems.h"
 #include "ui/widgets/PlotExport.h"
 #include "ui/widgets/RowLabel.h"
 #include "ui/windows/TokenStripPanel.h"
@@ -184,14 +185,8 @@ void KvHeatmapView::updateSelectors(const SessionSnapshot* snapshot, const Curso
   layer_ = static_cast<int>(std::clamp<int64_t>(cursor.layer, 0, std::max(layers - 1, 0)));
   head_ = static_cast<int>(std::clamp<int64_t>(cursor.head, 0, std::max(heads - 1, 0)));
   const QSignalBlocker block_layers(layer_box_), block_heads(head_box_);
-  if (layer_box_->count() != layers) {
-    layer_box_->clear();
-    for (int i = 0; i < layers; ++i) layer_box_->addItem(QString::number(i));
-  }
-  if (head_box_->count() != heads) {
-    head_box_->clear();
-    for (int i = 0; i < heads; ++i) head_box_->addItem(QString::number(i));
-  }
+  syncPickerItems(layer_box_, layers);
+  syncPickerItems(head_box_, heads);
   layer_box_->setCurrentIndex(layers > 0 ? layer_ : -1);
   head_box_->setCurrentIndex(heads > 0 ? head_ : -1);
 }

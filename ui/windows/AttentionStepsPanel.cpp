@@ -16,6 +16,7 @@
 #include <cmath>
 
 #include "ui/context/QueryTokens.h"
+#include "ui/widgets/PickerItems.h"
 #include "ui/widgets/StepBarPlot.h"
 #include "ui/windows/TokenStripPanel.h"
 
@@ -251,16 +252,10 @@ void AttentionStepsPanel::updateSelectors(const SessionSnapshot& snapshot, const
   const int kv_heads = static_cast<int>(std::max<int64_t>(snapshot.target.kv_heads, 1));
   group_ = std::max(1, heads / kv_heads);
   const int kv_head = static_cast<int>(std::clamp<int64_t>(cursor.head, 0, kv_heads - 1));
-  if (query_head_ / group_ != kv_head || query_head_ >= heads) query_head_ = kv_head * group_;
+  query_head_ = queryHeadInGroup(query_head_, kv_head, group_, heads);
   const QSignalBlocker block_layers(layer_box_), block_heads(head_box_);
-  if (layer_box_->count() != layers) {
-    layer_box_->clear();
-    for (int i = 0; i < layers; ++i) layer_box_->addItem(QString::number(i));
-  }
-  if (head_box_->count() != heads) {
-    head_box_->clear();
-    for (int i = 0; i < heads; ++i) head_box_->addItem(tr("%1 (kv %2)").arg(i).arg(i / group_));
-  }
+  syncPickerItems(layer_box_, layers);
+  syncPickerItems(head_box_, heads, [this](int i) { return tr("%1 (kv %2)").arg(i).arg(i / group_); });
   layer_box_->setCurrentIndex(static_cast<int>(std::clamp<int64_t>(cursor.layer, 0, std::max(layers - 1, 0))));
   head_box_->setCurrentIndex(query_head_);
 }

@@ -5,18 +5,14 @@
 
 #include "core/error.h"
 #include "core/model/model_config.h"
+#include "tests/core/base/config_support.h"
 
 namespace kvscope {
 namespace {
 
 using nlohmann::json;
 
-json llamaConfig() {
-  return json{{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", 512},
-              {"hidden_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
-              {"num_key_value_heads", 2}, {"intermediate_size", 176}, {"max_position_embeddings", 256},
-              {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0}, {"bos_token_id", 1}, {"eos_token_id", 2}};
-}
+json llamaConfig() { return testing_support::tinyLlamaConfig(); }
 
 void expectErrorMentions(const json& config, const std::string& what) {
   try {
