@@ -29,8 +29,9 @@ const std::set<std::string> kFlags = {"json", "ignore-eos", "greedy", "adaptive"
 void printUsage(std::ostream& out) {
   out << "usage: kvscope-cli COMMAND [options]\n\ncommands:\n";
   for (const auto& [name, entry] : kvscope::cli::commandRegistry()) out << "  " << entry.usage << "\n";
-  out << "\nWithout --model/--target/--drafter, commands use the bundled models. With --json, the last line\n"
-         "of stdout is one JSON object.\n";
+  out << "\nWithout --model/--target/--drafter, commands use the bundled models. The last line of stdout\n"
+         "is always the result as one JSON object, for scripts; --json prints that line alone, without the\n"
+         "text report before it.\n";
 }
 
 }  // namespace

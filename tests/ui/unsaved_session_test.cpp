@@ -65,13 +65,14 @@ class ModalAnswerer : public QObject {
   QStringList unexpected_;
 };
 
-const QString kQuestion = QStringLiteral("saveBeforeCloseDialog");
+const QString kQuestion = QStringLiteral("saveFirstDialog");
 
-ModalAnswerer::Answer click(QMessageBox::StandardButton which) {
-  return [which](QDialog* dialog) {
+ModalAnswerer::Answer click(QMessageBox::StandardButton which,
+                            const QString& question = QStringLiteral("Save the trace before closing?")) {
+  return [which, question](QDialog* dialog) {
     auto* box = qobject_cast<QMessageBox*>(dialog);
     QVERIFY(box != nullptr);
-    QCOMPARE(box->text(), QStringLiteral("Save the trace before closing?"));
+    QCOMPARE(box->text(), question);
     box->button(which)->click();
   };
 }
@@ -220,6 +221,81 @@ class UnsavedSessionTest : public QObject {
     QTest::qWait(100);
     QVERIFY(window.isVisible());
     QVERIFY2(answerer.unexpected().isEmpty(), qPrintable(answerer.unexpected().join(", ")));
+  }
+
+  // A new session replaces the recorded one: the same question first.
+  void newSessionAsksAndCancelKeepsTheRounds() {
+    MainWindow window(fixtureOptions());
+    waitForSession(window);
+    stepRound(window);
+    stepRound(window);
+    ModalAnswerer answerer;
+    answerer.expect(kQuestion, click(QMessageBox::Cancel, QStringLiteral("Save the trace before starting a new session?")));
+    emit window.sessionPanel()->startRequested(window.sessionPanel()->sessionSpec());
+    QVERIFY(answerer.allAnswered());
+    QTest::qWait(200);  // nothing may start behind the cancelled question
+    QVERIFY(!window.controller().busy());
+    QCOMPARE(window.context().latest().round, int64_t{2});
+    QVERIFY(window.hasUnsavedSession());
+    QVERIFY2(answerer.unexpected().isEmpty(), qPrintable(answerer.unexpected().join(", ")));
+  }
+
+  void newSessionAfterDiscardStartsOver() {
+    MainWindow window(fixtureOptions());
+    waitForSession(window);
+    stepRound(window);
+    ModalAnswerer answerer;
+    answerer.expect(kQuestion, click(QMessageBox::Discard, QStringLiteral("Save the trace before starting a new session?")));
+    emit window.sessionPanel()->startRequested(window.sessionPanel()->sessionSpec());
+    QVERIFY(answerer.allAnswered());
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().latest().round == 0 && !window.controller().busy(), kTimeout);
+    QVERIFY(!window.hasUnsavedSession());
+    QVERIFY2(answerer.unexpected().isEmpty(), qPrintable(answerer.unexpected().join(", ")));
+  }
+
+  // Save first, then the diff: the saved trace holds the session the diff replaced.
+  void runDiffSavesFirstThenRuns() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("before-diff.kvtrace"));
+    MainWindow window(fixtureOptions());
+    waitForSession(window);
+    stepRound(window);
+    stepRound(window);
+    stepRound(window);
+    ModalAnswerer answerer;
+    answerer.expect(kQuestion, click(QMessageBox::Save, QStringLiteral("Save the trace before running the diff?")));
+    answerer.expect(QStringLiteral("QFileDialog"), choosePath(path));
+    emit window.diffPanel()->runDiffRequested();
+    QVERIFY(answerer.allAnswered());
+    QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(path) && window.context().snapshot()->diff != nullptr && !window.controller().busy(),
+                             kTimeout);
+    QVERIFY2(answerer.unexpected().isEmpty(), qPrintable(answerer.unexpected().join(", ")));
+    MainWindowOptions options = fixtureOptions();
+    options.load_on_start = false;
+    MainWindow replay(options);
+    replay.openTrace(path);
+    QTRY_VERIFY_WITH_TIMEOUT(replay.context().snapshot() != nullptr && !replay.controller().busy(), kTimeout);
+    QCOMPARE(replay.context().latest().round, int64_t{3});
+  }
+
+  // A failed save runs nothing: the diff does not replace the session.
+  void failedSaveRunsNothing() {
+    QTemporaryDir dir;
+    QVERIFY(QDir().mkpath(dir.filePath(QStringLiteral("taken.kvtrace/inside"))));
+    MainWindow window(fixtureOptions());
+    waitForSession(window);
+    stepRound(window);
+    ModalAnswerer answerer;
+    answerer.expect(kQuestion, click(QMessageBox::Save, QStringLiteral("Save the trace before running the diff?")));
+    answerer.expect(QStringLiteral("QFileDialog"), choosePath(dir.filePath(QStringLiteral("taken"))));
+    answerer.expect(QStringLiteral("errorDialog"), [](QDialog* dialog) { dialog->close(); });
+    emit window.diffPanel()->runDiffRequested();
+    QTRY_VERIFY2_WITH_TIMEOUT(answerer.allAnswered(), qPrintable(answerer.unexpected().join(", ")), 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.controller().busy(), kTimeout);
+    QTest::qWait(200);
+    QVERIFY(window.context().snapshot()->diff == nullptr);
+    QCOMPARE(window.context().latest().round, int64_t{1});
+    QVERIFY(window.hasUnsavedSession());
   }
 };
 

@@ -69,14 +69,17 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   connect(&controller_, &EngineController::explained, steps_, &AttentionStepsPanel::showExplanation);
   connect(&controller_, &EngineController::whatIfReady, steps_, &AttentionStepsPanel::showWhatIf);
   connect(&controller_, &EngineController::explainFailed, steps_, &AttentionStepsPanel::showFailure);
-  connect(diff_, &DiffPanel::runDiffRequested, this, [this] { controller_.runDiff(session_->sessionSpec()); });
+  connect(diff_, &DiffPanel::runDiffRequested, this, &MainWindow::requestDiff);
   connect(diff_, &DiffPanel::auditRequested, this, [this](const Moment& moment) { controller_.auditAt(moment); });
   connect(session_, &SessionPanel::loadRequested, this, [this](const ModelSpec& spec) {
-    start_after_load_ = true;
-    controller_.loadModels(spec);
+    replaceSession(tr("Save the trace before loading other models?"), [this, spec] {
+      start_after_load_ = true;
+      controller_.loadModels(spec);
+    });
   });
-  connect(session_, &SessionPanel::startRequested, this,
-          [this](const SessionSpec& spec) { controller_.startSession(spec); });
+  connect(session_, &SessionPanel::startRequested, this, [this](const SessionSpec& spec) {
+    replaceSession(tr("Save the trace before starting a new session?"), [this, spec] { controller_.startSession(spec); });
+  });
   connect(&context_, &DebuggerContext::cursorChanged, this, [this] {
     updateScrubber();
     updateActions();
@@ -130,16 +133,22 @@ void MainWindow::buildActions() {
   QMenu* help = menuBar()->addMenu(tr("&Help"));
 
   QAction* load = file->addAction(tr("&Load Models"), this, [this] {
-    start_after_load_ = true;
-    controller_.loadModels(session_->modelSpec());
+    replaceSession(tr("Save the trace before loading other models?"), [this] {
+      start_after_load_ = true;
+      controller_.loadModels(session_->modelSpec());
+    });
   });
   load->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
-  QAction* restart = file->addAction(tr("&Start Session"), this, [this] { controller_.startSession(session_->sessionSpec()); });
+  QAction* restart = file->addAction(tr("&Start Session"), this, [this] {
+    replaceSession(tr("Save the trace before starting a new session?"),
+                   [this] { controller_.startSession(session_->sessionSpec()); });
+  });
   restart->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
   file->addSeparator();
   file->addAction(tr("&Open Trace\u2026"), QKeySequence::Open, this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open trace"), QString(), tr("kvscope traces (*.kvtrace);;All files (*)"));
-    if (!path.isEmpty()) openTrace(path);
+    if (path.isEmpty()) return;
+    replaceSession(tr("Save the trace before opening another?"), [this, path] { openTrace(path); });
   });
   file->addAction(tr("&Save Trace As\u2026"), QKeySequence::Save, this, &MainWindow::saveTraceAs);
   file->addSeparator();
@@ -160,7 +169,7 @@ void MainWindow::buildActions() {
   step_round_->setToolTip(tr("To the end of the round: through recorded history when the cursor is in the past, else the live session (F11)"));
   step_back_ = debug->addAction(tr("Step Back Phase"), this, [this] { context_.stepBackPhase(); });
   step_back_->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F10));
-  debug->addAction(tr("Run Diff (cached vs uncached)"), this, [this] { controller_.runDiff(session_->sessionSpec()); });
+  debug->addAction(tr("Run Diff (cached vs uncached)"), this, &MainWindow::requestDiff);
   debug->addAction(tr("Audit at Cursor"), this, [this] { controller_.auditAt(context_.cursor().moment()); });
   debug->addSeparator();
   back_ = debug->addAction(tr("Previous Round"), this, [this] { stepBy(-1); });
@@ -285,7 +294,8 @@ void MainWindow::resetLayout() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
-  if (!confirmClose()) {
+  // Save: the window closes once the trace is written (traceSaved).
+  if (!askToSaveFirst(tr("Save the trace before closing?"), [this] { close(); })) {
     event->ignore();
     return;
   }
@@ -296,11 +306,19 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   event->accept();
 }
 
-bool MainWindow::confirmClose() {
+void MainWindow::requestDiff() {
+  replaceSession(tr("Save the trace before running the diff?"), [this] { controller_.runDiff(session_->sessionSpec()); });
+}
+
+void MainWindow::replaceSession(const QString& question, std::function<void()> replace) {
+  if (askToSaveFirst(question, replace)) replace();
+}
+
+bool MainWindow::askToSaveFirst(const QString& question, std::function<void()> after_save) {
   if (!unsaved_) return true;
-  QMessageBox box(QMessageBox::Question, tr("Unsaved session"), tr("Save the trace before closing?"),
+  QMessageBox box(QMessageBox::Question, tr("Unsaved session"), question,
                   QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, this);
-  box.setObjectName(QStringLiteral("saveBeforeCloseDialog"));
+  box.setObjectName(QStringLiteral("saveFirstDialog"));
   box.setInformativeText(tr("The session's rounds have not been saved as a .kvtrace; "
                             "Discard loses them."));
   box.setDefaultButton(QMessageBox::Save);
@@ -311,12 +329,12 @@ bool MainWindow::confirmClose() {
     case QMessageBox::Save:
       // A run in progress would queue the save behind it: pause it first.
       controller_.stop();
-      // The save runs on the engine thread: close when it reports success
-      // (traceSaved); a failure shows its dialog and the window stays.
-      close_after_save_ = saveTraceAs();
+      // The save runs on the engine thread: `after_save` waits for its
+      // success (traceSaved); a failure shows its dialog and runs nothing.
+      if (saveTraceAs()) after_save_ = std::move(after_save);
       return false;
     default:
-      return false;  // Cancel, or the box was closed: keep the window
+      return false;  // Cancel, or the box was closed: keep the session
   }
 }
 
@@ -362,9 +380,10 @@ void MainWindow::connectEngine() {
   connect(&controller_, &EngineController::traceSaved, this, [this](const QString& path) {
     statusBar()->showMessage(tr("saved %1").arg(path), 8000);
     unsaved_ = false;
-    if (close_after_save_) {
-      close_after_save_ = false;
-      close();
+    if (after_save_) {
+      const std::function<void()> replace = std::move(after_save_);
+      after_save_ = nullptr;
+      replace();
     }
   });
   connect(&controller_, &EngineController::traceOpened, this, [this](const QString& path, const QString& gui) {
@@ -410,7 +429,7 @@ void MainWindow::applyGuiState(const QString& json) {
 
 void MainWindow::showError(const QString& what, const QString& message) {
   start_after_load_ = false;
-  close_after_save_ = false;  // a failed save (or anything else failing) keeps the window open
+  after_save_ = nullptr;  // a failed save (or anything else failing) replaces nothing, closes nothing
   auto* box = new QMessageBox(QMessageBox::Critical, what, what + tr(" failed"), QMessageBox::Ok, this);
   box->setObjectName(QStringLiteral("errorDialog"));
   box->setInformativeText(message);

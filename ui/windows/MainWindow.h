@@ -7,6 +7,8 @@
 #include <QByteArray>
 #include <QMainWindow>
 
+#include <functional>
+
 #include "core/inspect/session_controller.h"
 #include "ui/context/DebuggerContext.h"
 #include "ui/engine/EngineController.h"
@@ -75,7 +77,8 @@ class MainWindow : public QMainWindow {
   // cancelled the file dialog (nothing is saved).
   bool saveTraceAs();
   // A live session ran past its prefill and was not saved as a trace since:
-  // closing the window asks first (the "saveBeforeCloseDialog" message box).
+  // closing the window asks first (the "saveFirstDialog" message box), and
+  // so do a new session, Load Models, Open Trace and Run Diff.
   bool hasUnsavedSession() const { return unsaved_; }
   void openTrace(const QString& path);
   QString guiStateJson() const;
@@ -93,8 +96,15 @@ class MainWindow : public QMainWindow {
   // The default dock sizes; again after the first show, when docks have real sizes.
   void applyDefaultSizes();
   void connectEngine();
-  // Whether the window may close now; may ask to save the session first.
-  bool confirmClose();
+  // Before anything that replaces the session (a close, a new session, other
+  // models, another trace, the diff): asks `question` with Save / Discard /
+  // Cancel when an unsaved session would be lost. True: go on now (nothing
+  // unsaved, or Discard). Save stores `after_save` and runs it once the
+  // trace is written; Cancel and a cancelled or failed save run nothing.
+  bool askToSaveFirst(const QString& question, std::function<void()> after_save);
+  // askToSaveFirst, then `replace` now or after the save.
+  void replaceSession(const QString& question, std::function<void()> replace);
+  void requestDiff();
   void trackUnsaved(const SessionSnapshot* snapshot, SnapshotReason reason);
   void updateActions();
   void updateScrubber();
@@ -113,7 +123,7 @@ class MainWindow : public QMainWindow {
   bool start_after_load_ = false;
   int pending_rounds_ = 0;
   bool unsaved_ = false;           // see hasUnsavedSession()
-  bool close_after_save_ = false;  // "Save" was answered on close: close once the trace is written
+  std::function<void()> after_save_;  // what "Save" in replaceSession() runs once the trace is written
 
   SessionPanel* session_ = nullptr;
   TimelinePanel* timeline_ = nullptr;
