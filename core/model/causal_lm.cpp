@@ -101,6 +101,11 @@ std::vector<TensorSpec> expectedTensors(const ModelConfig& config) {
                                            : LlamaModel::expectedTensors(config);
 }
 
+static bool columnMajorForInference(const ModelConfig& config, const TensorSpec& spec) {
+  return config.arch == Architecture::Gpt2 ? Gpt2Model::columnMajorForInference(config, spec)
+                                           : LlamaModel::columnMajorForInference(config, spec);
+}
+
 std::unique_ptr<CausalLM> buildCausalLM(const ModelConfig& config, const NamedTensors& tensors,
                                         const c10::TensorOptions& options, const std::string& source) {
   std::map<std::string, at::Tensor> weights(tensors.begin(), tensors.end());
@@ -128,7 +133,7 @@ std::unique_ptr<CausalLM> loadCausalLM(const std::string& dir, const c10::Tensor
   for (const TensorSpec& spec : expectedTensors(config)) {
     const std::string stored = storedName(ckpt, spec.name);
     if (!ckpt.has(stored)) fail(dir, "missing tensor '" + spec.name + "'");
-    tensors.emplace_back(spec.name, ckpt.load(stored, options));
+    tensors.emplace_back(spec.name, ckpt.load(stored, options, columnMajorForInference(config, spec)));
     used.insert(stored);
   }
   for (const std::string& name : ckpt.names()) {
@@ -136,10 +141,9 @@ std::unique_ptr<CausalLM> loadCausalLM(const std::string& dir, const c10::Tensor
       spdlog::warn("{}: tensor '{}' is not used by {}", dir, name, config.architecture_name);
     }
   }
-  auto model = buildCausalLM(config, tensors, options, dir);
-  tensors.clear();  // the model holds the only reference: each re-stored weight frees its old copy
-  model->layOutForInference();
-  return model;
+  // Loaded in the layout layOutForInference would give (InferenceLayoutTest
+  // checks they agree), so no weight is re-stored and none exists twice.
+  return buildCausalLM(config, tensors, options, dir);
 }
 
 }  // namespace kvscope

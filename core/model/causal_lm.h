@@ -55,8 +55,8 @@ class CausalLM {
   // Parameters under their checkpoint names (tied weights listed once).
   virtual NamedTensors namedParameters() const = 0;
   // Re-stores the dense weights for inference (same values and shapes; see
-  // columnMajor in core/model/dense.h). Loaded models only: training keeps
-  // the checkpoint layout its optimiser was built on.
+  // columnMajor in core/model/dense.h). loadCausalLM loads them in this
+  // layout directly; training keeps the layout its optimiser was built on.
   virtual void layOutForInference() = 0;
   int64_t parameterCount() const;
 

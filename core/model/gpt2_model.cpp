@@ -78,6 +78,10 @@ NamedTensors Gpt2Model::namedParameters() const {
   return out;
 }
 
+bool Gpt2Model::columnMajorForInference(const ModelConfig& config, const TensorSpec& spec) {
+  return spec.name == "lm_head.weight" || (spec.name == "transformer.wte.weight" && config.tie_word_embeddings);
+}
+
 void Gpt2Model::layOutForInference() {
   // The blocks' Conv1D weights are stored [in, out] already; only the head
   // (the token embedding when tied) is an [out, in] product.
@@ -112,6 +116,7 @@ at::Tensor Gpt2Model::attention(const Layer& layer, int64_t index, const at::Ten
   AttentionOptions options;
   options.scale = attentionScale(config_, index);
   options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
+  if (cache != nullptr) options.keep = cache->keepMask(index);  // rows an eviction policy removed
   auto out = causalAttention(q, keys, values, options, index, probes);
   auto merged = out.transpose(0, 1).reshape({n, C});  // [n, C]
   return conv1d(merged, layer.c_proj_w, layer.c_proj_b);

@@ -16,6 +16,9 @@ class Gpt2Model : public CausalLM {
   // Canonical names carry the "transformer." prefix; the loader also accepts
   // checkpoints saved without it.
   static std::vector<TensorSpec> expectedTensors(const ModelConfig& config);
+  // Whether layOutForInference keeps this checkpoint tensor column-major, so
+  // the loader can lay it out so while converting it.
+  static bool columnMajorForInference(const ModelConfig& config, const TensorSpec& spec);
   NamedTensors namedParameters() const override;
   void layOutForInference() override;
 

@@ -59,6 +59,13 @@ NamedTensors LlamaModel::namedParameters() const {
   return out;
 }
 
+bool LlamaModel::columnMajorForInference(const ModelConfig& config, const TensorSpec& spec) {
+  // Every 2-D tensor but the embedding is a dense [out, in] weight; the
+  // embedding is one too when it doubles as the head.
+  if (spec.shape.size() != 2) return false;
+  return spec.name != "model.embed_tokens.weight" || config.tie_word_embeddings;
+}
+
 void LlamaModel::layOutForInference() {
   for (Layer& layer : layers_) {
     for (const LayerWeightSpec& spec : layerWeightSpecs(config_.family)) {
@@ -123,6 +130,7 @@ at::Tensor LlamaModel::attention(const Layer& layer, int64_t index, const at::Te
   options.softcap = config_.attn_logit_softcap;
   options.window = config_.windowOf(index);
   options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
+  if (cache != nullptr) options.keep = cache->keepMask(index);  // rows an eviction policy removed
   auto out = causalAttention(q, keys, values, options, index, probes);
   auto merged = out.transpose(0, 1).reshape({n, config_.num_heads * D});  // [n, H * D]
   return dense(merged, layer.wo, layer.bo);                        // [n, hidden]

@@ -20,6 +20,9 @@ class LlamaModel : public CausalLM {
   LlamaModel(const ModelConfig& config, const std::map<std::string, at::Tensor>& weights,
              const c10::TensorOptions& options);
   static std::vector<TensorSpec> expectedTensors(const ModelConfig& config);
+  // Whether layOutForInference keeps this checkpoint tensor column-major, so
+  // the loader can lay it out so while converting it.
+  static bool columnMajorForInference(const ModelConfig& config, const TensorSpec& spec);
   NamedTensors namedParameters() const override;
   void layOutForInference() override;
 
