@@ -24,7 +24,7 @@ std::map<std::string, CommandEntry>& commandRegistry() {
 namespace {
 
 // Options that never take a value.
-const std::set<std::string> kFlags = {"json", "ignore-eos", "greedy", "adaptive", "resume", "help", "no-baseline", "quick"};
+const std::set<std::string> kFlags = {"json", "ignore-eos", "greedy", "adaptive", "resume", "help", "no-baseline", "quick", "sweep"};
 
 void printUsage(std::ostream& out) {
   out << "usage: kvscope-cli COMMAND [options]\n\ncommands:\n";

@@ -47,6 +47,14 @@ void KvCache::ensureCapacity(Layer& layer, int64_t needed) {
   v.narrow(1, 0, layer.length).copy_(layer.v.narrow(1, 0, layer.length));
   layer.k = k;
   layer.v = v;
+  if (layer.keep.defined()) growKeepMask(layer, grown);
+}
+
+void KvCache::growKeepMask(Layer& layer, int64_t capacity) {
+  // Rows past the length are marked kept: the next append writes them.
+  auto keep = torch::ones({layer.k.size(0), capacity}, layer.k.options().dtype(torch::kBool));  // [kv_heads, capacity]
+  if (layer.keep.defined()) keep.narrow(1, 0, layer.length).copy_(layer.keep.narrow(1, 0, layer.length));
+  layer.keep = keep;
 }
 
 void KvCache::append(int64_t layer_index, const at::Tensor& k, const at::Tensor& v) {
@@ -66,6 +74,7 @@ void KvCache::append(int64_t layer_index, const at::Tensor& k, const at::Tensor&
   ensureCapacity(layer, layer.length + n);
   layer.k.narrow(1, layer.length, n).copy_(k_written);
   layer.v.narrow(1, layer.length, n).copy_(v_written);
+  if (layer.keep.defined()) layer.keep.narrow(1, layer.length, n).fill_(true);
   layer.length += n;
 }
 
@@ -95,7 +104,10 @@ void KvCache::crop(int64_t new_length) {
 
 void KvCache::clear() {
   crop(0);
-  for (Layer& layer : layers_) layer.first_position = 0;
+  for (Layer& layer : layers_) {
+    layer.first_position = 0;
+    layer.keep = at::Tensor();
+  }
 }
 
 void KvCache::evictFront(int64_t layer_index, int64_t count) {
@@ -111,6 +123,7 @@ void KvCache::evictFront(int64_t layer_index, int64_t count) {
   if (kept > 0) {
     layer.k.narrow(1, 0, kept).copy_(layer.k.narrow(1, count, kept).clone());
     layer.v.narrow(1, 0, kept).copy_(layer.v.narrow(1, count, kept).clone());
+    if (layer.keep.defined()) layer.keep.narrow(1, 0, kept).copy_(layer.keep.narrow(1, count, kept).clone());
   }
   layer.length = kept;
   layer.first_position += count;
@@ -120,6 +133,31 @@ int64_t KvCache::evictBefore(int64_t layer, int64_t position) {
   const int64_t count = std::clamp<int64_t>(position - firstPosition(layer), 0, length(layer));
   evictFront(layer, count);
   return count;
+}
+
+at::Tensor KvCache::keepMask(int64_t layer) const {
+  const Layer& l = layerAt(layer);
+  return l.keep.defined() ? l.keep.narrow(1, 0, l.length) : at::Tensor();
+}
+
+void KvCache::evictRows(int64_t layer_index, const at::Tensor& keep) {
+  layerAt(layer_index);
+  Layer& layer = layers_[layer_index];
+  require(keep.dim() == 2 && keep.size(0) == kv_heads_ && keep.size(1) == layer.length &&
+              keep.scalar_type() == torch::kBool,
+          "KvCache::evictRows: expected a bool keep mask of shape [" + std::to_string(kv_heads_) + ", " +
+              std::to_string(layer.length) + "] for layer " + std::to_string(layer_index));
+  if (!layer.keep.defined()) growKeepMask(layer, layer.k.size(1));
+  auto current = layer.keep.narrow(1, 0, layer.length);  // [kv_heads, length]
+  current.logical_and_(keep);
+}
+
+int64_t KvCache::keptRows(int64_t layer, int64_t kv_head) const {
+  const Layer& l = layerAt(layer);
+  require(kv_head >= 0 && kv_head < kv_heads_, "KvCache: kv head " + std::to_string(kv_head) + " out of range (" +
+                                                   std::to_string(kv_heads_) + " kv heads)");
+  if (!l.keep.defined()) return l.length;
+  return l.keep[kv_head].narrow(0, 0, l.length).sum().item<int64_t>();
 }
 
 }  // namespace kvscope

@@ -9,6 +9,13 @@
 // Lengths are per layer because some real bugs crop only some layers, and
 // sliding-window layers drop the rows that left their window from the front
 // (evictFront): row r of a layer then holds position firstPosition + r.
+//
+// An eviction policy (core/cache/eviction_policy.h) removes rows per kv head,
+// so heads of one layer keep different positions. It does so with a keep
+// mask, not by moving rows: a removed row stays in storage, attention gives it
+// no weight (the same attention as a cache without it), and row r still holds
+// position firstPosition + r in every head. What a compacting cache would hold
+// is the kept rows (keptRows).
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -59,6 +66,16 @@ class KvCache {
   // window); returns how many rows went.
   int64_t evictBefore(int64_t layer, int64_t position);
 
+  // [kv_heads, length] bool, true where attention may read the row; undefined
+  // while no row of the layer has been evicted (attention then masks nothing).
+  at::Tensor keepMask(int64_t layer) const;
+  // Removes the rows of each kv head where keep ([kv_heads, length] bool) is
+  // false. Removal is final: a row already removed stays removed. Rows
+  // appended later are kept; crop and evictFront carry the mask along.
+  void evictRows(int64_t layer, const at::Tensor& keep);
+  // Rows of `kv_head` attention still reads (length when nothing was evicted).
+  int64_t keptRows(int64_t layer, int64_t kv_head) const;
+
   // Fault injection (core/cache/fault_policy.h) acts on cache writes through
   // these two switches; a correct engine never sets them.
   // Which of an append's n rows are written, in which physical order (indices
@@ -73,11 +90,13 @@ class KvCache {
   struct Layer {
     at::Tensor k;  // [kv_heads, capacity, head_dim]
     at::Tensor v;  // [kv_heads, capacity, head_dim]
+    at::Tensor keep;  // [kv_heads, capacity] bool once a row was evicted; undefined before
     int64_t length = 0;
     int64_t first_position = 0;
   };
   void ensureCapacity(Layer& layer, int64_t needed);
   const Layer& layerAt(int64_t layer) const;
+  static void growKeepMask(Layer& layer, int64_t capacity);
 
   int64_t kv_heads_;
   int64_t head_dim_;

@@ -59,6 +59,13 @@ at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at
   if (!sees_all || (probes != nullptr && probes->wants(Probe::AttentionMask, layer))) {
     scores = maskedScores(scores, n, total, options, layer, probes);
   }
+  // Rows an eviction policy removed: hidden from every query of their kv head
+  // (the fast path above included). The row that a query writes is always
+  // kept, so no query is left with nothing to attend to.
+  if (options.keep.defined()) {
+    auto removed = options.keep.logical_not().view({kv_heads, 1, 1, total});  // [kv, 1, 1, T]
+    scores = scores.masked_fill(removed, -std::numeric_limits<float>::infinity());
+  }
   auto weights = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());  // [kv, g, n, T]
   auto output = torch::bmm(weights.reshape({kv_heads, group * n, total}), values);  // [kv, g * n, D]
   auto per_head_weights = weights.reshape({heads, n, total});

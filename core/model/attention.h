@@ -27,13 +27,19 @@ struct AttentionOptions {
   double softcap = 0;            // cap * tanh(score / cap) before the mask (Gemma 2); 0: none
   int64_t window = 0;            // sliding window: a query sees its last `window` keys, itself included; 0: all
   bool causal_among_new = true;  // false: the verify-mask-leak fault
+  // [kv_heads, T] bool: the rows an eviction policy left to each kv head
+  // (KvCache::keepMask); false rows get no weight. Undefined: every row.
+  at::Tensor keep;
 };
 
 // q: [heads, n, head_dim]; keys, values: [kv_heads, T, head_dim] with heads a
 // multiple of kv_heads (GQA/MQA: query head h reads kv head h / group).
 // Query i sits at key index T - n + i and sees keys T - n + i - window < j <=
 // T - n + i (by row index, as real engines build the mask). With
-// causal_among_new false every query also sees all of the last n rows.
+// causal_among_new false every query also sees all of the last n rows. Rows
+// options.keep removes are hidden from every query of their kv head; the
+// AttentionMask probe records the [n, T] causal/window mask only (the keep
+// mask is per kv head; the weights probe shows its effect as zeros).
 // Returns [heads, n, head_dim]. Records AttentionWeights, AttentionOutput and
 // AttentionMask.
 at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,

@@ -1,0 +1,137 @@
+#include "core/cache/cache_compression.h"
+
+#include <algorithm>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "core/cache/eviction_scores.h"
+#include "core/cache/row_demotion.h"
+#include "core/cache/row_selection.h"
+#include "core/error.h"
+
+namespace kvscope {
+
+namespace {
+
+at::Tensor layerAttention(const std::vector<at::Tensor>& attention, int64_t layer) {
+  return layer < static_cast<int64_t>(attention.size()) ? attention[layer] : at::Tensor();
+}
+
+// The rows `keep` ([kv, T] bool) drops, as records with their scores.
+void recordRemoved(std::vector<RemovedRow>& out, int64_t layer, int64_t first_position, const at::Tensor& keep,
+                   const at::Tensor& scores, int64_t step) {
+  const auto dropped = keep.logical_not().nonzero();  // [count, 2]: (kv head, row)
+  const auto score_values = scores.to(torch::kFloat64);
+  for (int64_t i = 0; i < dropped.size(0); ++i) {
+    const int64_t head = dropped[i][0].item<int64_t>(), row = dropped[i][1].item<int64_t>();
+    out.push_back({layer, head, first_position + row, score_values[head][row].item<double>(), step});
+  }
+}
+
+// Overwrites the K and V rows `keep` ([kv, T] bool) drops with their
+// quantised copies; returns the largest error that made.
+double demote(KvCache& cache, int64_t layer, const at::Tensor& keep, int64_t bits) {
+  const auto dropped = keep.logical_not().unsqueeze(2);  // [kv, T, 1]
+  double max_error = 0;
+  for (const at::Tensor& stored : {cache.keys(layer), cache.values(layer)}) {  // views of the storage
+    const auto copy = quantizeRows(stored, bits).to(stored.scalar_type());      // [kv, T, D]
+    const auto error = (copy.to(torch::kFloat32) - stored.to(torch::kFloat32)).abs().masked_fill(dropped.logical_not(), 0);
+    max_error = std::max(max_error, error.max().item<double>());
+    stored.copy_(torch::where(dropped, copy, stored));
+  }
+  return max_error;
+}
+
+}  // namespace
+
+PolicyEviction evictByPolicy(KvCache& cache, const EvictionSettings& settings, const std::vector<at::Tensor>& attention,
+                             const std::vector<int64_t>& budgets) {
+  settings.validate();
+  require(static_cast<int64_t>(budgets.size()) == cache.numLayers(), "evictByPolicy: one budget per layer");
+  PolicyEviction done;
+  for (int64_t l = 0; l < cache.numLayers(); ++l) {
+    require(cache.firstPosition(l) == 0, "eviction: layer " + std::to_string(l) +
+                                             " is a sliding window's (its rows do not start at position 0); "
+                                             "eviction on sliding-window layers is not supported yet");
+    const LayerEvidence evidence{l, cache.keys(l), layerAttention(attention, l)};
+    const LayerEviction decision = chooseRows(settings, evidence, budgets[l]);
+    done.scores.push_back(decision.scores);
+    done.demoted.push_back(torch::zeros_like(decision.keep));
+    if (decision.keep.all().item<bool>()) continue;  // nothing to remove: attention keeps its unmasked path
+    if (settings.demote_bits > 0) {
+      done.demoted.back() = decision.keep.logical_not();
+      done.demote_max_error = std::max(done.demote_max_error, demote(cache, l, decision.keep, settings.demote_bits));
+    } else {
+      cache.evictRows(l, decision.keep);
+    }
+    recordRemoved(done.removed, l, 0, decision.keep, decision.scores, -1);
+  }
+  return done;
+}
+
+std::vector<RemovedRow> tovaStep(KvCache& cache, const std::vector<at::Tensor>& attention,
+                                 const EvictionBudget& budget, int64_t step) {
+  std::vector<RemovedRow> removed;
+  for (int64_t l = 0; l < cache.numLayers(); ++l) {
+    const int64_t rows = cache.length(l), kv_heads = cache.kvHeads();
+    const auto scores = tovaScores(attention.at(l), kv_heads);  // [kv, T]
+    auto held = cache.keepMask(l);                               // [kv, T]
+    if (!held.defined()) held = torch::ones({kv_heads, rows}, torch::kBool);
+    const std::vector<int64_t> lowest = lowestKept(scores, held);
+    auto keep = torch::ones({kv_heads, rows}, torch::kBool);  // [kv, T]
+    for (int64_t h = 0; h < kv_heads; ++h) {
+      if (cache.keptRows(l, h) > budget.rowsOf(rows) && lowest[h] >= 0) keep[h][lowest[h]] = false;
+    }
+    if (keep.all().item<bool>()) continue;
+    cache.evictRows(l, keep);
+    recordRemoved(removed, l, cache.firstPosition(l), keep, scores, step);
+  }
+  return removed;
+}
+
+namespace {
+
+// The last `window` queries' weights, summed per row and averaged over each
+// kv head's query heads: attention [heads, n, T] -> [kv, T].
+at::Tensor recentAttentionReceived(const at::Tensor& attention, int64_t kv_heads, int64_t window) {
+  const int64_t n = attention.size(1);
+  return h2oScores(attention.narrow(1, n - std::min(window, n), std::min(window, n)), kv_heads);
+}
+
+// Zeroes the entries `keep` drops; returns how many.
+int64_t zeroDropped(const at::Tensor& stored, const at::Tensor& keep) {
+  stored.masked_fill_(keep.logical_not(), 0);
+  return keep.numel() - keep.sum().item<int64_t>();
+}
+
+}  // namespace
+
+PrunedElements pruneElements(KvCache& cache, const PruneSettings& settings, const std::vector<at::Tensor>& queries,
+                             const std::vector<at::Tensor>& attention) {
+  settings.validate();
+  const bool output_aware = settings.score == ElementScore::OutputAware;
+  PrunedElements pruned;
+  for (int64_t l = 0; l < cache.numLayers(); ++l) {
+    at::Tensor recent_queries, row_weights;
+    if (output_aware) {
+      const auto& q = queries.at(l);  // [heads, n, D]
+      const int64_t window = std::min(settings.query_window, q.size(1));
+      recent_queries = q.narrow(1, q.size(1) - window, window);
+      row_weights = recentAttentionReceived(attention.at(l), cache.kvHeads(), settings.query_window);
+    }
+    // keys() and values() are views of the storage: zeroing them prunes the cache.
+    const auto keys = cache.keys(l), values = cache.values(l);  // [kv, T, D]
+    const auto k_keep = elementKeepMask(keyElementScores(keys, recent_queries, settings.score), settings.axis,
+                                        settings.k_sparsity, settings.dense_window);
+    const auto v_keep = elementKeepMask(valueElementScores(values, row_weights, settings.score), settings.axis,
+                                        settings.v_sparsity, settings.dense_window);
+    pruned.k += zeroDropped(keys, k_keep);
+    pruned.v += zeroDropped(values, v_keep);
+    pruned.k_keep.push_back(k_keep);
+    pruned.v_keep.push_back(v_keep);
+  }
+  return pruned;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,109 @@
+#include "core/cache/element_pruning.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "core/cache/eviction_scores.h"
+#include "core/error.h"
+
+namespace kvscope {
+
+namespace {
+
+// 1.5 -> "1.5" (std::to_string would print "1.500000").
+std::string formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+}  // namespace
+
+const char* pruneAxisName(PruneAxis axis) { return axis == PruneAxis::PerToken ? "per-token" : "per-channel"; }
+
+const char* elementScoreName(ElementScore score) {
+  return score == ElementScore::Magnitude ? "magnitude" : "output-aware";
+}
+
+PruneAxis parsePruneAxis(const std::string& name) {
+  if (name == "per-token") return PruneAxis::PerToken;
+  if (name == "per-channel") return PruneAxis::PerChannel;
+  throw Error("--element must be per-token or per-channel, got '" + name + "'");
+}
+
+ElementScore parseElementScore(const std::string& name) {
+  if (name == "magnitude") return ElementScore::Magnitude;
+  if (name == "output-aware") return ElementScore::OutputAware;
+  throw Error("--score must be magnitude or output-aware, got '" + name + "'");
+}
+
+void PruneSettings::validate() const {
+  auto sparsity = [](double s, const char* option) {
+    if (!(s >= 0 && s < 1)) throw Error(std::string(option) + " must be in [0, 1), got " + formatNumber(s));
+  };
+  sparsity(k_sparsity, "--k-sparsity");
+  sparsity(v_sparsity, "--v-sparsity");
+  if (dense_window < 0) throw Error("--dense-window must be >= 0, got " + std::to_string(dense_window));
+  if (query_window < 1) throw Error("--window must be >= 1, got " + std::to_string(query_window));
+}
+
+int64_t keptEntries(int64_t count, double sparsity) {
+  return count - std::clamp<int64_t>(std::llround(sparsity * static_cast<double>(count)), 0, count);
+}
+
+at::Tensor keyElementScores(const at::Tensor& keys, const at::Tensor& queries, ElementScore score) {
+  auto magnitude = keys.to(torch::kFloat32).abs();  // [kv, T, D]
+  if (score == ElementScore::Magnitude) return magnitude;
+  require(queries.defined() && queries.dim() == 3 && queries.size(2) == keys.size(2),
+          "output-aware K scores: need the queries [heads, n, head_dim]");
+  // mean |q| per channel: over the queries, then over the kv head's query heads.
+  auto per_head = queries.to(torch::kFloat32).abs().mean(1);  // [heads, D]
+  const int64_t kv_heads = keys.size(0);
+  auto per_kv_head = groupMeanWeights(per_head.unsqueeze(1), kv_heads).squeeze(1);  // [kv, D]
+  return magnitude * per_kv_head.unsqueeze(1);                                       // [kv, T, D]
+}
+
+at::Tensor valueElementScores(const at::Tensor& values, const at::Tensor& row_weights, ElementScore score) {
+  auto magnitude = values.to(torch::kFloat32).abs();  // [kv, T, D]
+  if (score == ElementScore::Magnitude) return magnitude;
+  require(row_weights.defined() && row_weights.dim() == 2 && row_weights.size(0) == values.size(0) &&
+              row_weights.size(1) == values.size(1),
+          "output-aware V scores: need the weight each row received [kv_heads, T]");
+  return magnitude * row_weights.to(torch::kFloat32).unsqueeze(2);  // [kv, T, D]
+}
+
+namespace {
+
+// Keeps the `kept` best entries along the last axis of scores [..., m]; a
+// stable descending sort puts the earlier index first among equal scores.
+at::Tensor keepTopAlongLast(const at::Tensor& scores, int64_t kept) {
+  auto mask = torch::zeros(scores.sizes(), torch::kBool);
+  if (kept == 0) return mask;
+  auto order = std::get<1>(scores.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true));  // [..., m]
+  auto chosen = order.narrow(-1, 0, kept);
+  return mask.scatter(-1, chosen, true);
+}
+
+}  // namespace
+
+at::Tensor elementKeepMask(const at::Tensor& scores, PruneAxis axis, double sparsity, int64_t dense_window) {
+  require(scores.dim() == 3, "elementKeepMask: expected scores [kv_heads, T, D]");
+  const int64_t rows = scores.size(1), channels = scores.size(2);
+  auto keep = torch::ones(scores.sizes(), torch::kBool);  // [kv, T, D]
+  const int64_t pruned_rows = std::max<int64_t>(rows - std::max<int64_t>(dense_window, 0), 0);
+  if (pruned_rows == 0 || sparsity <= 0) return keep;
+  auto old_rows = scores.narrow(1, 0, pruned_rows).to(torch::kFloat32);  // [kv, R, D]
+  at::Tensor kept;
+  if (axis == PruneAxis::PerToken) {
+    kept = keepTopAlongLast(old_rows, keptEntries(channels, sparsity));  // per row, over channels
+  } else {
+    kept = keepTopAlongLast(old_rows.transpose(1, 2), keptEntries(pruned_rows, sparsity)).transpose(1, 2);  // per channel, over rows
+  }
+  keep.narrow(1, 0, pruned_rows).copy_(kept);
+  return keep;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,77 @@
+#include "core/inspect/prefill_compression.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+
+namespace kvscope {
+
+void CompressionSpec::validate() const {
+  if (eviction) eviction->validate();
+  if (pruning) pruning->validate();
+}
+
+bool AllLayersRecorder::wants(Probe probe, int64_t) const {
+  return std::find(points_.begin(), points_.end(), probe) != points_.end();
+}
+
+void AllLayersRecorder::record(Probe probe, int64_t layer, const at::Tensor& value) {
+  auto it = std::find_if(recorded_.begin(), recorded_.end(), [&](const auto& entry) { return entry.first == probe; });
+  if (it == recorded_.end()) it = recorded_.insert(recorded_.end(), {probe, {}});
+  auto& layers = it->second;
+  if (static_cast<int64_t>(layers.size()) <= layer) layers.resize(static_cast<size_t>(layer + 1));
+  layers[static_cast<size_t>(layer)] = value.to(torch::kFloat32).clone();
+}
+
+std::vector<at::Tensor> AllLayersRecorder::perLayer(Probe probe) const {
+  for (const auto& [point, layers] : recorded_) {
+    if (point == probe) return layers;
+  }
+  return {};
+}
+
+namespace {
+
+void refuseSlidingWindows(const ModelConfig& config) {
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    require(config.windowOf(l) <= 0, "compress: token eviction on a model with sliding-window layers (layer " +
+                                         std::to_string(l) + ") is not supported yet; element pruning is");
+  }
+}
+
+// The probe points the prefill must record for the policies asked for.
+std::vector<Probe> evidencePoints(const CompressionSpec& spec) {
+  std::vector<Probe> points;
+  const bool output_aware = spec.pruning && spec.pruning->score == ElementScore::OutputAware;
+  if ((spec.eviction && needsAttention(spec.eviction->policy)) || output_aware) points.push_back(Probe::AttentionWeights);
+  if (output_aware) points.push_back(Probe::Query);
+  return points;
+}
+
+}  // namespace
+
+PrefillCompression prefillAndCompress(const CausalLM& model, const at::Tensor& tokens, KvCache& cache,
+                                      const CompressionSpec& spec) {
+  spec.validate();
+  if (spec.eviction) refuseSlidingWindows(model.config());
+  AllLayersRecorder evidence(evidencePoints(spec));
+  model.forward(tokens, 0, &cache, &evidence, 0);
+  const auto attention = evidence.perLayer(Probe::AttentionWeights);  // [heads, n, T] per layer
+  PrefillCompression done;
+  if (spec.eviction) {
+    done.layer_budgets = layerBudgets(*spec.eviction, cache.numLayers(), tokens.size(0));
+    PolicyEviction eviction = evictByPolicy(cache, *spec.eviction, attention, done.layer_budgets);
+    done.removed = std::move(eviction.removed);
+    done.scores = std::move(eviction.scores);
+    done.demoted = std::move(eviction.demoted);
+    done.demote_max_error = eviction.demote_max_error;
+  }
+  if (spec.pruning) done.pruned = pruneElements(cache, *spec.pruning, evidence.perLayer(Probe::Query), attention);
+  return done;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,54 @@
+#pragma once
+// A prefill followed by compression of its cache, shared by the compression
+// lab and compressed-cache self-speculation: the forward records what the
+// policies score with (attention weights, queries), then eviction and/or
+// element pruning act on the cache.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "core/cache/cache_compression.h"
+#include "core/model/causal_lm.h"
+
+namespace kvscope {
+
+struct CompressionSpec {
+  std::optional<EvictionSettings> eviction;  // token eviction, after the prefill (tova: also every step)
+  std::optional<PruneSettings> pruning;      // element pruning, once after the prefill
+
+  // Throws Error for bad settings (naming the option and its range).
+  void validate() const;
+};
+
+struct PrefillCompression {
+  std::vector<int64_t> layer_budgets;  // rows kept per kv head, per layer (eviction)
+  std::vector<RemovedRow> removed;
+  std::vector<at::Tensor> scores;   // per layer [kv_heads, rows]: the eviction policy's score of every row
+  std::vector<at::Tensor> demoted;  // per layer [kv_heads, rows] bool: rows kept as low-precision copies
+  double demote_max_error = 0;      // max |x - q(x)| over the demoted K and V entries
+  PrunedElements pruned;
+};
+
+// Feeds tokens ([n] ids at positions 0..n-1) into the empty `cache` and
+// compresses it as `spec` says. Throws Error for eviction on a model with
+// sliding-window layers (not supported yet).
+PrefillCompression prefillAndCompress(const CausalLM& model, const at::Tensor& tokens, KvCache& cache,
+                                      const CompressionSpec& spec);
+
+// A ProbeSink that keeps the chosen points of every layer (float32 copies).
+class AllLayersRecorder : public ProbeSink {
+ public:
+  explicit AllLayersRecorder(std::vector<Probe> points) : points_(std::move(points)) {}
+  bool wants(Probe probe, int64_t layer) const override;
+  void record(Probe probe, int64_t layer, const at::Tensor& value) override;
+  // One tensor per layer; empty when the point was not asked for.
+  std::vector<at::Tensor> perLayer(Probe probe) const;
+
+ private:
+  std::vector<Probe> points_;
+  std::vector<std::pair<Probe, std::vector<at::Tensor>>> recorded_;
+};
+
+}  // namespace kvscope
