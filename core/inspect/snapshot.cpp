@@ -99,9 +99,12 @@ std::vector<int64_t> replayLayer(const SessionSnapshot& s, CacheRole cache, int6
   for (size_t i = from_count; i < to_count && i < events.size(); ++i) {
     const CacheEvent& e = events[i];
     if (e.cache != cache) continue;
+    if (!removed) {
+      applyEventToLayer(rows, e, layer);
+      continue;
+    }
     const std::vector<int64_t> before = rows;
     applyEventToLayer(rows, e, layer);
-    if (!removed) continue;
     for (int64_t entry : before) {
       if (std::find(rows.begin(), rows.end(), entry) == rows.end() &&
           std::find(removed->begin(), removed->end(), entry) == removed->end()) {

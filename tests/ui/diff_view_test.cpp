@@ -106,7 +106,7 @@ class DiffViewTest : public QObject {
     past.head = 1;
     window.context().setCursor(past);
     const Cursor before = window.context().cursor();
-    const SessionSnapshot* snapshot = window.context().snapshot();
+    const SnapshotPtr snapshot = window.context().snapshotPtr();
     window.diffPanel()->auditButton()->click();
     waitForSnapshot(window, snapshot);
     if (QTest::currentTestFailed()) return;
@@ -155,7 +155,7 @@ class DiffViewTest : public QObject {
     QCOMPARE(diff.divergent, int64_t{0});
     QVERIFY(!window.diffPanel()->goToRootCauseButton()->isEnabled());
     QVERIFY(window.diffPanel()->report()->toPlainText().contains("kept the contract"));
-    const SessionSnapshot* snapshot = window.context().snapshot();
+    const SnapshotPtr snapshot = window.context().snapshotPtr();
     window.diffPanel()->auditButton()->click();
     waitForSnapshot(window, snapshot);
     if (QTest::currentTestFailed()) return;

@@ -173,7 +173,7 @@ class RowIdentityViewsTest : public QObject {
     QVERIFY(QTest::qWaitForWindowExposed(&window));
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
     stepRounds(window, 3);
-    const SessionSnapshot* snapshot = window.context().snapshot();
+    const SnapshotPtr snapshot = window.context().snapshotPtr();
     const Cursor latest = window.context().latest();
     window.context().goToMoment({1, Phase::Draft});
     QVERIFY(window.stepPhaseAction()->isEnabled());
@@ -195,7 +195,7 @@ class RowIdentityViewsTest : public QObject {
     QCOMPARE(window.attentionPanel()->queryRows(), int(snapshot->attention.at(2)->queries));
     QTest::qWait(50);
     QVERIFY(!window.controller().busy());
-    QCOMPARE(window.context().snapshot(), snapshot);
+    QCOMPARE(window.context().snapshot(), snapshot.get());
     QCOMPARE(window.context().latest().round, latest.round);
     QCOMPARE(window.context().latest().phase, latest.phase);
 

@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QTimer>
 #include <QtTest>
 
 #include "ui/windows/AttentionPanel.h"
@@ -41,7 +42,15 @@ inline void flush(MainWindow& window) {
 }
 
 // Waits until the engine is idle and a snapshot newer than `before` arrived.
+// `before` is held (shared), so the new snapshot cannot be allocated at its
+// address and the old one stays readable for comparisons afterwards.
 // (Helpers are void: QVERIFY returns from them; callers check currentTestFailed.)
+inline void waitForSnapshot(MainWindow& window, const SnapshotPtr& before) {
+  QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != before.get() && !window.controller().busy(), kTimeout);
+  flush(window);
+}
+// Deprecated: a raw `before` may be freed and its address reused by the new
+// snapshot (the wait then times out). Pass window.context().snapshotPtr().
 inline void waitForSnapshot(MainWindow& window, const SessionSnapshot* before) {
   QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != before && !window.controller().busy(), kTimeout);
   flush(window);
@@ -51,20 +60,38 @@ inline void waitForSnapshot(MainWindow& window, const SessionSnapshot* before) {
 inline void startWithFault(MainWindow& window, const char* fault) {
   QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
   window.sessionPanel()->setFault(QString::fromUtf8(fault));
-  const SessionSnapshot* before = window.context().snapshot();
+  const SnapshotPtr before = window.context().snapshotPtr();
   window.controller().startSession(window.sessionPanel()->sessionSpec());
   waitForSnapshot(window, before);
   if (QTest::currentTestFailed()) return;
   QCOMPARE(window.context().snapshot()->fault, std::string(fault));
 }
 
+// While alive, answers "Discard" to the window's "save first?" question
+// (a diff or a new session after stepping replaces the unsaved session; the
+// question itself is tested in unsaved_session_test).
+class DiscardUnsaved {
+ public:
+  DiscardUnsaved() {
+    QObject::connect(&timer_, &QTimer::timeout, [] {
+      auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+      if (box != nullptr && box->objectName() == QStringLiteral("saveFirstDialog")) box->button(QMessageBox::Discard)->click();
+    });
+    timer_.start(10);
+  }
+
+ private:
+  QTimer timer_;
+};
+
 // Runs the diff of the session panel's settings with `fault` and waits for its report.
 inline void runDiff(MainWindow& window, const char* fault) {
   QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
   window.sessionPanel()->setFault(QString::fromUtf8(fault));
-  const SessionSnapshot* before = window.context().snapshot();
+  const SnapshotPtr before = window.context().snapshotPtr();
+  const DiscardUnsaved discard;
   window.diffPanel()->runButton()->click();
-  QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != before && window.context().snapshot()->diff != nullptr &&
+  QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != before.get() && window.context().snapshot()->diff != nullptr &&
                                !window.controller().busy(),
                            kTimeout);
   flush(window);

@@ -137,7 +137,9 @@ AttentionStepsPanel::AttentionStepsPanel(DebuggerContext& context, QWidget* pare
 
 AttentionStepsPanel::Card AttentionStepsPanel::makeCard(const QString& name) {
   Card card;
-  card.frame = new QFrame;
+  // Owned by the panel until the grid takes it: a card relayout() leaves out
+  // (the soft-cap card of a model without soft-capping) is still deleted.
+  card.frame = new QFrame(this);
   card.frame->setObjectName(name);
   card.frame->setFrameShape(QFrame::StyledPanel);
   card.title = new QLabel;
