@@ -3,6 +3,8 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDockWidget>
+#include <QElapsedTimer>
+#include <QThread>
 #include <QFile>
 #include <QScreen>
 #include <QSettings>
@@ -15,6 +17,7 @@
 #include "core/error.h"
 #include "ui/bench/HeatmapBenchmark.h"
 #include "ui/bench/Screenshot.h"
+#include "ui/lessons/LessonRunner.h"
 #include "ui/logging/LogBridge.h"
 #include "ui/widgets/KvHeatmapView.h"
 #include "ui/windows/KvCachePanel.h"
@@ -63,9 +66,18 @@ int main(int argc, char** argv) {
                              QStringLiteral("first:last"));
   QCommandLineOption steps_panel(QStringLiteral("attention-steps"),
                                  QStringLiteral("With --screenshot: raise the Attention Step by Step panel and give it "
-                                                "most of the height first."));
+                                                "most of the height first (with --presenter: the whole right side)."));
+  QCommandLineOption lesson(QStringLiteral("lesson"),
+                            QStringLiteral("Open lesson N (1-based, the Lessons menu's order) instead of a plain session; "
+                                           "with --screenshot, once its page is set up."),
+                            QStringLiteral("n"));
+  QCommandLineOption lesson_page(QStringLiteral("lesson-page"), QStringLiteral("With --lesson: open page N (1-based)."),
+                                 QStringLiteral("n"));
+  QCommandLineOption presenter(QStringLiteral("presenter"), QStringLiteral("Presenter mode: zoom the window to 150%."));
+  QCommandLineOption zoom(QStringLiteral("zoom"), QStringLiteral("Zoom the window's fonts and plots (100-200 percent)."),
+                          QStringLiteral("percent"));
   parser.addOptions({target, drafter, ngram, default_layout, prompt, prompt_file, max_new, rounds, select, position, fault,
-                     diff, bench, screenshot, kv_rows, steps_panel});
+                     diff, bench, screenshot, kv_rows, steps_panel, lesson, lesson_page, presenter, zoom});
   parser.process(app);
 
   kvscope::ui::LogBridge::install();
@@ -105,6 +117,10 @@ int main(int argc, char** argv) {
     }
   }
   options.run_diff = parser.isSet(diff);
+  if (parser.isSet(lesson)) options.lesson = std::max(0, parser.value(lesson).toInt() - 1);
+  if (parser.isSet(lesson_page)) options.lesson_page = std::max(0, parser.value(lesson_page).toInt() - 1);
+  if (parser.isSet(presenter)) options.presenter_zoom = 150;
+  if (parser.isSet(zoom)) options.presenter_zoom = parser.value(zoom).toInt();
   if (parser.isSet(bench)) {
     if (!parser.isSet(rounds)) options.initial_rounds = 40;
     if (!parser.isSet(max_new)) options.max_new_tokens = 200;  // long enough for ~200 cache rows
@@ -140,11 +156,24 @@ int main(int argc, char** argv) {
       auto* history = window.findChild<QDockWidget*>(QStringLiteral("rowHistoryDock"));
       if (!steps || !kv || !history) return;
       steps->raise();
+      if (window.presenterZoom() > 100) {
+        // Presenter zoom on a projector: the panel alone on the right, as a teacher would show it.
+        kv->hide();
+        history->hide();
+        return;
+      }
       window.resizeDocks({kv, steps}, {window.height() / 5, window.height() * 4 / 5}, Qt::Vertical);
       if (!history->isFloating() && window.tabifiedDockWidgets(history).isEmpty()) {
         window.resizeDocks({kv, history}, {window.width() * 3 / 5, window.width() / 8}, Qt::Horizontal);
       }
     };
+    // A lesson sets its page up after the models load: wait for it.
+    QElapsedTimer lesson_wait;
+    lesson_wait.start();
+    while (options.lesson >= 0 && !window.lessonRunner()->ready() && lesson_wait.elapsed() < 600000) {
+      QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+      QThread::msleep(5);
+    }
     if (!kvscope::ui::saveScreenshotWhenReady(window, parser.value(screenshot), options.initial_rounds, 600000, arrange)) {
       std::fprintf(stderr, "screenshot: the session did not get ready or %s could not be written\n",
                    qPrintable(parser.value(screenshot)));

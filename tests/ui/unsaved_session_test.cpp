@@ -93,6 +93,17 @@ void waitForSession(MainWindow& window) {
   QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
 }
 
+// Opens a saved trace in a fresh window: what was saved is the session that
+// ran, so it replays `rounds` rounds.
+void expectSavedRounds(const QString& path, int64_t rounds) {
+  MainWindowOptions options = fixtureOptions();
+  options.load_on_start = false;
+  MainWindow replay(options);
+  replay.openTrace(path);
+  QTRY_VERIFY_WITH_TIMEOUT(replay.context().snapshot() != nullptr && !replay.controller().busy(), kTimeout);
+  QCOMPARE(replay.context().latest().round, rounds);
+}
+
 }  // namespace
 
 class UnsavedSessionTest : public QObject {
@@ -154,13 +165,7 @@ class UnsavedSessionTest : public QObject {
     QVERIFY(QFile::exists(path));
     QVERIFY(!window.hasUnsavedSession());
     QVERIFY2(answerer.unexpected().isEmpty(), qPrintable(answerer.unexpected().join(", ")));
-    // What was saved is the session that ran: it replays its two rounds.
-    MainWindowOptions options = fixtureOptions();
-    options.load_on_start = false;
-    MainWindow replay(options);
-    replay.openTrace(path);
-    QTRY_VERIFY_WITH_TIMEOUT(replay.context().snapshot() != nullptr && !replay.controller().busy(), kTimeout);
-    QCOMPARE(replay.context().latest().round, int64_t{2});
+    expectSavedRounds(path, 2);
   }
 
   void cancellingTheFileDialogKeepsTheWindow() {
@@ -270,12 +275,7 @@ class UnsavedSessionTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(path) && window.context().snapshot()->diff != nullptr && !window.controller().busy(),
                              kTimeout);
     QVERIFY2(answerer.unexpected().isEmpty(), qPrintable(answerer.unexpected().join(", ")));
-    MainWindowOptions options = fixtureOptions();
-    options.load_on_start = false;
-    MainWindow replay(options);
-    replay.openTrace(path);
-    QTRY_VERIFY_WITH_TIMEOUT(replay.context().snapshot() != nullptr && !replay.controller().busy(), kTimeout);
-    QCOMPARE(replay.context().latest().round, int64_t{3});
+    expectSavedRounds(path, 3);
   }
 
   // A failed save runs nothing: the diff does not replace the session.

@@ -1,6 +1,7 @@
 #include "ui/engine/EngineController.h"
 
 #include <QMetaObject>
+#include <algorithm>
 
 namespace kvscope::ui {
 
@@ -10,7 +11,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
   qRegisterMetaType<kvscope::ui::ExplanationPtr>("kvscope::ui::ExplanationPtr");
   qRegisterMetaType<kvscope::ui::WhatIfPtr>("kvscope::ui::WhatIfPtr");
   thread_.setObjectName(QStringLiteral("kvscope-engine"));
-  worker_ = new EngineWorker(&cancel_);
+  worker_ = new EngineWorker(&cancel_, &phase_delay_ms_);
   worker_->moveToThread(&thread_);
   connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
   connect(worker_, &EngineWorker::busyChanged, this, [this](bool busy, const QString& what) {
@@ -69,6 +70,8 @@ void EngineController::run() {
 }
 
 void EngineController::stop() { cancel_ = true; }
+
+void EngineController::setPhaseDelay(int milliseconds) { phase_delay_ms_ = std::clamp(milliseconds, 0, kMaxPhaseDelayMs); }
 
 void EngineController::runDiff(const SessionSpec& spec) {
   cancel_ = false;

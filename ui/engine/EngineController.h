@@ -25,6 +25,11 @@ class EngineController : public QObject {
   void stepRound();
   void run();
   void stop();  // cancels a run (or a diff) after the phase in progress
+  // Playback speed of Run: a pause after each phase (0 to 2000 ms) so a
+  // class can watch a round happen; 0 runs at full speed. Takes effect at
+  // once, also during a run.
+  void setPhaseDelay(int milliseconds);
+  int phaseDelay() const { return phase_delay_ms_.load(); }
   // Restarts the session and diffs it to the end (Stop cancels).
   void runDiff(const SessionSpec& spec);
   // Audits both caches at a recorded moment; the session is not stepped.
@@ -55,6 +60,7 @@ class EngineController : public QObject {
   QThread thread_;
   EngineWorker* worker_ = nullptr;
   std::atomic<bool> cancel_{false};
+  std::atomic<int> phase_delay_ms_{0};
   bool busy_ = false;
   bool running_ = false;
 };

@@ -1,6 +1,7 @@
 #include "ui/engine/EngineWorker.h"
 
 #include <QElapsedTimer>
+#include <QThread>
 #include <exception>
 
 #include <spdlog/spdlog.h>
@@ -9,7 +10,8 @@
 
 namespace kvscope::ui {
 
-EngineWorker::EngineWorker(std::atomic<bool>* cancel) : engine_(std::make_unique<SessionController>()), cancel_(cancel) {}
+EngineWorker::EngineWorker(std::atomic<bool>* cancel, const std::atomic<int>* phase_delay_ms)
+    : engine_(std::make_unique<SessionController>()), cancel_(cancel), phase_delay_ms_(phase_delay_ms) {}
 
 EngineWorker::~EngineWorker() = default;
 
@@ -64,6 +66,10 @@ void EngineWorker::stepRound() {
 
 void EngineWorker::run() {
   guarded(QStringLiteral("Running"), [&] {
+    if (phase_delay_ms_->load() > 0) {
+      runPaced();
+      return;
+    }
     QElapsedTimer since_last;
     since_last.start();
     SnapshotPtr pending;
@@ -78,6 +84,17 @@ void EngineWorker::run() {
     });
     emit snapshotReady(engine_->snapshot(), SnapshotReason::Step);
   });
+}
+
+void EngineWorker::runPaced() {
+  while (engine_->hasSession() && !engine_->finished() && !cancel_->load()) {
+    engine_->stepPhase();
+    emit snapshotReady(engine_->snapshot(), SnapshotReason::Step);
+    // The pause in short slices: Stop, or a new speed, takes effect at once.
+    QElapsedTimer paused;
+    paused.start();
+    while (!cancel_->load() && paused.elapsed() < phase_delay_ms_->load()) QThread::msleep(10);
+  }
 }
 
 void EngineWorker::runDiff(const SessionSpec& spec) {

@@ -17,10 +17,13 @@ namespace kvscope::ui {
 using ExplanationPtr = std::shared_ptr<const AttentionExplanation>;
 using WhatIfPtr = std::shared_ptr<const WhatIfExplanation>;
 
+constexpr int kMaxPhaseDelayMs = 2000;
+
 class EngineWorker : public QObject {
   Q_OBJECT
  public:
-  explicit EngineWorker(std::atomic<bool>* cancel);
+  // `phase_delay_ms`: Run's pause after each phase (EngineController::setPhaseDelay).
+  EngineWorker(std::atomic<bool>* cancel, const std::atomic<int>* phase_delay_ms);
   ~EngineWorker() override;
 
   // Each runs the job on this thread; call via EngineController.
@@ -56,8 +59,12 @@ class EngineWorker : public QObject {
   template <typename Job>
   void guarded(const QString& what, Job job);
 
+  // Run with a pause after each phase: a snapshot per phase, so every phase is seen.
+  void runPaced();
+
   std::unique_ptr<SessionController> engine_;
   std::atomic<bool>* cancel_;
+  const std::atomic<int>* phase_delay_ms_;
 };
 
 }  // namespace kvscope::ui

@@ -17,6 +17,7 @@
 #include "ui/context/LayerSummary.h"
 #include "ui/context/RowLookup.h"
 #include "ui/widgets/BinnedHeatmap.h"
+#include "ui/widgets/HoverCellHighlight.h"
 #include "ui/widgets/KvHeadGrid.h"
 #include "ui/widgets/LayerHeadOverview.h"
 #include "ui/widgets/Palette.h"
@@ -72,6 +73,7 @@ KvHeatmapView::KvHeatmapView(CacheRole role, QWidget* parent) : QWidget(parent),
   layout->addLayout(buildHeader());
   layout->addLayout(body, 1);
   for (QCustomPlot* source : {plot_, grid_->plot()}) {
+    new HoverCellHighlight(source);  // presenter's pointer on the cell under the mouse
     source->setMouseTracking(true);
     source->setFocusPolicy(Qt::WheelFocus);
     connect(source, &QCustomPlot::mouseWheel, this,
@@ -96,6 +98,12 @@ QHBoxLayout* KvHeatmapView::buildHeader() {
   head_box_ = new QComboBox;
   layer_box_->setToolTip(tr("layer (shared by every panel)"));
   head_box_->setToolTip(tr("kv head (shared by every panel)"));
+  // Sized for a few digits, not their widest item: two views side by side
+  // must fit a 1280-pixel projector at presenter zoom.
+  for (QComboBox* box : {layer_box_, head_box_}) {
+    box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    box->setMinimumContentsLength(3);
+  }
   all_heads_ = new QCheckBox(tr("all"));
   all_heads_->setToolTip(tr("All heads: every kv head of the layer, side by side"));
   fit_action_ = new QAction(tr("Fit"), this);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <qcustomplot.h>
 
+#include "ui/widgets/HoverCellHighlight.h"
 #include "ui/widgets/Palette.h"
 #include "ui/widgets/PickerItems.h"
 #include "ui/widgets/PlotExport.h"
@@ -57,6 +58,7 @@ AttentionPanel::AttentionPanel(DebuggerContext& context, QWidget* parent) : View
 
   plot_ = new QCustomPlot;
   plot_->setObjectName(QStringLiteral("attentionPlot"));
+  new HoverCellHighlight(plot_);  // presenter's pointer on the cell under the mouse
   plot_->setMinimumSize(260, 70);
   plot_->yAxis->setRangeReversed(true);
   plot_->xAxis->setLabel(tr("key: target cache row as the model saw it (position 'token'; r:p when row \u2260 position)"));

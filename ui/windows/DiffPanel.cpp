@@ -10,6 +10,9 @@
 #include <cmath>
 #include <qcustomplot.h>
 
+#include "core/cache/fault.h"
+
+#include "ui/widgets/HoverCellHighlight.h"
 #include "ui/widgets/Palette.h"
 #include "ui/widgets/PlotExport.h"
 #include "ui/windows/TokenStripPanel.h"
@@ -43,6 +46,18 @@ QCPItemRect* cellRect(QCustomPlot* plot, double x, double y, const QPen& pen, co
 }
 
 QString cacheName(CacheRole cache) { return QString::fromUtf8(cacheRoleName(cache)); }
+
+// A diff that ran with a fault says what the fault breaks and the real bug it
+// mirrors (the teacher's "what were we looking for"); nothing without one.
+QString faultExplanation(const std::string& name) {
+  for (const FaultInfo& info : allFaults()) {
+    if (name != info.name) continue;
+    return QObject::tr("<p style='margin:2px 0'><b>Fault %1</b> breaks: %2<br><b>Real bug it mirrors:</b> %3</p>")
+        .arg(QString::fromUtf8(info.name), QString::fromUtf8(info.breaks).toHtmlEscaped(),
+             QString::fromUtf8(info.real_world).toHtmlEscaped());
+  }
+  return QString();
+}
 }  // namespace
 
 DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(context, parent) {
@@ -96,6 +111,7 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
 
   audit_plot_ = new QCustomPlot;
   audit_plot_->setObjectName(QStringLiteral("auditPlot"));
+  new HoverCellHighlight(audit_plot_);  // presenter's pointer on the cell under the mouse
   audit_plot_->setMinimumHeight(50);
   audit_plot_->xAxis->setLabel(tr("physical row"));
   audit_plot_->yAxis->setLabel(tr("layer"));
@@ -149,6 +165,12 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
 void DiffPanel::resizeEvent(QResizeEvent* event) {
   ViewerPanel::resizeEvent(event);
   plots_->setOrientation(10 * width() > 13 * height() ? Qt::Horizontal : Qt::Vertical);
+  // A short dock (720p): the report scrolls in fewer lines so the plots keep
+  // room for their axes and labels; log axes with fewer ticks do not collide.
+  report_->setMaximumHeight(std::clamp(height() / 6, 48, 92));
+  const int plot_height = plots_->orientation() == Qt::Horizontal ? plots_->height() : plots_->height() / 2;
+  const int ticks = std::clamp(plot_height / 45, 2, 5);
+  for (QCPAxis* axis : {positions_->yAxis, positions_->yAxis2}) axis->ticker()->setTickCount(ticks);
 }
 
 const CacheAudit* DiffPanel::shownAudit() const {
@@ -260,6 +282,7 @@ void DiffPanel::showReport(const SessionSnapshot* snapshot, const DiffReport* di
                 .arg(diff->max_abs_logit_diff, 0, 'g', 3);
   }
   if (const CacheAudit* audit = shownAudit()) html += QStringLiteral("<p style='margin:2px 0'>") + auditSummary(*audit) + QStringLiteral("</p>");
+  if (diff) html += faultExplanation(snapshot->fault);
   report_->setHtml(html);
 }
 
@@ -324,10 +347,10 @@ void DiffPanel::showPositions(const DiffReport* diff) {
     const FirstDivergence& first = *diff->first_divergence;
     vertical(first.position, QPen(Palette::pruned(), 2, Qt::DashLine));
     auto* label = new QCPItemText(positions_);
-    label->position->setTypeX(QCPItemPosition::ptPlotCoords);  // beside the divergence line, at the floor
+    label->position->setTypeX(QCPItemPosition::ptPlotCoords);  // beside the divergence line, at the top
     label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-    label->position->setCoords(first.position, 0.98);
-    label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+    label->position->setCoords(first.position, 0.02);
+    label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
     label->setBrush(QColor(255, 255, 255, 200));
     label->setText(tr(" diverged"));  // the report says where and why
     label->setColor(Palette::pruned());

@@ -3,7 +3,9 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDesktopServices>
 #include <QDockWidget>
+#include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -23,10 +25,15 @@
 #include <spdlog/spdlog.h>
 
 #include "ui/context/GuiState.h"
+#include "ui/lessons/LessonRunner.h"
+#include "ui/widgets/PresenterZoom.h"
+#include "ui/windows/GlossaryDialog.h"
+#include "ui/windows/LessonPanel.h"
 #include "ui/widgets/KvHeatmapView.h"
 #include "ui/windows/AttentionPanel.h"
 #include "ui/windows/AttentionStepsPanel.h"
 #include "ui/windows/DiffPanel.h"
+#include "ui/windows/DockLayoutMemory.h"
 #include "ui/windows/KvCachePanel.h"
 #include "ui/windows/LogPanel.h"
 #include "ui/windows/RowHistoryPanel.h"
@@ -45,6 +52,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   if (const QScreen* screen = QGuiApplication::primaryScreen()) {
     size = size.boundedTo(screen->availableGeometry().size());
   }
+  if (options_.size.isValid()) size = options_.size;
   resize(size);
 
   session_ = new SessionPanel(context_);
@@ -56,10 +64,16 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   diff_ = new DiffPanel(context_);
   history_ = new RowHistoryPanel(context_);
   log_ = new LogPanel;
+  lessons_ = new LessonPanel(context_);
+  lessons_->loadBundled();
 
   buildActions();
   buildLayout();
   connectEngine();
+  // After connectEngine: the runner sees each snapshot once the context holds it.
+  lesson_runner_ = new LessonRunner(*this);
+  connect(lessons_, &LessonPanel::pageRequested, lesson_runner_, &LessonRunner::show);
+  connect(lesson_runner_, &LessonRunner::statusChanged, lessons_, &LessonPanel::setStatus);
 
   // Panels send requests; the context (owned here) changes.
   connect(timeline_, &TimelinePanel::roundRequested, this, [this](qint64 round) { context_.goToRound(round); });
@@ -87,6 +101,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   connect(&context_, &DebuggerContext::bookmarksChanged, this, &MainWindow::rebuildBookmarkMenu);
 
   default_state_ = saveState();
+  new DockLayoutMemory(this, docks_);  // growing the window back restores its layout
   bool restored = false;
   if (options_.restore_layout) {
     QSettings settings;
@@ -95,6 +110,15 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   }
   // Before the first show the docks have no real sizes: size them once shown.
   if (!restored) QTimer::singleShot(0, this, &MainWindow::applyDefaultSizes);
+  // --presenter / --zoom for this run only; the View menu's zoom is remembered.
+  const int zoom = options_.presenter_zoom > 0 ? options_.presenter_zoom
+                                               : QSettings().value(QStringLiteral("view/presenterZoom"), 100).toInt();
+  if (zoom != 100) applyPresenterZoom(this, zoom);
+  // Panels re-create some axes (small multiples) as sessions change: zoom those too.
+  connect(&context_, &DebuggerContext::sessionChanged, this, [this] {
+    if (presenterZoom() != 100) QTimer::singleShot(0, this, [this] { applyPresenterZoom(this, presenterZoom()); });
+  });
+  showFirstStartHint();
   updateActions();
   if (options_.load_on_start) {
     start_after_load_ = true;
@@ -130,6 +154,7 @@ void MainWindow::buildActions() {
   QMenu* debug = menuBar()->addMenu(tr("&Debug"));
   bookmark_menu_ = menuBar()->addMenu(tr("&Bookmarks"));
   view_menu_ = menuBar()->addMenu(tr("&View"));
+  QMenu* lessons_menu = menuBar()->addMenu(tr("&Lessons"));
   QMenu* help = menuBar()->addMenu(tr("&Help"));
 
   QAction* load = file->addAction(tr("&Load Models"), this, [this] {
@@ -155,6 +180,7 @@ void MainWindow::buildActions() {
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
   run_ = debug->addAction(tr("Run"), this, [this] {
+    hideFirstStartHint();
     if (controller_.running()) controller_.stop();
     else controller_.run();
   });
@@ -193,9 +219,37 @@ void MainWindow::buildActions() {
   }
   rebuildBookmarkMenu();
 
+  // Every toolbar button says its key (presenters read it off the screen).
+  run_->setToolTip(tr("Run / Pause: step to the end at the playback speed (F5)"));
+  stop_->setToolTip(tr("Stop the run after the phase in progress (Shift+F5)"));
+  step_back_->setToolTip(tr("Step Back Phase through recorded history (Shift+F10)"));
+  back_->setToolTip(tr("Previous Round (Alt+Left)"));
+  forward_->setToolTip(tr("Next Round (Alt+Right)"));
+  latest_->setToolTip(tr("Latest recorded moment (Alt+End)"));
+  bookmark_->setToolTip(tr("Toggle Bookmark on this round (Ctrl+B; Ctrl+1..9 jump)"));
+  // The stepping buttons carry their key in their text too (the menus show it already).
+  step_back_->setIconText(tr("Step Back (Shift+F10)"));
+  step_phase_->setIconText(tr("Step Phase (F10)"));
+  step_round_->setIconText(tr("Step Round (F11)"));
+
   QToolBar* bar = addToolBar(tr("Debug"));
   bar->setObjectName(QStringLiteral("debugToolbar"));
   for (QAction* action : {run_, stop_, step_back_, step_phase_, step_round_}) bar->addAction(action);
+  // Playback speed: Run pauses this long after each phase, so a class can watch a round.
+  phase_delay_ = new QDoubleSpinBox;
+  phase_delay_->setObjectName(QStringLiteral("phaseDelay"));
+  phase_delay_->setRange(0.0, kMaxPhaseDelayMs / 1000.0);
+  phase_delay_->setSingleStep(0.25);
+  phase_delay_->setDecimals(2);
+  phase_delay_->setSuffix(tr(" s/phase"));
+  phase_delay_->setSpecialValueText(tr("full speed"));
+  phase_delay_->setToolTip(tr("Playback speed of Run: the pause after each phase (0 to 2 s)"));
+  connect(phase_delay_, &QDoubleSpinBox::valueChanged, this, [this](double seconds) {
+    controller_.setPhaseDelay(static_cast<int>(seconds * 1000 + 0.5));
+    QSettings().setValue(QStringLiteral("playback/phaseDelaySeconds"), seconds);
+  });
+  phase_delay_->setValue(QSettings().value(QStringLiteral("playback/phaseDelaySeconds"), 0.0).toDouble());
+  bar->addWidget(phase_delay_);
   bar->addSeparator();
   for (QAction* action : {back_, forward_, latest_, bookmark_}) bar->addAction(action);
   scrubber_ = new QSlider(Qt::Horizontal);
@@ -207,10 +261,9 @@ void MainWindow::buildActions() {
   bar->addWidget(scrubber_);
   scrubber_->setMinimumWidth(160);
 
-  help->addAction(tr("&About kvscope"), this, [this] {
-    QMessageBox::about(this, tr("About kvscope"),
-                       tr("kvscope: step through speculative decoding rounds and look at the KV cache."));
-  });
+  buildViewActions();
+  buildLessonMenu(lessons_menu);
+  buildHelpMenu(help);
   // The cursor in words, always visible (the toolbar overflows on small screens).
   cursor_label_ = new QLabel;
   cursor_label_->setObjectName(QStringLiteral("cursorLabel"));
@@ -234,6 +287,7 @@ void MainWindow::buildLayout() {
   QDockWidget* diff = addPanel(diff_, tr("Cache Diff"), QStringLiteral("diffDock"));
   QDockWidget* history = addPanel(history_, tr("Row History"), QStringLiteral("rowHistoryDock"));
   QDockWidget* log = addPanel(log_, tr("Log"), QStringLiteral("logDock"));
+  QDockWidget* lessons = addPanel(lessons_, tr("Lessons"), QStringLiteral("lessonsDock"));
   view_menu_->addSeparator();
   view_menu_->addAction(tr("Reset Layout"), this, &MainWindow::resetLayout);
 
@@ -264,6 +318,8 @@ void MainWindow::buildLayout() {
   tabifyDockWidget(diff, log);
   if (compact_) tabifyDockWidget(timeline, tokens);  // after the splits: a tab group cannot be split
   if (narrow_) tabifyDockWidget(tokens, history);
+  tabifyDockWidget(session, lessons);  // opened by the Lessons menu; the session form stays in front
+  session->raise();
   attention->raise();
   tokens->raise();
   if (narrow_) history->raise();
@@ -343,8 +399,9 @@ void MainWindow::trackUnsaved(const SessionSnapshot* snapshot, SnapshotReason re
     unsaved_ = false;  // nothing recorded here, or an opened trace: its file is the saved copy
   } else if (reason != SnapshotReason::Audit) {
     // A fresh session holds only its prefill: nothing the user did yet.
-    // Any phase past it (a step, a run, a diff) is work a close would lose.
-    unsaved_ = snapshot->lastRound() >= 1;
+    // Any phase past it (a step, a run, a diff) is work a close would lose,
+    // except the rounds a lesson stepped (its file steps them again).
+    unsaved_ = snapshot->lastRound() >= 1 && snapshot->lastRound() > reproducible_rounds_;
   }
 }
 
@@ -365,7 +422,11 @@ void MainWindow::connectEngine() {
             if (!spec.drafter_dir.empty() && !drafter_dir.isEmpty()) session_->rememberRecent(drafter_dir);
             if (start_after_load_) {
               start_after_load_ = false;
-              if (options_.run_diff) {
+              if (options_.lesson >= 0) {
+                const int lesson = options_.lesson;
+                options_.lesson = -1;
+                openLesson(lesson, options_.lesson_page);
+              } else if (options_.run_diff) {
                 options_.run_diff = false;
                 pending_rounds_ = 0;
                 controller_.runDiff(session_->sessionSpec());
@@ -448,6 +509,7 @@ void MainWindow::updateActions() {
   step_back_->setEnabled(snapshot && context_.cursor().round > 0);
   run_->setEnabled(controller_.running() || can_step);
   run_->setText(controller_.running() ? tr("Pause") : tr("Run"));
+  run_->setIconText(controller_.running() ? tr("Pause (F5)") : tr("Run (F5)"));
   stop_->setEnabled(controller_.running());
   const Cursor& cursor = context_.cursor();
   back_->setEnabled(cursor.round > 0);
@@ -475,11 +537,19 @@ void MainWindow::updateScrubber() {
 }
 
 void MainWindow::stepPhase() {
+  hideFirstStartHint();
   if (!context_.stepHistory(false)) controller_.stepPhase();
 }
 
 void MainWindow::stepRound() {
+  hideFirstStartHint();
   if (!context_.stepHistory(true)) controller_.stepRound();
+}
+
+void MainWindow::hideFirstStartHint() {
+  if (!hint_ || hint_->isHidden()) return;
+  hint_->hide();  // the user stepped: the hint did its job, for good
+  QSettings().setValue(QStringLiteral("hints/firstStartSeen"), true);
 }
 
 void MainWindow::raisePanel(QWidget* panel) {
@@ -496,6 +566,7 @@ void MainWindow::onSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
     if (snapshot && !snapshot->replay_only) setWindowTitle(tr("kvscope \u2014 KV cache debugger for speculative decoding"));
   }
   if (snapshot && (fresh || reason == SnapshotReason::Diff)) session_->showSession(*snapshot);
+  if (fresh || reason == SnapshotReason::Diff) reproducible_rounds_ = 0;  // a lesson marks its own again
   trackUnsaved(snapshot.get(), reason);
   const bool finished = snapshot && snapshot->finished;
   context_.setSnapshot(std::move(snapshot), reason);
@@ -552,4 +623,96 @@ void MainWindow::rebuildBookmarkMenu() {
   updateActions();
 }
 
+
+QDockWidget* MainWindow::dock(const QString& object_name) const { return findChild<QDockWidget*>(object_name); }
+
+void MainWindow::buildLessonMenu(QMenu* menu) {
+  QAction* show = menu->addAction(tr("Show Lessons"), this, [this] {
+    QDockWidget* lessons = dock(QStringLiteral("lessonsDock"));
+    lessons->show();
+    lessons->raise();
+  });
+  show->setObjectName(QStringLiteral("showLessons"));
+  QAction* next = menu->addAction(tr("Next Page"), this, [this] { lessons_->next(); });
+  next->setShortcut(QKeySequence(Qt::Key_PageDown));
+  QAction* previous = menu->addAction(tr("Previous Page"), this, [this] { lessons_->previous(); });
+  previous->setShortcut(QKeySequence(Qt::Key_PageUp));
+  menu->addSeparator();
+  for (int i = 0; i < lessons_->lessons().size(); ++i) {
+    menu->addAction(tr("%1. %2").arg(i + 1).arg(lessons_->lessons()[i].title), this, [this, i] { openLesson(i); });
+  }
+  menu->addSeparator();
+  menu->addAction(tr("Open Lesson File\u2026"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open lesson"), QString(), tr("Lessons (*.json);;All files (*)"));
+    if (path.isEmpty()) return;
+    if (!lessons_->addLessonFile(path)) {
+      showError(tr("Reading the lesson"), lessons_->errors().last());
+      return;
+    }
+    openLesson(static_cast<int>(lessons_->lessons().size()) - 1);
+  });
+  // A bundled lesson that does not read says so once, naming file and field.
+  if (!lessons_->errors().isEmpty()) {
+    QTimer::singleShot(0, this, [this] { showError(tr("Reading the lessons"), lessons_->errors().join(QLatin1Char('\n'))); });
+  }
+}
+
+void MainWindow::openLesson(int lesson, int page) {
+  QDockWidget* lessons = dock(QStringLiteral("lessonsDock"));
+  lessons->show();
+  lessons->raise();
+  lessons_->openPage(lesson, page);
+}
+
+void MainWindow::startLessonSession(bool diff) {
+  replaceSession(tr("Save the trace before the lesson starts its session?"), [this, diff] {
+    if (diff) controller_.runDiff(session_->sessionSpec());
+    else controller_.startSession(session_->sessionSpec());
+  });
+}
+
+void MainWindow::markReproducible(int64_t rounds) {
+  reproducible_rounds_ = rounds;
+  if (const SessionSnapshot* snapshot = context_.snapshot(); snapshot && snapshot->lastRound() <= rounds) unsaved_ = false;
+}
+
+void MainWindow::buildViewActions() {
+  QMenu* zoom = view_menu_->addMenu(tr("Presenter &Zoom"));
+  QAction* in = zoom->addAction(tr("Zoom In"), this, [this] { setPresenterZoom(presenterZoom() + 25); });
+  in->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_Equal), QKeySequence(Qt::CTRL | Qt::Key_Plus)});
+  QAction* out = zoom->addAction(tr("Zoom Out"), this, [this] { setPresenterZoom(presenterZoom() - 25); });
+  out->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Minus));
+  QAction* reset = zoom->addAction(tr("Actual Size (100%)"), this, [this] { setPresenterZoom(100); });
+  reset->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
+  zoom->addSeparator();
+  for (int percent = kMinPresenterZoom; percent <= kMaxPresenterZoom; percent += 25) {
+    zoom->addAction(QStringLiteral("%1%").arg(percent), this, [this, percent] { setPresenterZoom(percent); });
+  }
+  view_menu_->addSeparator();
+}
+
+void MainWindow::setPresenterZoom(int percent) {
+  applyPresenterZoom(this, percent);
+  QSettings().setValue(QStringLiteral("view/presenterZoom"), presenterZoom());
+}
+
+int MainWindow::presenterZoom() const { return kvscope::ui::presenterZoom(this); }
+
+void MainWindow::buildHelpMenu(QMenu* help) {
+  help->addAction(tr("&Glossary"), this, [this] { showGlossary(this); })->setShortcut(QKeySequence(Qt::Key_F1));
+  help->addAction(tr("&About kvscope"), this, [this] {
+    QMessageBox::about(this, tr("About kvscope"), aboutText());
+  });
+}
+
+void MainWindow::showFirstStartHint() {
+  hint_ = new QLabel(tr("F10: step one phase \u00b7 F11: one round \u00b7 F5: run \u00b7 PgDn: next lesson page "
+                        "\u00b7 Ctrl+=: presenter zoom \u00b7 F1: glossary"));
+  hint_->setObjectName(QStringLiteral("firstStartHint"));
+  hint_->setStyleSheet(QStringLiteral("QLabel { color:#805000; }"));
+  statusBar()->addWidget(hint_);
+  hint_->setVisible(!QSettings().value(QStringLiteral("hints/firstStartSeen"), false).toBool());
+}
+
 }  // namespace kvscope::ui
+

@@ -3,9 +3,12 @@
 // engine controller (worker thread), the stepping toolbar with the round
 // scrubber, bookmarks, and the layout saved in QSettings. Stepping (F10/F11)
 // walks recorded history while the cursor is in the past and advances the
-// live session only from its latest moment.
+// live session only from its latest moment. For teaching: the Lessons dock
+// and menu (LessonPanel, LessonRunner), presenter zoom (View menu, Ctrl+=),
+// Run's playback speed (toolbar), Help > Glossary.
 #include <QByteArray>
 #include <QMainWindow>
+#include <QSize>
 
 #include <functional>
 
@@ -15,6 +18,7 @@
 
 class QAction;
 class QDockWidget;
+class QDoubleSpinBox;
 class QLabel;
 class QMenu;
 class QSlider;
@@ -25,6 +29,8 @@ class AttentionPanel;
 class AttentionStepsPanel;
 class DiffPanel;
 class KvCachePanel;
+class LessonPanel;
+class LessonRunner;
 class LogPanel;
 class RowHistoryPanel;
 class SessionPanel;
@@ -44,6 +50,10 @@ struct MainWindowOptions {
   int max_new_tokens = 0; // 0: the panel's default
   QString fault;          // inject this fault (a name from core/cache/fault.h) in the first session
   bool run_diff = false;  // run the cached-vs-uncached diff instead of a plain first session
+  int lesson = -1;        // once the models are loaded, open this lesson (0-based) instead of a plain session
+  int lesson_page = 0;    // at this page
+  int presenter_zoom = 0; // 100..200: zoom the window (0: the saved zoom)
+  QSize size;             // the first size, which picks the dock layout (invalid: 1600x1000 bounded by the screen)
 };
 
 class MainWindow : public QMainWindow {
@@ -63,6 +73,11 @@ class MainWindow : public QMainWindow {
   DiffPanel* diffPanel() const { return diff_; }
   RowHistoryPanel* rowHistoryPanel() const { return history_; }
   LogPanel* logPanel() const { return log_; }
+  LessonPanel* lessonPanel() const { return lessons_; }
+  LessonRunner* lessonRunner() const { return lesson_runner_; }
+  QDockWidget* dock(const QString& object_name) const;
+  QDoubleSpinBox* phaseDelayBox() const { return phase_delay_; }
+  QLabel* firstStartHint() const { return hint_; }
   QSlider* scrubber() const { return scrubber_; }
   QAction* stepPhaseAction() const { return step_phase_; }
   QAction* stepRoundAction() const { return step_round_; }
@@ -86,13 +101,32 @@ class MainWindow : public QMainWindow {
   // Shown without blocking (tests find it among the top-level widgets).
   void showError(const QString& what, const QString& message);
 
+  // Lessons: opens page `page` of lesson `lesson` (Lessons menu, --lesson).
+  void openLesson(int lesson, int page = 0);
+  // A lesson page's session, from the Session panel's settings: through
+  // replaceSession, so an unsaved session is asked about first.
+  void startLessonSession(bool diff);
+  // The session's first `rounds` rounds were stepped by a lesson: the lesson
+  // file reproduces them, so they are not unsaved work.
+  void markReproducible(int64_t rounds);
+
+  // Presenter mode: the whole window's fonts, plot labels and markers at `percent` (100..200).
+  void setPresenterZoom(int percent);
+  int presenterZoom() const;
+
  protected:
   void closeEvent(QCloseEvent* event) override;
 
  private:
   QDockWidget* addPanel(QWidget* panel, const QString& title, const QString& name);
   void buildActions();
+  void buildLessonMenu(QMenu* menu);
+  void buildViewActions();
+  void buildHelpMenu(QMenu* help);
   void buildLayout();
+  // "F10: step one phase ..." in the status bar until the user first steps or runs.
+  void showFirstStartHint();
+  void hideFirstStartHint();
   // The default dock sizes; again after the first show, when docks have real sizes.
   void applyDefaultSizes();
   void connectEngine();
@@ -123,6 +157,7 @@ class MainWindow : public QMainWindow {
   bool start_after_load_ = false;
   int pending_rounds_ = 0;
   bool unsaved_ = false;           // see hasUnsavedSession()
+  int64_t reproducible_rounds_ = 0;  // see markReproducible()
   std::function<void()> after_save_;  // what "Save" in replaceSession() runs once the trace is written
 
   SessionPanel* session_ = nullptr;
@@ -134,6 +169,8 @@ class MainWindow : public QMainWindow {
   DiffPanel* diff_ = nullptr;
   RowHistoryPanel* history_ = nullptr;
   LogPanel* log_ = nullptr;
+  LessonPanel* lessons_ = nullptr;
+  LessonRunner* lesson_runner_ = nullptr;
   QList<QDockWidget*> docks_;
   QByteArray default_state_;
   bool compact_ = false;  // a small screen: timeline and tokens share a tab under the session form
@@ -153,6 +190,8 @@ class MainWindow : public QMainWindow {
   QSlider* scrubber_ = nullptr;
   QLabel* cursor_label_ = nullptr;
   QLabel* busy_label_ = nullptr;
+  QLabel* hint_ = nullptr;
+  QDoubleSpinBox* phase_delay_ = nullptr;
 };
 
 }  // namespace kvscope::ui

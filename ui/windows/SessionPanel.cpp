@@ -273,6 +273,13 @@ void SessionPanel::setGamma(int gamma) { gamma_->setValue(gamma); }
 void SessionPanel::setMaxNewTokens(int tokens) { max_new_->setValue(tokens); }
 void SessionPanel::setFault(const QString& name) { fault_->setCurrentIndex(std::max(0, fault_->findData(name))); }
 
+void SessionPanel::setBookkeeping(const QString& name) {
+  bookkeeping_->setCurrentIndex(std::max(0, bookkeeping_->findData(name)));
+}
+void SessionPanel::setGreedy(bool greedy) { sampling_->setCurrentIndex(greedy ? 0 : 1); }
+void SessionPanel::setSeed(int seed) { seed_->setValue(seed); }
+void SessionPanel::setUseCache(bool on) { use_cache_->setChecked(on); }
+
 void SessionPanel::setBusy(bool busy, const QString& what) {
   load_->setEnabled(!busy);
   start_->setEnabled(!busy);

@@ -30,6 +30,10 @@ class SessionPanel : public ViewerPanel {
   void setGamma(int gamma);
   void setMaxNewTokens(int tokens);
   void setFault(const QString& name);
+  void setBookkeeping(const QString& name);  // "exact" or "seed"
+  void setGreedy(bool greedy);
+  void setSeed(int seed);
+  void setUseCache(bool on);
   void setBusy(bool busy, const QString& what);
   void setProgress(int step, int total, const QString& what);
   void setLoadedModels(const QString& target_dir, const QString& drafter_name);

@@ -69,6 +69,17 @@ TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : Viewer
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(plot_);
+  // Not the legend's width at its widest: resizeEvent wraps it to the width there is.
+  plot_->setMinimumWidth(160);
+}
+
+void TimelinePanel::resizeEvent(QResizeEvent* event) {
+  ViewerPanel::resizeEvent(event);
+  for (int columns = 3; columns >= 1; --columns) {
+    plot_->legend->setWrap(columns);
+    if (plot_->legend->minimumOuterSizeHint().width() <= width()) break;
+  }
+  plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
 int TimelinePanel::barCount() const { return accepted_->data()->size(); }

@@ -25,6 +25,8 @@ class TimelinePanel : public ViewerPanel {
   void roundRequested(qint64 round);
 
  protected:
+  // The legend takes as many columns as fit (presenter zoom makes it wide).
+  void resizeEvent(QResizeEvent* event) override;
   void refresh() override;
 
  private:

@@ -1,0 +1,280 @@
+#include "ui/lessons/Lesson.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QRegularExpression>
+
+#include "ui/lessons/LessonText.h"
+
+namespace kvscope::ui {
+
+namespace {
+
+const QStringList kPhases = {QStringLiteral("prefill"), QStringLiteral("draft"), QStringLiteral("verify"),
+                             QStringLiteral("accept"), QStringLiteral("prune")};
+
+// Field-by-field reading with the error naming the file and the field path
+// ("pages[2].cursor.phase"); the first error wins and stops nothing else.
+class Reader {
+ public:
+  Reader(QString file, LessonError* error) : file_(std::move(file)), error_(error) {}
+  bool ok() const { return !failed_; }
+
+  void fail(const QString& field, const QString& what) {
+    if (failed_) return;
+    failed_ = true;
+    if (error_) error_->message = QStringLiteral("%1: field '%2': %3").arg(file_, field, what);
+  }
+
+  QString string(const QJsonObject& o, const QString& key, const QString& path, const QString& fallback, bool required = false) {
+    const QJsonValue v = o.value(key);
+    if (v.isUndefined()) {
+      if (required) fail(path + key, QStringLiteral("missing (a string is required)"));
+      return fallback;
+    }
+    if (!v.isString()) {
+      fail(path + key, QStringLiteral("must be a string"));
+      return fallback;
+    }
+    return v.toString();
+  }
+
+  int integer(const QJsonObject& o, const QString& key, const QString& path, int fallback, int low, int high) {
+    const QJsonValue v = o.value(key);
+    if (v.isUndefined()) return fallback;
+    if (!v.isDouble() || v.toDouble() != static_cast<double>(static_cast<int>(v.toDouble()))) {
+      fail(path + key, QStringLiteral("must be a whole number"));
+      return fallback;
+    }
+    const int value = v.toInt();
+    if (value < low || value > high) fail(path + key, QStringLiteral("%1 is outside %2..%3").arg(value).arg(low).arg(high));
+    return value;
+  }
+
+  bool boolean(const QJsonObject& o, const QString& key, const QString& path, bool fallback) {
+    const QJsonValue v = o.value(key);
+    if (v.isUndefined()) return fallback;
+    if (!v.isBool()) fail(path + key, QStringLiteral("must be true or false"));
+    return v.toBool(fallback);
+  }
+
+  // A number or one of `words`, kept as text.
+  QString numberOrWord(const QJsonObject& o, const QString& key, const QString& path, const QString& fallback,
+                       const QStringList& words) {
+    const QJsonValue v = o.value(key);
+    if (v.isUndefined()) return fallback;
+    if (v.isDouble() && v.toDouble() >= 0 && v.toDouble() == static_cast<double>(v.toInt())) return QString::number(v.toInt());
+    if (v.isString() && words.contains(v.toString())) return v.toString();
+    fail(path + key, QStringLiteral("must be a number >= 0 or one of: %1").arg(words.join(QStringLiteral(", "))));
+    return fallback;
+  }
+
+  void unknownKeys(const QJsonObject& o, const QString& path, const QStringList& known) {
+    for (const QString& key : o.keys()) {
+      if (!known.contains(key)) fail(path + key, QStringLiteral("unknown field (known: %1)").arg(known.join(QStringLiteral(", "))));
+    }
+  }
+
+  // Every {name} in a text must be one LessonText fills.
+  void placeholders(const QString& text, const QString& field) {
+    static const QRegularExpression pattern(QStringLiteral("\\{([A-Za-z_][A-Za-z0-9_]*)\\}"));
+    const QStringList known = lessonTextNames();
+    for (auto it = pattern.globalMatch(text); it.hasNext();) {
+      const QString name = it.next().captured(1);
+      if (!known.contains(name)) fail(field, QStringLiteral("unknown name {%1} in the text").arg(name));
+    }
+  }
+
+ private:
+  QString file_;
+  LessonError* error_;
+  bool failed_ = false;
+};
+
+LessonSession readSession(Reader& r, const QJsonObject& o, const QString& path) {
+  LessonSession s;
+  r.unknownKeys(o, path, {"prompt", "gamma", "max_new_tokens", "fault", "bookkeeping", "sampling", "seed", "diff"});
+  s.prompt = r.string(o, QStringLiteral("prompt"), path, s.prompt);
+  s.gamma = r.integer(o, QStringLiteral("gamma"), path, s.gamma, 1, 16);
+  s.max_new_tokens = r.integer(o, QStringLiteral("max_new_tokens"), path, s.max_new_tokens, 1, 4096);
+  s.fault = r.string(o, QStringLiteral("fault"), path, s.fault);
+  if (s.fault != QStringLiteral("none") && !lessonFaultNames().contains(s.fault)) {
+    r.fail(path + QStringLiteral("fault"),
+           QStringLiteral("unknown fault '%1' (known: none, %2)").arg(s.fault, lessonFaultNames().join(QStringLiteral(", "))));
+  }
+  s.bookkeeping = r.string(o, QStringLiteral("bookkeeping"), path, s.bookkeeping);
+  if (s.bookkeeping != QStringLiteral("exact") && s.bookkeeping != QStringLiteral("seed")) {
+    r.fail(path + QStringLiteral("bookkeeping"), QStringLiteral("must be \"exact\" or \"seed\""));
+  }
+  const QString sampling = r.string(o, QStringLiteral("sampling"), path, QStringLiteral("greedy"));
+  if (sampling != QStringLiteral("greedy") && sampling != QStringLiteral("sample")) {
+    r.fail(path + QStringLiteral("sampling"), QStringLiteral("must be \"greedy\" or \"sample\""));
+  }
+  s.greedy = sampling == QStringLiteral("greedy");
+  s.seed = r.integer(o, QStringLiteral("seed"), path, s.seed, 0, 1 << 30);
+  s.diff = r.boolean(o, QStringLiteral("diff"), path, s.diff);
+  return s;
+}
+
+LessonCursor readCursor(Reader& r, const QJsonObject& o, const QString& path) {
+  LessonCursor c;
+  r.unknownKeys(o, path, {"round", "phase", "position", "cache", "layer", "head"});
+  c.round = r.numberOrWord(o, QStringLiteral("round"), path, c.round,
+                           {"latest", "first-rejection", "first-all-accepted", "root-cause"});
+  c.phase = r.string(o, QStringLiteral("phase"), path, c.phase);
+  if (!c.phase.isEmpty() && !kPhases.contains(c.phase)) {
+    r.fail(path + QStringLiteral("phase"), QStringLiteral("must be one of: %1").arg(kPhases.join(QStringLiteral(", "))));
+  }
+  c.position = r.numberOrWord(o, QStringLiteral("position"), path, c.position,
+                              {"prompt-last", "first-rejected", "first-draft", "last"});
+  c.cache = r.string(o, QStringLiteral("cache"), path, c.cache);
+  if (c.cache != QStringLiteral("target") && c.cache != QStringLiteral("drafter")) {
+    r.fail(path + QStringLiteral("cache"), QStringLiteral("must be \"target\" or \"drafter\""));
+  }
+  c.layer = r.integer(o, QStringLiteral("layer"), path, c.layer, 0, 1000);
+  c.head = r.integer(o, QStringLiteral("head"), path, c.head, 0, 1000);
+  return c;
+}
+
+LessonPage readPage(Reader& r, const QJsonObject& o, const QString& path) {
+  LessonPage page;
+  r.unknownKeys(o, path, {"title", "text", "session", "rounds", "cursor", "panel", "what_if_remove"});
+  page.title = r.string(o, QStringLiteral("title"), path, QString(), true);
+  page.text = r.string(o, QStringLiteral("text"), path, QString(), true);
+  r.placeholders(page.text, path + QStringLiteral("text"));
+  if (o.contains(QStringLiteral("session"))) {
+    if (!o.value(QStringLiteral("session")).isObject()) r.fail(path + QStringLiteral("session"), QStringLiteral("must be an object"));
+    else page.session = readSession(r, o.value(QStringLiteral("session")).toObject(), path + QStringLiteral("session."));
+  }
+  page.rounds = r.integer(o, QStringLiteral("rounds"), path, 0, 0, 200);
+  if (o.contains(QStringLiteral("cursor"))) {
+    if (!o.value(QStringLiteral("cursor")).isObject()) r.fail(path + QStringLiteral("cursor"), QStringLiteral("must be an object"));
+    else page.cursor = readCursor(r, o.value(QStringLiteral("cursor")).toObject(), path + QStringLiteral("cursor."));
+  }
+  page.panel = r.string(o, QStringLiteral("panel"), path, QString());
+  if (!page.panel.isEmpty() && dockNameOfPanel(page.panel).isEmpty()) {
+    r.fail(path + QStringLiteral("panel"),
+           QStringLiteral("unknown panel '%1' (known: %2)").arg(page.panel, lessonPanelNames().join(QStringLiteral(", "))));
+  }
+  if (o.contains(QStringLiteral("what_if_remove"))) {
+    const QJsonValue v = o.value(QStringLiteral("what_if_remove"));
+    if (!v.isArray()) r.fail(path + QStringLiteral("what_if_remove"), QStringLiteral("must be a list of key rows"));
+    for (const QJsonValue& row : v.toArray()) {
+      if (!row.isDouble() || row.toInt() < -1) {
+        r.fail(path + QStringLiteral("what_if_remove"), QStringLiteral("each entry is a row number >= 0 (or -1: the query's own row)"));
+      }
+      page.what_if_remove << row.toInt();
+    }
+  }
+  return page;
+}
+
+}  // namespace
+
+QString LessonSession::key() const {
+  return QStringLiteral("%1|%2|%3|%4|%5|%6|%7|%8")
+      .arg(prompt)
+      .arg(gamma)
+      .arg(max_new_tokens)
+      .arg(fault, bookkeeping)
+      .arg(greedy)
+      .arg(seed)
+      .arg(diff);
+}
+
+LessonSession Lesson::sessionOf(int index) const {
+  for (int i = std::min(index, static_cast<int>(pages.size()) - 1); i >= 0; --i) {
+    if (pages[i].session) return *pages[i].session;
+  }
+  return LessonSession{};
+}
+
+std::optional<Lesson> parseLesson(const QByteArray& json, const QString& file, LessonError* error) {
+  QJsonParseError parse{};
+  const QJsonDocument document = QJsonDocument::fromJson(json, &parse);
+  if (parse.error != QJsonParseError::NoError) {
+    if (error) error->message = QStringLiteral("%1: not valid JSON at byte %2: %3").arg(file).arg(parse.offset).arg(parse.errorString());
+    return std::nullopt;
+  }
+  Reader r(file, error);
+  if (!document.isObject()) {
+    r.fail(QStringLiteral("(top level)"), QStringLiteral("must be an object with \"title\" and \"pages\""));
+    return std::nullopt;
+  }
+  const QJsonObject root = document.object();
+  Lesson lesson;
+  lesson.file = file;
+  r.unknownKeys(root, QString(), {"title", "summary", "pages"});
+  lesson.title = r.string(root, QStringLiteral("title"), QString(), QString(), true);
+  lesson.summary = r.string(root, QStringLiteral("summary"), QString(), QString());
+  const QJsonValue pages = root.value(QStringLiteral("pages"));
+  if (!pages.isArray() || pages.toArray().isEmpty()) r.fail(QStringLiteral("pages"), QStringLiteral("must be a non-empty list of pages"));
+  const QJsonArray list = pages.toArray();
+  for (int i = 0; i < list.size() && r.ok(); ++i) {
+    const QString path = QStringLiteral("pages[%1].").arg(i);
+    if (!list[i].isObject()) {
+      r.fail(QStringLiteral("pages[%1]").arg(i), QStringLiteral("must be an object"));
+      break;
+    }
+    const QJsonObject page = list[i].toObject();
+    lesson.pages << readPage(r, page, path);
+    // A page that keeps the previous page's session keeps its state too:
+    // its rounds (at least) and, unless it names one, its cursor.
+    if (i > 0 && !page.contains(QStringLiteral("session"))) {
+      LessonPage& current = lesson.pages.back();
+      const LessonPage& before = lesson.pages[i - 1];
+      current.rounds = std::max(current.rounds, before.rounds);
+      if (!page.contains(QStringLiteral("cursor"))) current.cursor = before.cursor;
+    }
+  }
+  if (!r.ok()) return std::nullopt;
+  return lesson;
+}
+
+std::optional<Lesson> readLesson(const QString& path, LessonError* error) {
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) {
+    if (error) error->message = QStringLiteral("%1: cannot read: %2").arg(path, file.errorString());
+    return std::nullopt;
+  }
+  return parseLesson(file.readAll(), path, error);
+}
+
+QStringList lessonPanelNames() {
+  return {"session", "timeline", "tokens", "kv", "attention", "attention-steps", "diff", "row-history", "log"};
+}
+
+QString dockNameOfPanel(const QString& panel) {
+  static const QStringList docks = {"sessionDock", "timelineDock", "tokensDock", "kvDock", "attentionDock",
+                                    "attentionStepsDock", "diffDock", "rowHistoryDock", "logDock"};
+  const qsizetype i = lessonPanelNames().indexOf(panel);
+  return i < 0 ? QString() : docks[i];
+}
+
+QStringList lessonSearchPath() {
+  QStringList path;
+  if (const QByteArray env = qgetenv("KVSCOPE_LESSONS_DIR"); !env.isEmpty()) path << QString::fromLocal8Bit(env);
+  path << QDir::cleanPath(QCoreApplication::applicationDirPath() + QStringLiteral("/../share/kvscope/lessons"));
+  path << QStringLiteral(KVSCOPE_INSTALL_DATADIR "/lessons");
+  path << QStringLiteral(KVSCOPE_SOURCE_DIR "/resources/lessons");
+  return path;
+}
+
+QStringList bundledLessonFiles() {
+  for (const QString& dir : lessonSearchPath()) {
+    const QDir d(dir);
+    const QStringList names = d.entryList({QStringLiteral("*.json")}, QDir::Files, QDir::Name);
+    if (names.isEmpty()) continue;
+    QStringList files;
+    for (const QString& name : names) files << d.absoluteFilePath(name);
+    return files;
+  }
+  return {};
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,85 @@
+#pragma once
+// A lesson: a guided walkthrough read from a JSON data file (resources/lessons),
+// so a teacher writes a new one without recompiling. Each page has a short
+// text and the state it needs: the session (settings), how far to step it,
+// where to put the cursor, the panel it talks about. The text's {names} are
+// filled from the running session (LessonText), never hard-coded.
+//
+// The file format, field by field, is in resources/lessons/README.md.
+#include <QString>
+#include <QStringList>
+#include <QVector>
+#include <optional>
+
+namespace kvscope::ui {
+
+// The session a page needs; unset fields keep the Session panel's defaults.
+struct LessonSession {
+  QString prompt;               // empty: the sample prompt
+  int gamma = 4;
+  int max_new_tokens = 24;
+  QString fault = QStringLiteral("none");
+  QString bookkeeping = QStringLiteral("exact");  // or "seed"
+  bool greedy = true;
+  int seed = 0;
+  bool diff = false;            // run the cached-vs-uncached diff instead of a plain session
+  // Identity: two pages with equal keys share one session (no restart).
+  QString key() const;
+};
+
+// Where a page puts the cursor once its session has run far enough.
+struct LessonCursor {
+  // "latest", a round number, "first-rejection" (the first round that rejected
+  // a draft), "first-all-accepted" (the first round that accepted every draft),
+  // "root-cause" (the diff's root cause; needs "diff": true).
+  QString round = QStringLiteral("latest");
+  QString phase;     // "prefill", "draft", "verify", "accept", "prune"; empty: the round's last
+  // A sequence position, "prompt-last", "first-rejected" (the round's first
+  // rejected draft), "first-draft" (the round's first draft), "last"; empty: keep.
+  QString position;
+  QString cache = QStringLiteral("target");  // "target" or "drafter"
+  int layer = 0;
+  int head = 0;      // kv head
+};
+
+struct LessonPage {
+  QString title;
+  QString text;      // rich text with {names} (LessonText::names())
+  std::optional<LessonSession> session;  // none: the previous page's session
+  // The live session has run at least this many rounds. A page without a
+  // session of its own needs at least the previous page's rounds.
+  int rounds = 0;
+  LessonCursor cursor;  // a page without session or cursor: the previous page's
+  QString panel;     // a panel name (LessonPanelNames): raised and outlined
+  QVector<int> what_if_remove;  // Attention Step by Step: key rows ticked for "what if" (-1: the query's own row)
+};
+
+struct Lesson {
+  QString file;      // where it was read from
+  QString title;
+  QString summary;
+  QVector<LessonPage> pages;
+  // The session in force on page `index`: its own, else the nearest earlier page's.
+  LessonSession sessionOf(int index) const;
+};
+
+// Reading a lesson failed: `message` names the file and the field.
+struct LessonError {
+  QString message;
+};
+
+// Parses a lesson file. Returns the lesson, or sets *error (never throws).
+std::optional<Lesson> readLesson(const QString& path, LessonError* error);
+std::optional<Lesson> parseLesson(const QByteArray& json, const QString& file, LessonError* error);
+
+// The panel names a page may highlight, and the dock objectName of each.
+QStringList lessonPanelNames();
+QString dockNameOfPanel(const QString& panel);
+
+// Directories searched for lesson files, in order: $KVSCOPE_LESSONS_DIR,
+// <exe>/../share/kvscope/lessons, the install data dir, the source tree's resources/lessons.
+QStringList lessonSearchPath();
+// The *.json lesson files of the first directory on the search path that has any, sorted by name.
+QStringList bundledLessonFiles();
+
+}  // namespace kvscope::ui

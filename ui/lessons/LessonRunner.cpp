@@ -1,0 +1,191 @@
+#include "ui/lessons/LessonRunner.h"
+
+#include <QDockWidget>
+#include <QPushButton>
+#include <QTableWidget>
+
+#include "ui/widgets/PanelHighlight.h"
+#include "ui/windows/AttentionStepsPanel.h"
+#include "ui/windows/DiffPanel.h"
+#include "ui/windows/MainWindow.h"
+#include "ui/windows/SessionPanel.h"
+
+namespace kvscope::ui {
+
+namespace {
+// A page looking for a kind of round (first rejection, first all-accepted)
+// steps at most this far before it settles for what it has.
+constexpr int64_t kSearchRounds = 40;
+
+bool rejects(const RoundRecord& r) { return r.index >= 1 && r.accepted < static_cast<int64_t>(r.drafts.size()); }
+bool acceptsAll(const RoundRecord& r) {
+  return r.index >= 1 && r.prune_done && !r.drafts.empty() && r.accepted == static_cast<int64_t>(r.drafts.size());
+}
+
+Phase phaseOf(const QString& name) {
+  if (name == QStringLiteral("draft")) return Phase::Draft;
+  if (name == QStringLiteral("verify")) return Phase::Verify;
+  if (name == QStringLiteral("accept")) return Phase::Accept;
+  if (name == QStringLiteral("prune")) return Phase::Prune;
+  return Phase::Prefill;
+}
+}  // namespace
+
+LessonRunner::LessonRunner(MainWindow& window) : QObject(&window), window_(window), highlight_(new PanelHighlight) {
+  // After the main window's own handler: the context already holds the snapshot.
+  connect(&window_.controller(), &EngineController::snapshotReady, this, &LessonRunner::onSnapshot);
+  connect(&window_.controller(), &EngineController::failed, this, [this](const QString& what, const QString&) {
+    if (state_ == State::Idle) return;
+    state_ = State::Idle;
+    setStatus(tr("%1 failed: the page could not set up its session.").arg(what));
+  });
+  connect(&window_.controller(), &EngineController::explained, this, [this] { tickWhatIf(); });
+}
+
+LessonRunner::~LessonRunner() {
+  if (highlight_ && !highlight_->parent()) delete highlight_;
+}
+
+QString LessonRunner::highlightedDock() const { return highlighted_ ? highlighted_->objectName() : QString(); }
+
+void LessonRunner::setStatus(const QString& status) { emit statusChanged(status); }
+
+void LessonRunner::show(const Lesson& lesson, int page) {
+  lesson_ = lesson;
+  page_ = page;
+  what_if_done_ = false;
+  const LessonSession session = lesson_.sessionOf(page);
+  wanted_key_ = lesson_.file + QLatin1Char('|') + session.key();
+  const SessionSnapshot* snapshot = window_.context().snapshot();
+  if (snapshot && !snapshot->replay_only && live_key_ == wanted_key_) {
+    proceed();
+    return;
+  }
+  SessionPanel* form = window_.sessionPanel();
+  form->setPrompt(session.prompt.isEmpty() ? SessionPanel::samplePrompt() : session.prompt);
+  form->setGamma(session.gamma);
+  form->setMaxNewTokens(session.max_new_tokens);
+  form->setFault(session.fault);
+  form->setBookkeeping(session.bookkeeping);
+  form->setGreedy(session.greedy);
+  form->setSeed(session.seed);
+  form->setUseCache(true);
+  state_ = State::WaitingForSession;
+  setStatus(session.diff ? tr("Running the diff for this page\u2026") : tr("Starting this page's session\u2026"));
+  window_.startLessonSession(session.diff);
+}
+
+void LessonRunner::onSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
+  if (!snapshot) return;
+  const bool fresh = reason == SnapshotReason::NewSession || reason == SnapshotReason::Diff || reason == SnapshotReason::Trace;
+  if (state_ == State::WaitingForSession && (reason == SnapshotReason::NewSession || reason == SnapshotReason::Diff)) {
+    live_key_ = wanted_key_;
+    proceed();
+  } else if (state_ == State::Stepping && reason == SnapshotReason::Step) {
+    proceed();
+  } else if (fresh) {
+    live_key_.clear();  // someone else replaced the lesson's session: the next page starts its own
+  }
+}
+
+int64_t LessonRunner::wantedRound(const SessionSnapshot& snapshot) const {
+  const QString& round = page().cursor.round;
+  if (round == QStringLiteral("latest") || round == QStringLiteral("root-cause")) return snapshot.lastRound();
+  for (const RoundRecord& r : snapshot.rounds) {
+    if (round == QStringLiteral("first-rejection") && rejects(r) && r.prune_done) return r.index;
+    if (round == QStringLiteral("first-all-accepted") && acceptsAll(r)) return r.index;
+  }
+  if (round == QStringLiteral("first-rejection") || round == QStringLiteral("first-all-accepted")) return -1;
+  const int64_t number = round.toLongLong();
+  return number <= snapshot.lastRound() ? number : -1;
+}
+
+bool LessonRunner::needsMoreRounds(const SessionSnapshot& snapshot) const {
+  if (snapshot.finished || snapshot.replay_only) return false;
+  // A round counts once its prune ran.
+  const int64_t complete = snapshot.lastPhase() == Phase::Prune || snapshot.lastRound() == 0 ? snapshot.lastRound()
+                                                                                             : snapshot.lastRound() - 1;
+  if (complete < page().rounds) return true;
+  const QString& round = page().cursor.round;
+  if (round == QStringLiteral("latest") || round == QStringLiteral("root-cause")) return false;
+  if (wantedRound(snapshot) >= 0 && wantedRound(snapshot) <= complete) return false;
+  const bool searching = !round.front().isDigit();
+  return searching ? complete < kSearchRounds : true;
+}
+
+void LessonRunner::proceed() {
+  const SessionSnapshot* snapshot = window_.context().snapshot();
+  if (!snapshot) return;
+  if (needsMoreRounds(*snapshot)) {
+    state_ = State::Stepping;
+    setStatus(tr("Stepping round %1 for this page\u2026").arg(snapshot->lastRound() + 1));
+    window_.controller().stepRound();
+    return;
+  }
+  // What the lesson stepped, the lesson file can step again: not unsaved work.
+  window_.markReproducible(snapshot->lastRound());
+  state_ = State::Idle;
+  QString note;
+  if (wantedRound(*snapshot) < 0) {
+    note = tr("This session has no round of the kind this page looks for (%1); showing the latest.")
+               .arg(page().cursor.round);
+  }
+  placeCursor(*snapshot);
+  highlightPanel();
+  setStatus(note);
+  tickWhatIf();
+  emit pageReady();
+}
+
+void LessonRunner::placeCursor(const SessionSnapshot& snapshot) {
+  DebuggerContext& context = window_.context();
+  const LessonCursor& want = page().cursor;
+  if (want.round == QStringLiteral("root-cause")) {
+    if (const Cursor cause = window_.diffPanel()->rootCauseCursor(); cause.valid()) {
+      context.setCursor(cause);
+      return;
+    }
+  }
+  const int64_t round = std::max<int64_t>(0, wantedRound(snapshot) < 0 ? snapshot.lastRound() : wantedRound(snapshot));
+  const CacheRole cache = want.cache == QStringLiteral("drafter") ? CacheRole::Drafter : CacheRole::Target;
+  context.setLayerHead(cache, want.layer, want.head);
+  context.goToRound(round);
+  if (!want.phase.isEmpty()) context.goToMoment({round, round == 0 ? Phase::Prefill : phaseOf(want.phase)});
+  const RoundRecord* record = round >= 1 ? snapshot.round(round) : nullptr;
+  int64_t position = -1;
+  if (want.position == QStringLiteral("prompt-last")) position = snapshot.prompt_length - 1;
+  else if (want.position == QStringLiteral("first-draft") && record) position = record->start_length;
+  else if (want.position == QStringLiteral("first-rejected") && record) position = record->start_length + record->accepted;
+  else if (want.position == QStringLiteral("last")) {
+    position = record ? record->start_length + static_cast<int64_t>(record->emitted.size()) - 1 : snapshot.prompt_length - 1;
+  } else if (!want.position.isEmpty() && want.position.front().isDigit()) {
+    position = want.position.toLongLong();
+  }
+  if (position >= 0) context.selectPosition(position);
+}
+
+void LessonRunner::highlightPanel() {
+  highlighted_ = nullptr;
+  const QString name = dockNameOfPanel(page().panel);
+  auto* dock = name.isEmpty() ? nullptr : window_.findChild<QDockWidget*>(name);
+  if (dock) {
+    dock->show();
+    dock->raise();
+    highlighted_ = dock;
+  }
+  if (!highlight_) highlight_ = new PanelHighlight;
+  highlight_->outline(dock);
+}
+
+void LessonRunner::tickWhatIf() {
+  if (state_ != State::Idle || page_ < 0 || page().what_if_remove.isEmpty()) return;
+  AttentionStepsPanel* steps = window_.attentionStepsPanel();
+  const AttentionExplanation* shown = steps->explanation();
+  const int64_t position = window_.context().cursor().position;
+  if (what_if_done_ || !shown || shown->request.position != position) return;  // the cursor's explanation is on its way
+  what_if_done_ = true;
+  for (int row : page().what_if_remove) steps->setRemoved(row < 0 ? position : row, true);
+  steps->recomputeButton()->click();
+}
+
+}  // namespace kvscope::ui

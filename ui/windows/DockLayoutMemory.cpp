@@ -1,0 +1,86 @@
+#include "ui/windows/DockLayoutMemory.h"
+
+#include <QDockWidget>
+#include <QEvent>
+#include <QMainWindow>
+#include <QResizeEvent>
+#include <QTabBar>
+#include <cstdlib>
+
+namespace kvscope::ui {
+
+namespace {
+QString sizeKey(const QSize& size) { return QStringLiteral("%1x%2").arg(size.width()).arg(size.height()); }
+}  // namespace
+
+DockLayoutMemory::DockLayoutMemory(QMainWindow* window, QList<QDockWidget*> docks)
+    : QObject(window), window_(window), docks_(std::move(docks)) {
+  record_.setSingleShot(true);
+  record_.setInterval(0);
+  connect(&record_, &QTimer::timeout, this, &DockLayoutMemory::record);
+  window_->installEventFilter(this);
+  for (QDockWidget* dock : docks_) dock->installEventFilter(this);
+}
+
+void DockLayoutMemory::record() {
+  DockSizes sizes;
+  for (QDockWidget* dock : docks_) sizes << qMakePair(dock->objectName(), dock->size());
+  by_size_[sizeKey(window_->size())] = sizes;
+}
+
+bool DockLayoutMemory::eventFilter(QObject* watched, QEvent* event) {
+  if (event->type() != QEvent::Resize || !window_->isVisible()) return false;
+  // Any size change (the window, or a dock splitter dragged): once the layout
+  // settles, its dock sizes are what this window size looks like.
+  record_.start();
+  if (watched != window_) return false;
+  const auto* resize = static_cast<QResizeEvent*>(event);
+  const QSize from = resize->oldSize();
+  const QSize to = resize->size();
+  const bool grew = from.isValid() && (to.width() > from.width() || to.height() > from.height());
+  if (!grew || !by_size_.contains(sizeKey(to))) return false;
+  const DockSizes sizes = by_size_.value(sizeKey(to));
+  QTimer::singleShot(0, this, [this, sizes, to] {
+    if (window_->size() != to) return;
+    // Once the layout has taken the new size; again once that settled (the
+    // widths change what some panels need in height).
+    restore(sizes);
+    QTimer::singleShot(0, this, [this, sizes, to] {
+      if (window_->size() == to) restore(sizes);
+    });
+  });
+  return false;
+}
+
+int DockLayoutMemory::tabBarHeightBelow(QDockWidget* dock) const {
+  const QRect area(dock->mapTo(window_, QPoint()), dock->size());
+  for (QTabBar* bar : window_->findChildren<QTabBar*>(QString(), Qt::FindDirectChildrenOnly)) {
+    const QRect at(bar->mapTo(window_, QPoint()), bar->size());
+    if (bar->isVisible() && std::abs(at.top() - area.bottom()) <= 6 && at.left() < area.right() && at.right() > area.left()) {
+      return bar->height();
+    }
+  }
+  return 0;
+}
+
+void DockLayoutMemory::restore(const DockSizes& sizes) {
+  // resizeDocks shares out each direction among the docks given: the ones in
+  // front of their tab group (a tab behind another is moved out of the window).
+  QList<QDockWidget*> shown;
+  QList<int> widths, heights;
+  for (const auto& [name, size] : sizes) {
+    auto* dock = window_->findChild<QDockWidget*>(name);
+    if (!dock || dock->isHidden() || dock->isFloating() ||
+        !window_->rect().contains(QRect(dock->mapTo(window_, QPoint()), dock->size()))) {
+      continue;
+    }
+    shown << dock;
+    widths << size.width();
+    // A tab group's size includes its tab bar (below it): resizeDocks sizes the group.
+    heights << size.height() + (window_->tabifiedDockWidgets(dock).isEmpty() ? 0 : tabBarHeightBelow(dock));
+  }
+  window_->resizeDocks(shown, widths, Qt::Horizontal);
+  window_->resizeDocks(shown, heights, Qt::Vertical);
+}
+
+}  // namespace kvscope::ui
