@@ -3,6 +3,7 @@
 #include <QAction>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFontMetrics>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSignalBlocker>
@@ -403,7 +404,11 @@ void KvHeatmapView::drawLabels(const SessionSnapshot& snapshot) {
   }
   auto dims = QSharedPointer<QCPAxisTickerText>::create();  // integer dims only, none under the status columns
   const AxisSpan& cols = viewport_.cols();
-  const int dim_step = niceStep(std::max(1.0, (cols.upper - std::max(cols.lower, -0.5)) / 8));
+  // At most 8 ticks, fewer when the labels would touch (a narrow dock, or
+  // presenter zoom's larger font): one label's width per tick and a gap.
+  const int label_px = QFontMetrics(plot_->xAxis->tickLabelFont()).horizontalAdvance(QStringLiteral("0000"));
+  const int fitting = std::max(2, plot_->axisRect()->width() / std::max(label_px, 1));
+  const int dim_step = niceStep(std::max(1.0, (cols.upper - std::max(cols.lower, -0.5)) / std::min(8, fitting)));
   for (int c = 0; c < matrix_.cols; c += dim_step) {
     if (c >= cols.lower && c <= cols.upper) dims->addTick(c, QString::number(c));
   }

@@ -408,7 +408,7 @@ void AttentionStepsPanel::drawVectors() {
                                  : tr("2. q = h \u00b7 W_q of head %1").arg(e.request.head));
   query_.text->setText(tr("|q| = %1 &nbsp; %2").arg(num(norm(e.q)), preview(e.q)) +
                        (e.rotary ? seriesKey(tr("before"), tr("after the rotary embedding")) : QString()));
-  query_.plot->setKeyLabels({}, tr("channel of head %1 (head_dim %2)").arg(e.request.head).arg(e.head_dim));
+  query_.plot->setKeyLabels({}, tr("channel of head %1").arg(e.request.head));
   if (e.rotary) {
     query_.plot->setValues(doubles(e.q_before_rope), tr("before"), doubles(e.q), tr("after rotary"));
   } else {

@@ -150,7 +150,9 @@ QString LessonPanel::statusText() const { return status_->text(); }
 void LessonPanel::refresh() {
   const LessonPage* page = currentPage();
   if (!page) return;
-  title_->setText(QStringLiteral("%1 \u00b7 %2").arg(currentLesson()->title, page->title));
+  // The lesson's title is in the picker above: the page's alone leaves the
+  // text room on a projector.
+  title_->setText(page->title);
   text_->setHtml(fillLessonText(page->text, context().snapshot(), context().cursor()));
 }
 
