@@ -34,6 +34,24 @@ constexpr const char* kSweepContinuation =
     "And God called the dry land Earth; and the gathering together of the waters called he Seas: and God saw that "
     "it was good.";
 
+// An option the chosen policy does not read is refused, not ignored: a user
+// who gives --sinks to h2o expects it to matter.
+void refuseOptionsOfOtherPolicies(Args& args, EvictionPolicy policy, bool output_aware_pruning) {
+  const char* name = evictionPolicyName(policy);
+  auto refuse = [&](const char* option, bool applies, const char* which) {
+    if (args.value(option) && !applies) {
+      throw Error(std::string("--") + option + " is for " + which + ", not --policy " + name);
+    }
+  };
+  const bool snapkv = policy == EvictionPolicy::SnapKV || policy == EvictionPolicy::Pyramid;
+  refuse("sinks", policy == EvictionPolicy::Streaming, "--policy streaming");
+  refuse("kernel", snapkv, "--policy snapkv and pyramid");
+  refuse("seed", policy == EvictionPolicy::Random, "--policy random");
+  // --window is also element pruning's query window (output-aware scores).
+  refuse("window", snapkv || policy == EvictionPolicy::H2O || output_aware_pruning,
+         "--policy h2o, snapkv and pyramid, and --score output-aware");
+}
+
 std::optional<EvictionSettings> evictionSettings(Args& args) {
   const auto policy = args.value("policy");
   const bool any = args.value("budget") || args.value("budget-rows") || args.value("sinks") || args.value("kernel") ||
@@ -44,6 +62,9 @@ std::optional<EvictionSettings> evictionSettings(Args& args) {
   }
   EvictionSettings e;
   e.policy = parseEvictionPolicy(*policy);
+  const bool output_aware_pruning =
+      (args.value("element") || args.value("prune")) && args.value("score").value_or("") == "output-aware";
+  refuseOptionsOfOtherPolicies(args, e.policy, output_aware_pruning);
   e.budget.fraction = args.number("budget", 0.5);
   e.budget.rows = args.integer("budget-rows", 0);
   if (args.value("budget") && args.value("budget-rows")) throw Error("give either --budget or --budget-rows, not both");
@@ -80,7 +101,12 @@ std::optional<PruneSettings> pruneSettings(Args& args) {
   p.k_sparsity = args.number("k-sparsity", 0.5);
   p.v_sparsity = args.number("v-sparsity", 0.5);
   p.dense_window = args.integer("dense-window", 32);
-  if (args.value("window")) p.query_window = args.integer("window", 16);
+  if (args.value("window")) {
+    if (p.score != ElementScore::OutputAware && !args.value("policy")) {
+      throw Error("--window is for --score output-aware (or --policy h2o, snapkv and pyramid), not magnitude scores");
+    }
+    p.query_window = args.integer("window", 16);
+  }
   p.validate();
   return p;
 }
@@ -164,10 +190,7 @@ std::vector<SpeculationRow> speculationSweep(const ModelBundle& bundle, const Mo
   }
   for (EvictionPolicy policy : allEvictionPolicies()) {
     for (double budget : {0.25, 0.5}) {
-      CompressionSpec spec;
-      spec.eviction = EvictionSettings{};
-      spec.eviction->policy = policy;
-      spec.eviction->budget.fraction = budget;
+      const CompressionSpec spec = CompressionSpec::evicting(policy, budget);
       rows.push_back(speculate("target, " + describeSpec(spec), *bundle.model, prompt, spec, gamma, baseline));
     }
   }
@@ -185,10 +208,7 @@ int runSweep(const ModelBundle& bundle, const CompressionInput& input, const Pru
   std::vector<SweepRow> eviction, pruning;
   for (EvictionPolicy policy : allEvictionPolicies()) {
     for (double budget : {0.25, 0.5, 0.75}) {
-      CompressionSpec spec;
-      spec.eviction = EvictionSettings{};
-      spec.eviction->policy = policy;
-      spec.eviction->budget.fraction = budget;
+      const CompressionSpec spec = CompressionSpec::evicting(policy, budget);
       eviction.push_back({spec, runCompressionLab(*bundle.model, input, spec)});
     }
   }
@@ -221,6 +241,23 @@ int runSweep(const ModelBundle& bundle, const CompressionInput& input, const Pru
     printSpeculation(std::cout, speculation.gamma, speculation_rows);
   }
   printJson(result);
+  return 0;
+}
+
+// One compression against the full-cache shadow; with a gamma, also
+// self-speculation with the same compression on the drafting copy of the cache.
+int runOne(const ModelBundle& bundle, const CompressionInput& input, const CompressionSpec& spec,
+           std::optional<int64_t> gamma, bool json) {
+  const CompressionResult result = runCompressionLab(*bundle.model, input, spec);
+  nlohmann::json out = compressionJson(spec, result);
+  if (!json) printCompression(std::cout, spec, result);
+  if (gamma) {
+    const Baseline baseline = greedyBaseline(*bundle.model, input.prompt, std::max<int64_t>(input.max_new, 1));
+    const SpeculationRow row = speculate("target, " + describeSpec(spec), *bundle.model, input.prompt, spec, *gamma, baseline);
+    out["self_speculation"] = speculationJson(row);
+    if (!json) printSpeculation(std::cout, *gamma, {row});
+  }
+  printJson(out);
   return 0;
 }
 
@@ -257,19 +294,7 @@ int runCompress(Args& args) {
     return runSweep(bundle, input, spec.pruning.value_or(PruneSettings{}), speculation, json);
   }
   if (drafter_dir) throw Error("--drafter is for --sweep (the baseline next to self-speculation)");
-
-  const CompressionResult result = runCompressionLab(*bundle.model, input, spec);
-  nlohmann::json out = compressionJson(spec, result);
-  if (!json) printCompression(std::cout, spec, result);
-  if (gamma) {
-    // Self-speculation: the same compression on the drafting copy of the cache.
-    const Baseline baseline = greedyBaseline(*bundle.model, input.prompt, std::max<int64_t>(input.max_new, 1));
-    const SpeculationRow row = speculate("target, " + describeSpec(spec), *bundle.model, input.prompt, spec, *gamma, baseline);
-    out["self_speculation"] = speculationJson(row);
-    if (!json) printSpeculation(std::cout, *gamma, {row});
-  }
-  printJson(out);
-  return 0;
+  return runOne(bundle, input, spec, gamma, json);
 }
 
 const CommandRegistrar kRegister{"compress",

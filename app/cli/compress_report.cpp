@@ -36,6 +36,11 @@ json specJson(const CompressionSpec& spec) {
     j["budget"] = e.budget.rows > 0 ? json(e.budget.rows) : json(e.budget.fraction);
     j["budget_is_rows"] = e.budget.rows > 0;
     j["demote_bits"] = e.demote_bits;
+    // The policy's parameters, so a row of a table can be run again.
+    j["sinks"] = e.sinks;
+    j["window"] = e.window;  // -1: the policy's default
+    j["kernel"] = e.kernel;
+    j["seed"] = e.seed;
   }
   if (spec.pruning) {
     const PruneSettings& p = *spec.pruning;
@@ -154,18 +159,16 @@ void printCompression(std::ostream& out, const CompressionSpec& spec, const Comp
 }
 
 json sweepJson(const std::vector<SweepRow>& eviction, const std::vector<SweepRow>& pruning) {
-  json out = {{"eviction", json::array()}, {"pruning", json::array()}};
-  for (const SweepRow& row : eviction) {
-    json entry = headline(row.result);
-    entry.update(specJson(row.spec));
-    out["eviction"].push_back(entry);
-  }
-  for (const SweepRow& row : pruning) {
-    json entry = headline(row.result);
-    entry.update(specJson(row.spec));
-    out["pruning"].push_back(entry);
-  }
-  return out;
+  auto table = [](const std::vector<SweepRow>& rows) {
+    json entries = json::array();
+    for (const SweepRow& row : rows) {
+      json entry = headline(row.result);
+      entry.update(specJson(row.spec));
+      entries.push_back(entry);
+    }
+    return entries;
+  };
+  return {{"eviction", table(eviction)}, {"pruning", table(pruning)}};
 }
 
 void printSweep(std::ostream& out, const std::vector<SweepRow>& eviction, const std::vector<SweepRow>& pruning) {

@@ -12,7 +12,8 @@
 
 namespace kvscope::cli {
 
-// The spec in words: "h2o budget 50% (window 8)", "per-token magnitude K 50% V 50%".
+// The spec in words: "h2o budget 50%", "knorm budget 10 rows, the rest as
+// int8", "per-token magnitude K 50% V 50% (dense window 32)".
 std::string describeSpec(const CompressionSpec& spec);
 
 nlohmann::json compressionJson(const CompressionSpec& spec, const CompressionResult& result);

@@ -21,11 +21,13 @@ at::Tensor layerAttention(const std::vector<at::Tensor>& attention, int64_t laye
 // The rows `keep` ([kv, T] bool) drops, as records with their scores.
 void recordRemoved(std::vector<RemovedRow>& out, int64_t layer, int64_t first_position, const at::Tensor& keep,
                    const at::Tensor& scores, int64_t step) {
-  const auto dropped = keep.logical_not().nonzero();  // [count, 2]: (kv head, row)
-  const auto score_values = scores.to(torch::kFloat64);
+  const auto dropped = keep.logical_not().nonzero();  // [count, 2]: (kv head, row), in order
+  const auto score_values = scores.to(torch::kFloat64).contiguous();  // [kv, T]
+  const auto at = dropped.accessor<int64_t, 2>();
+  const auto score_of = score_values.accessor<double, 2>();
   for (int64_t i = 0; i < dropped.size(0); ++i) {
-    const int64_t head = dropped[i][0].item<int64_t>(), row = dropped[i][1].item<int64_t>();
-    out.push_back({layer, head, first_position + row, score_values[head][row].item<double>(), step});
+    const int64_t head = at[i][0], row = at[i][1];
+    out.push_back({layer, head, first_position + row, score_of[head][row], step});
   }
 }
 
@@ -36,7 +38,8 @@ double demote(KvCache& cache, int64_t layer, const at::Tensor& keep, int64_t bit
   double max_error = 0;
   for (const at::Tensor& stored : {cache.keys(layer), cache.values(layer)}) {  // views of the storage
     const auto copy = quantizeRows(stored, bits).to(stored.scalar_type());      // [kv, T, D]
-    const auto error = (copy.to(torch::kFloat32) - stored.to(torch::kFloat32)).abs().masked_fill(dropped.logical_not(), 0);
+    const auto error = (copy.to(torch::kFloat32) - stored.to(torch::kFloat32)).abs()  // [kv, T, D]
+                           .masked_fill(dropped.logical_not(), 0);
     max_error = std::max(max_error, error.max().item<double>());
     stored.copy_(torch::where(dropped, copy, stored));
   }
@@ -122,10 +125,12 @@ PrunedElements pruneElements(KvCache& cache, const PruneSettings& settings, cons
     }
     // keys() and values() are views of the storage: zeroing them prunes the cache.
     const auto keys = cache.keys(l), values = cache.values(l);  // [kv, T, D]
+    // Rows an eviction already hid are neither pruned nor counted.
+    const auto rows_present = cache.keepMask(l);  // [kv, T] bool, or undefined: every row
     const auto k_keep = elementKeepMask(keyElementScores(keys, recent_queries, settings.score), settings.axis,
-                                        settings.k_sparsity, settings.dense_window);
+                                        settings.k_sparsity, settings.dense_window, rows_present);  // [kv, T, D]
     const auto v_keep = elementKeepMask(valueElementScores(values, row_weights, settings.score), settings.axis,
-                                        settings.v_sparsity, settings.dense_window);
+                                        settings.v_sparsity, settings.dense_window, rows_present);  // [kv, T, D]
     pruned.k += zeroDropped(keys, k_keep);
     pruned.v += zeroDropped(values, v_keep);
     pruned.k_keep.push_back(k_keep);

@@ -55,7 +55,8 @@ struct PrunedElements {
   std::vector<at::Tensor> v_keep;
 };
 
-// Zeroes the entries element pruning drops in every layer. queries[layer]
+// Zeroes the entries element pruning drops in every layer, among the rows
+// attention still reads (after an eviction, the kept rows). queries[layer]
 // ([heads, n, head_dim]) and attention[layer] ([heads, n, length]) are
 // needed for output-aware scores; their last settings.query_window queries
 // weigh the entries.

@@ -77,32 +77,51 @@ at::Tensor valueElementScores(const at::Tensor& values, const at::Tensor& row_we
 
 namespace {
 
-// Keeps the `kept` best entries along the last axis of scores [..., m]; a
-// stable descending sort puts the earlier index first among equal scores.
-at::Tensor keepTopAlongLast(const at::Tensor& scores, int64_t kept) {
-  auto mask = torch::zeros(scores.sizes(), torch::kBool);
-  if (kept == 0) return mask;
-  auto order = std::get<1>(scores.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true));  // [..., m]
-  auto chosen = order.narrow(-1, 0, kept);
-  return mask.scatter(-1, chosen, true);
+// Keeps, in every slice along the last axis of scores [..., m], the
+// counts[...] best entries (counts [...] int64, the shape of scores without
+// its last axis); a stable descending sort puts the earlier index first
+// among equal scores.
+at::Tensor keepTopAlongLast(const at::Tensor& scores, const at::Tensor& counts) {
+  const auto order = std::get<1>(scores.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true));  // [..., m]
+  const auto rank = torch::arange(scores.size(-1), torch::kLong);                                  // [m]
+  const auto chosen = (rank < counts.unsqueeze(-1)).expand(order.sizes()).contiguous();             // [..., m] by rank
+  return torch::zeros(scores.sizes(), torch::kBool).scatter(-1, order, chosen);                     // [..., m] by index
+}
+
+// keptEntries of every count in `present` ([...] int64) -> [...] int64.
+at::Tensor keptEntriesOf(const at::Tensor& present, double sparsity) {
+  auto kept = present.contiguous().clone();  // [...] int64
+  auto* counts = kept.data_ptr<int64_t>();
+  for (int64_t i = 0; i < kept.numel(); ++i) counts[i] = keptEntries(counts[i], sparsity);
+  return kept;
 }
 
 }  // namespace
 
-at::Tensor elementKeepMask(const at::Tensor& scores, PruneAxis axis, double sparsity, int64_t dense_window) {
+at::Tensor elementKeepMask(const at::Tensor& scores, PruneAxis axis, double sparsity, int64_t dense_window,
+                           const at::Tensor& rows_present) {
   require(scores.dim() == 3, "elementKeepMask: expected scores [kv_heads, T, D]");
-  const int64_t rows = scores.size(1), channels = scores.size(2);
+  const int64_t kv_heads = scores.size(0), rows = scores.size(1), channels = scores.size(2);
+  require(!rows_present.defined() || rows_present.sizes() == scores.sizes().slice(0, 2),
+          "elementKeepMask: rows_present must be [kv_heads, T]");
   auto keep = torch::ones(scores.sizes(), torch::kBool);  // [kv, T, D]
   const int64_t pruned_rows = std::max<int64_t>(rows - std::max<int64_t>(dense_window, 0), 0);
   if (pruned_rows == 0 || sparsity <= 0) return keep;
-  auto old_rows = scores.narrow(1, 0, pruned_rows).to(torch::kFloat32);  // [kv, R, D]
+  const auto present = rows_present.defined() ? rows_present.narrow(1, 0, pruned_rows).to(torch::kBool)
+                                              : torch::ones({kv_heads, pruned_rows}, torch::kBool);  // [kv, R]
+  // Rows no longer present rank below every score (scores are >= 0).
+  const auto old_rows = scores.narrow(1, 0, pruned_rows).to(torch::kFloat32)
+                            .masked_fill(present.logical_not().unsqueeze(2), -1.0);  // [kv, R, D]
   at::Tensor kept;
   if (axis == PruneAxis::PerToken) {
-    kept = keepTopAlongLast(old_rows, keptEntries(channels, sparsity));  // per row, over channels
+    const auto counts = torch::full({kv_heads, pruned_rows}, keptEntries(channels, sparsity), torch::kLong);  // [kv, R]
+    kept = keepTopAlongLast(old_rows, counts);  // per row, over channels
   } else {
-    kept = keepTopAlongLast(old_rows.transpose(1, 2), keptEntries(pruned_rows, sparsity)).transpose(1, 2);  // per channel, over rows
+    const auto present_rows = present.sum(1, /*keepdim=*/true).expand({kv_heads, channels});  // [kv, D]
+    const auto counts = keptEntriesOf(present_rows, sparsity);                               // [kv, D]
+    kept = keepTopAlongLast(old_rows.transpose(1, 2), counts).transpose(1, 2);  // per channel, over rows
   }
-  keep.narrow(1, 0, pruned_rows).copy_(kept);
+  keep.narrow(1, 0, pruned_rows).copy_(kept | present.logical_not().unsqueeze(2));  // absent rows stay as they are
   return keep;
 }
 

@@ -49,6 +49,10 @@ at::Tensor valueElementScores(const at::Tensor& values, const at::Tensor& row_we
 // rows before the dense window ([0, T - dense_window)) keep, per row
 // (per-token) or per channel (per-channel), the keptEntries best scores, the
 // earlier index first on equal scores; the dense window keeps everything.
-at::Tensor elementKeepMask(const at::Tensor& scores, PruneAxis axis, double sparsity, int64_t dense_window);
+// rows_present ([kv_heads, T] bool; undefined: every row) marks the rows an
+// eviction left: the others are neither counted nor ranked (a per-channel
+// budget is a share of the rows present) and stay as they are.
+at::Tensor elementKeepMask(const at::Tensor& scores, PruneAxis axis, double sparsity, int64_t dense_window,
+                           const at::Tensor& rows_present = at::Tensor());
 
 }  // namespace kvscope

@@ -83,6 +83,11 @@ void EvictionSettings::validate() const {
   if (demote_bits != 0 && demote_bits != 4 && demote_bits != 8) {
     throw Error("--demote must be 8 or 4 (bits of the demoted copies), got " + std::to_string(demote_bits));
   }
+  // TOVA's decode steps evict against the budget, and demoted rows would count
+  // as kept: the cache would stay over budget and lose a demoted row per step.
+  if (demote_bits != 0 && policy == EvictionPolicy::Tova) {
+    throw Error("--demote does not combine with --policy tova (its decode steps evict rows)");
+  }
 }
 
 int64_t EvictionSettings::recentWindow(int64_t keep, int64_t queries) const {
@@ -97,41 +102,61 @@ int64_t EvictionSettings::recentWindow(int64_t keep, int64_t queries) const {
   }
 }
 
-LayerEviction chooseRows(const EvictionSettings& settings, const LayerEvidence& evidence, int64_t keep_rows) {
-  const int64_t kv_heads = evidence.keys.size(0), rows = evidence.keys.size(1);
-  if (needsAttention(settings.policy)) {
-    require(evidence.attention.defined() && evidence.attention.size(2) == rows,
-            std::string(evictionPolicyName(settings.policy)) + ": needs the attention weights over the layer's " +
-                std::to_string(rows) + " rows");
+namespace {
+
+// Refuses evidence the policy cannot score with, and a snapkv window longer
+// than the queries seen (its default, 16, shrinks to a short prompt; a window
+// the user chose does not).
+void checkEvidence(const EvictionSettings& settings, const LayerEvidence& evidence) {
+  const int64_t rows = evidence.keys.size(1);
+  const char* name = evictionPolicyName(settings.policy);
+  if (!needsAttention(settings.policy)) return;
+  require(evidence.attention.defined() && evidence.attention.size(2) == rows,
+          std::string(name) + ": needs the attention weights over the layer's " + std::to_string(rows) + " rows");
+  const int64_t queries = evidence.attention.size(1);
+  const bool snapkv = settings.policy == EvictionPolicy::SnapKV || settings.policy == EvictionPolicy::Pyramid;
+  if (snapkv && settings.window > queries) {
+    throw Error("--window must be in [1, " + std::to_string(queries) + "] (the queries of the prefill) for " + name +
+                ", got " + std::to_string(settings.window));
   }
-  const int64_t queries = evidence.attention.defined() ? evidence.attention.size(1) : 0;
-  const int64_t recent = settings.recentWindow(keep_rows, queries);
-  LayerEviction decision;
-  RowSelection selection{keep_rows, 0, recent};
+}
+
+// The policy's score of every row: [kv_heads, T] float32, higher = more worth
+// keeping. `window`: snapkv's observation window.
+at::Tensor policyScores(const EvictionSettings& settings, const LayerEvidence& evidence, int64_t window) {
+  const int64_t kv_heads = evidence.keys.size(0), rows = evidence.keys.size(1);
   switch (settings.policy) {
     case EvictionPolicy::Streaming:
-      decision.scores = recencyScores(kv_heads, rows);
-      selection.first = settings.sinks;
-      selection.recent = keep_rows;  // what the sinks leave goes to the most recent rows
-      break;
+      return recencyScores(kv_heads, rows);
     case EvictionPolicy::H2O:
-      decision.scores = h2oScores(evidence.attention, kv_heads);
-      break;
+      return h2oScores(evidence.attention, kv_heads);
     case EvictionPolicy::SnapKV:
     case EvictionPolicy::Pyramid:
-      decision.scores = snapkvScores(evidence.attention, kv_heads, std::max<int64_t>(recent, 1), settings.kernel);
-      break;
+      return snapkvScores(evidence.attention, kv_heads, window, settings.kernel);
     case EvictionPolicy::Tova:
-      decision.scores = tovaScores(evidence.attention, kv_heads);
-      break;
+      return tovaScores(evidence.attention, kv_heads);
     case EvictionPolicy::Knorm:
-      decision.scores = knormScores(evidence.keys);
-      break;
+      return knormScores(evidence.keys);
     case EvictionPolicy::Random:
-      decision.scores = randomScores(kv_heads, rows, settings.seed, evidence.layer);
-      break;
+      return randomScores(kv_heads, rows, settings.seed, evidence.layer);
   }
-  decision.keep = keepBest(decision.scores, selection);
+  throw Error("eviction: unknown policy");
+}
+
+}  // namespace
+
+LayerEviction chooseRows(const EvictionSettings& settings, const LayerEvidence& evidence, int64_t keep_rows) {
+  checkEvidence(settings, evidence);
+  const int64_t queries = evidence.attention.defined() ? evidence.attention.size(1) : 0;
+  const int64_t recent = settings.recentWindow(keep_rows, queries);  // [T - recent, T) kept whatever their score
+  RowSelection selection{keep_rows, 0, recent};
+  if (settings.policy == EvictionPolicy::Streaming) {
+    selection.first = settings.sinks;
+    selection.recent = keep_rows;  // what the sinks leave goes to the most recent rows
+  }
+  LayerEviction decision;
+  decision.scores = policyScores(settings, evidence, std::max<int64_t>(recent, 1));  // [kv, T]
+  decision.keep = keepBest(decision.scores, selection);                               // [kv, T]
   return decision;
 }
 

@@ -50,7 +50,7 @@ struct EvictionSettings {
   uint64_t seed = 0;    // random
   // 0: the rows a policy drops are evicted (hidden from attention). 8 or 4:
   // demoted instead (MiKV): kept as int8 / int4 copies, still attended to.
-  // After the prefill only; tova's decode steps always evict.
+  // After the prefill only; refused for tova, whose decode steps evict.
   int64_t demote_bits = 0;
 
   // Throws Error naming the option (--budget, --sinks, ...) and its valid range.
@@ -74,7 +74,8 @@ struct LayerEviction {
 };
 
 // Decides one layer: `keep_rows` rows per kv head (the layer's budget; for
-// pyramid, its entry of pyramidBudgets).
+// pyramid, its entry of pyramidBudgets). Throws Error for a snapkv or pyramid
+// window longer than the queries seen.
 LayerEviction chooseRows(const EvictionSettings& settings, const LayerEvidence& evidence, int64_t keep_rows);
 
 // The rows each layer keeps: budget.rowsOf(rows) everywhere, or pyramid's

@@ -42,7 +42,7 @@ at::Tensor snapkvScores(const at::Tensor& weights, int64_t kv_heads, int64_t win
   auto summed = grouped.narrow(1, n - window, window).sum(1);  // [kv, T]
   const int64_t before = rows - window;
   if (before == 0) return summed;
-  auto scores = summed.clone();
+  auto scores = summed.clone();  // [kv, T]
   scores.narrow(1, 0, before).copy_(maxPoolSame(summed.narrow(1, 0, before), kernel));  // pooled over [0, T - window)
   return scores;
 }

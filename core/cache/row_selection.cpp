@@ -50,8 +50,8 @@ at::Tensor keepBest(const at::Tensor& scores, const RowSelection& selection) {
 std::vector<int64_t> lowestKept(const at::Tensor& scores, const at::Tensor& keep) {
   require(scores.dim() == 2 && keep.sizes() == scores.sizes(), "lowestKept: scores and keep must be [kv_heads, T]");
   const int64_t heads = scores.size(0), rows = scores.size(1);
-  const auto values = scores.to(torch::kFloat32).contiguous();
-  const auto held = keep.to(torch::kBool).contiguous();
+  const auto values = scores.to(torch::kFloat32).contiguous();  // [kv, T]
+  const auto held = keep.to(torch::kBool).contiguous();         // [kv, T]
   std::vector<int64_t> lowest(static_cast<size_t>(heads), -1);
   for (int64_t h = 0; h < heads; ++h) {
     const float* s = values.data_ptr<float>() + h * rows;

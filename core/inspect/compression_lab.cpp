@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "core/cache/row_demotion.h"
 #include "core/decode/autoregressive.h"
 #include "core/error.h"
+#include "core/inspect/all_layers_recorder.h"
 #include "core/model/scoring.h"
 
 namespace kvscope {
@@ -42,22 +44,27 @@ std::pair<int64_t, int64_t> cacheBytes(const KvCache& cache, const PrefillCompre
       kept += 2 * demotedRowBytes(demoted.sum().item<int64_t>(), D, demote_bits);
       row_keep = row_keep & demoted.logical_not();
     }
-    auto k_keep = pruned.k_keep.empty() ? torch::ones({kv, rows, D}, torch::kBool) : pruned.k_keep[l];
-    auto v_keep = pruned.v_keep.empty() ? torch::ones({kv, rows, D}, torch::kBool) : pruned.v_keep[l];
+    auto k_keep = pruned.k_keep.empty() ? torch::ones({kv, rows, D}, torch::kBool) : pruned.k_keep[l];  // [kv, T, D]
+    auto v_keep = pruned.v_keep.empty() ? torch::ones({kv, rows, D}, torch::kBool) : pruned.v_keep[l];  // [kv, T, D]
     kept += element * ((k_keep & row_keep.unsqueeze(2)).sum().item<int64_t>() +
                        (v_keep & row_keep.unsqueeze(2)).sum().item<int64_t>());
   }
   return {full, kept};
 }
 
+// [layer][kv head] the positions attention still reads, in order.
 std::vector<std::vector<std::vector<int64_t>>> keptPositions(const KvCache& cache) {
   std::vector<std::vector<std::vector<int64_t>>> kept(static_cast<size_t>(cache.numLayers()));
   for (int64_t l = 0; l < cache.numLayers(); ++l) {
-    const auto mask = cache.keepMask(l);
+    const int64_t rows = cache.length(l);
+    auto mask = cache.keepMask(l);  // [kv, T]
+    if (!mask.defined()) mask = torch::ones({cache.kvHeads(), rows}, torch::kBool);
+    const auto held = mask.contiguous();  // [kv, T]
     for (int64_t h = 0; h < cache.kvHeads(); ++h) {
+      const bool* row_kept = held.data_ptr<bool>() + h * rows;  // one read per row, not one item() call
       std::vector<int64_t> positions;
-      for (int64_t r = 0; r < cache.length(l); ++r) {
-        if (!mask.defined() || mask[h][r].item<bool>()) positions.push_back(cache.firstPosition(l) + r);
+      for (int64_t r = 0; r < rows; ++r) {
+        if (row_kept[r]) positions.push_back(cache.firstPosition(l) + r);
       }
       kept[l].push_back(std::move(positions));
     }
@@ -92,6 +99,7 @@ at::Tensor outputError(const std::vector<at::Tensor>& full, const std::vector<at
   return torch::stack(per_layer);  // [layers, heads]
 }
 
+// KL(p || q) in nats from log-probabilities [vocab] (float64).
 double klDivergence(const at::Tensor& log_p, const at::Tensor& log_q) {
   return (log_p.exp() * (log_p - log_q)).sum().item<double>();
 }
@@ -119,75 +127,96 @@ void summarise(CompressionResult& result, double nll_full, double nll_compressed
   }
 }
 
+// What the prefill compression did, into the result: budgets, removals,
+// scores, the positions kept and the bytes.
+void recordCompression(CompressionResult& result, const PrefillCompression& done, const KvCache& compressed,
+                       const CompressionSpec& spec) {
+  result.layer_budgets = done.layer_budgets;
+  result.removed = done.removed;
+  result.scores = done.scores;
+  result.pruned_k = done.pruned.k;
+  result.pruned_v = done.pruned.v;
+  result.kept = keptPositions(compressed);
+  result.demote_max_error = done.demote_max_error;
+  for (const at::Tensor& demoted : done.demoted) result.demoted += demoted.sum().item<int64_t>();
+  const int64_t demote_bits = spec.eviction ? spec.eviction->demote_bits : 0;
+  std::tie(result.bytes_full, result.bytes_kept) = cacheBytes(compressed, done, demote_bits);
+}
+
+// The two caches of the lab and the running sums its summary needs.
+struct ShadowedCaches {
+  std::unique_ptr<KvCache> full;
+  std::unique_ptr<KvCache> compressed;
+  double nll_full = 0;
+  double nll_compressed = 0;
+  int64_t scored = 0;  // steps with a known next token
+};
+
+// Feeds stream[i] at step i to both caches and compares them; a greedy run
+// appends the full cache's top-1 to the stream. TOVA then evicts from the
+// compressed cache by this step's own attention.
+CompressionStep compareStep(const CausalLM& model, ShadowedCaches& caches, std::vector<int64_t>& stream, int64_t i,
+                            bool greedy, const CompressionSpec& spec, CompressionResult& result) {
+  const bool tova = spec.eviction && spec.eviction->policy == EvictionPolicy::Tova;
+  CompressionStep step;
+  step.position = result.prefill_rows + i;
+  step.token = stream[i];
+  const auto token = idsTensor({step.token});  // [1]
+  AllLayersRecorder full_probes({Probe::AttentionWeights, Probe::AttentionOutput});
+  AllLayersRecorder compressed_probes(tova ? std::vector<Probe>{Probe::AttentionWeights, Probe::AttentionOutput}
+                                           : std::vector<Probe>{Probe::AttentionOutput});
+  const auto p_logits = model.forward(token, step.position, caches.full.get(), &full_probes, 1)[0];  // [vocab]
+  const auto q_logits =
+      model.forward(token, step.position, caches.compressed.get(), &compressed_probes, 1)[0];  // [vocab]
+  const auto log_p = torch::log_softmax(p_logits.to(torch::kFloat64), -1);  // [vocab]
+  const auto log_q = torch::log_softmax(q_logits.to(torch::kFloat64), -1);  // [vocab]
+  step.kl = klDivergence(log_p, log_q);
+  step.top1_full = log_p.argmax().item<int64_t>();
+  step.top1_compressed = log_q.argmax().item<int64_t>();
+  step.attention_mass = keptAttentionMass(*caches.compressed, full_probes.perLayer(Probe::AttentionWeights));
+  result.output_error += outputError(full_probes.perLayer(Probe::AttentionOutput),
+                                     compressed_probes.perLayer(Probe::AttentionOutput));
+  if (greedy) stream.push_back(step.top1_full);
+  if (i + 1 < static_cast<int64_t>(stream.size())) {
+    step.next = stream[i + 1];
+    caches.nll_full -= log_p[step.next].item<double>();
+    caches.nll_compressed -= log_q[step.next].item<double>();
+    ++caches.scored;
+  }
+  if (tova) {
+    const auto removed = tovaStep(*caches.compressed, compressed_probes.perLayer(Probe::AttentionWeights),
+                                  spec.eviction->budget, i);
+    result.removed.insert(result.removed.end(), removed.begin(), removed.end());
+  }
+  return step;
+}
+
 }  // namespace
 
 CompressionResult runCompressionLab(const CausalLM& model, const CompressionInput& input,
                                     const CompressionSpec& spec) {
   checkInput(model, input, spec);
   c10::InferenceMode guard;
-  const int64_t layers = model.config().num_layers;
   CompressionResult result;
   result.prefill_rows = static_cast<int64_t>(input.prompt.size()) - 1;
 
   // Prefill both caches with the prompt minus its last token; compress one.
-  const auto prefill = idsTensor({input.prompt.begin(), input.prompt.end() - 1});
-  auto full = model.makeCache();
-  auto compressed = model.makeCache();
-  model.forward(prefill, 0, full.get(), nullptr, 0);
-  const PrefillCompression done = prefillAndCompress(model, prefill, *compressed, spec);
-  result.layer_budgets = done.layer_budgets;
-  result.removed = done.removed;
-  result.scores = done.scores;
-  result.pruned_k = done.pruned.k;
-  result.pruned_v = done.pruned.v;
-  result.kept = keptPositions(*compressed);
-  result.demote_max_error = done.demote_max_error;
-  for (const at::Tensor& demoted : done.demoted) result.demoted += demoted.sum().item<int64_t>();
-  const int64_t demote_bits = spec.eviction ? spec.eviction->demote_bits : 0;
-  std::tie(result.bytes_full, result.bytes_kept) = cacheBytes(*compressed, done, demote_bits);
+  const auto prefill = idsTensor({input.prompt.begin(), input.prompt.end() - 1});  // [prefill_rows]
+  ShadowedCaches caches{model.makeCache(), model.makeCache()};
+  model.forward(prefill, 0, caches.full.get(), nullptr, 0);
+  recordCompression(result, prefillAndCompress(model, prefill, *caches.compressed, spec), *caches.compressed, spec);
 
   // The tokens both caches are fed: the last prompt token, then the continuation or greedy tokens.
   std::vector<int64_t> stream{input.prompt.back()};
   stream.insert(stream.end(), input.continuation.begin(), input.continuation.end());
   const bool greedy = input.continuation.empty();
   const int64_t steps = greedy ? input.max_new : static_cast<int64_t>(stream.size());
-  const bool tova = spec.eviction && spec.eviction->policy == EvictionPolicy::Tova;
-  result.output_error = torch::zeros({layers, model.config().num_heads}, torch::kFloat32);
-  double nll_full = 0, nll_compressed = 0;
-  int64_t scored = 0;
+  const ModelConfig& config = model.config();
+  result.output_error = torch::zeros({config.num_layers, config.num_heads}, torch::kFloat32);  // [layers, heads]
   for (int64_t i = 0; i < steps; ++i) {
-    CompressionStep step;
-    step.position = result.prefill_rows + i;
-    step.token = stream[i];
-    const auto token = idsTensor({step.token});
-    AllLayersRecorder full_probes({Probe::AttentionWeights, Probe::AttentionOutput});
-    // TOVA scores the compressed cache's own attention at every step.
-    AllLayersRecorder compressed_probes(tova ? std::vector<Probe>{Probe::AttentionWeights, Probe::AttentionOutput}
-                                             : std::vector<Probe>{Probe::AttentionOutput});
-    const auto log_p = torch::log_softmax(model.forward(token, step.position, full.get(), &full_probes, 1)[0].to(torch::kFloat64), -1);
-    const auto log_q = torch::log_softmax(
-        model.forward(token, step.position, compressed.get(), &compressed_probes, 1)[0].to(torch::kFloat64), -1);
-    step.kl = klDivergence(log_p, log_q);
-    step.top1_full = log_p.argmax().item<int64_t>();
-    step.top1_compressed = log_q.argmax().item<int64_t>();
-    step.attention_mass = keptAttentionMass(*compressed, full_probes.perLayer(Probe::AttentionWeights));
-    result.output_error += outputError(full_probes.perLayer(Probe::AttentionOutput),
-                                       compressed_probes.perLayer(Probe::AttentionOutput));
-    if (greedy) stream.push_back(step.top1_full);
-    if (i + 1 < static_cast<int64_t>(stream.size())) {
-      step.next = stream[i + 1];
-      nll_full -= log_p[step.next].item<double>();
-      nll_compressed -= log_q[step.next].item<double>();
-      ++scored;
-    }
-    if (tova) {
-      const auto removed = tovaStep(*compressed, compressed_probes.perLayer(Probe::AttentionWeights),
-                                    spec.eviction->budget, i);
-      result.removed.insert(result.removed.end(), removed.begin(), removed.end());
-    }
-    result.steps.push_back(step);
+    result.steps.push_back(compareStep(model, caches, stream, i, greedy, spec, result));
   }
-  summarise(result, nll_full, nll_compressed, scored);
+  summarise(result, caches.nll_full, caches.nll_compressed, caches.scored);
   return result;
 }
 

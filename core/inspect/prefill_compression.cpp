@@ -1,12 +1,12 @@
 #include "core/inspect/prefill_compression.h"
 
-#include <algorithm>
 #include <string>
 #include <utility>
 
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "core/inspect/all_layers_recorder.h"
 
 namespace kvscope {
 
@@ -15,23 +15,12 @@ void CompressionSpec::validate() const {
   if (pruning) pruning->validate();
 }
 
-bool AllLayersRecorder::wants(Probe probe, int64_t) const {
-  return std::find(points_.begin(), points_.end(), probe) != points_.end();
-}
-
-void AllLayersRecorder::record(Probe probe, int64_t layer, const at::Tensor& value) {
-  auto it = std::find_if(recorded_.begin(), recorded_.end(), [&](const auto& entry) { return entry.first == probe; });
-  if (it == recorded_.end()) it = recorded_.insert(recorded_.end(), {probe, {}});
-  auto& layers = it->second;
-  if (static_cast<int64_t>(layers.size()) <= layer) layers.resize(static_cast<size_t>(layer + 1));
-  layers[static_cast<size_t>(layer)] = value.to(torch::kFloat32).clone();
-}
-
-std::vector<at::Tensor> AllLayersRecorder::perLayer(Probe probe) const {
-  for (const auto& [point, layers] : recorded_) {
-    if (point == probe) return layers;
-  }
-  return {};
+CompressionSpec CompressionSpec::evicting(EvictionPolicy policy, double fraction) {
+  CompressionSpec spec;
+  spec.eviction = EvictionSettings{};
+  spec.eviction->policy = policy;
+  spec.eviction->budget.fraction = fraction;
+  return spec;
 }
 
 namespace {

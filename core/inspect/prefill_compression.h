@@ -18,6 +18,10 @@ struct CompressionSpec {
   std::optional<EvictionSettings> eviction;  // token eviction, after the prefill (tova: also every step)
   std::optional<PruneSettings> pruning;      // element pruning, once after the prefill
 
+  // Token eviction alone: `policy` at a budget of `fraction` of the rows,
+  // every other setting at its default (the sweeps and the tests).
+  static CompressionSpec evicting(EvictionPolicy policy, double fraction);
+
   // Throws Error for bad settings (naming the option and its range).
   void validate() const;
 };
@@ -36,19 +40,5 @@ struct PrefillCompression {
 // sliding-window layers (not supported yet).
 PrefillCompression prefillAndCompress(const CausalLM& model, const at::Tensor& tokens, KvCache& cache,
                                       const CompressionSpec& spec);
-
-// A ProbeSink that keeps the chosen points of every layer (float32 copies).
-class AllLayersRecorder : public ProbeSink {
- public:
-  explicit AllLayersRecorder(std::vector<Probe> points) : points_(std::move(points)) {}
-  bool wants(Probe probe, int64_t layer) const override;
-  void record(Probe probe, int64_t layer, const at::Tensor& value) override;
-  // One tensor per layer; empty when the point was not asked for.
-  std::vector<at::Tensor> perLayer(Probe probe) const;
-
- private:
-  std::vector<Probe> points_;
-  std::vector<std::pair<Probe, std::vector<at::Tensor>>> recorded_;
-};
 
 }  // namespace kvscope

@@ -40,6 +40,23 @@ std::vector<int64_t> draftTokens(const CausalLM& model, KvCache& draft, const st
   return drafts;
 }
 
+// Verifies [last, d1..d_g] over the full cache in one forward (row i
+// predicts the token after d_i), appends the accepted drafts and the
+// target's next token to sequence, and returns how many drafts it accepted.
+int64_t verifyAndAccept(const CausalLM& target, KvCache& full, std::vector<int64_t>& sequence,
+                        const std::vector<int64_t>& drafts) {
+  const int64_t L = static_cast<int64_t>(sequence.size());
+  std::vector<int64_t> verify{sequence.back()};
+  verify.insert(verify.end(), drafts.begin(), drafts.end());
+  const auto best = target.forward(idsTensor(verify), L - 1, &full).argmax(1).contiguous();  // [g + 1]
+  const int64_t* verified = best.data_ptr<int64_t>();  // verified[i]: the target's token after verify[i]
+  int64_t accepted = 0;
+  while (accepted < static_cast<int64_t>(drafts.size()) && drafts[accepted] == verified[accepted]) ++accepted;
+  sequence.insert(sequence.end(), drafts.begin(), drafts.begin() + accepted);
+  sequence.push_back(verified[accepted]);  // the correction, or the bonus when every draft was accepted
+  return accepted;
+}
+
 }  // namespace
 
 SelfSpeculationResult runSelfSpeculation(const CausalLM& target, const std::vector<int64_t>& prompt,
@@ -52,7 +69,7 @@ SelfSpeculationResult runSelfSpeculation(const CausalLM& target, const std::vect
           "self-speculation: the drafter's vocabulary differs from the target's");
   c10::InferenceMode guard;
   std::vector<int64_t> sequence = prompt;
-  const auto prefill = idsTensor({prompt.begin(), prompt.end() - 1});
+  const auto prefill = idsTensor({prompt.begin(), prompt.end() - 1});  // [prompt - 1]
   auto full = target.makeCache();
   auto draft = model.makeCache();
   target.forward(prefill, 0, full.get(), nullptr, 0);
@@ -64,15 +81,7 @@ SelfSpeculationResult runSelfSpeculation(const CausalLM& target, const std::vect
     const int64_t L = static_cast<int64_t>(sequence.size());
     catchUp(model, *draft, sequence, L - 1);
     const std::vector<int64_t> drafts = draftTokens(model, *draft, sequence, std::min(gamma, goal - L));
-    // Verify [last, d1..d_g] over the full cache: row i predicts the token after d_i.
-    std::vector<int64_t> verify{sequence.back()};
-    verify.insert(verify.end(), drafts.begin(), drafts.end());
-    const auto best = target.forward(idsTensor(verify), L - 1, full.get()).argmax(1).contiguous();  // [g + 1]
-    const int64_t* target = best.data_ptr<int64_t>();
-    int64_t accepted = 0;
-    while (accepted < static_cast<int64_t>(drafts.size()) && drafts[accepted] == target[accepted]) ++accepted;
-    sequence.insert(sequence.end(), drafts.begin(), drafts.begin() + accepted);
-    sequence.push_back(target[accepted]);
+    const int64_t accepted = verifyAndAccept(target, *full, sequence, drafts);
     // Both caches must hold every token but the new last one: L + accepted rows.
     full->crop(L + accepted);
     draft->crop(std::min(draft->length(), L + accepted));

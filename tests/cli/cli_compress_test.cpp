@@ -4,6 +4,7 @@
 // sweep table, and named errors for bad parameters (never a crash).
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,10 +35,29 @@ TEST(CliCompress, JsonHasTheKeptRowsAndTheMetrics) {
     for (const auto& head : layer) EXPECT_EQ(head.size(), 10u);
   }
   EXPECT_EQ(j["removed"].size(), 2u * 2u * 9u);
+  // Per layer and kv head, kept and removed split the 19 prefill positions,
+  // and h2o's window (half the budget: 5 rows) is among the kept.
+  for (size_t l = 0; l < 2; ++l) {
+    for (size_t h = 0; h < 2; ++h) {
+      std::set<int64_t> positions;
+      for (const auto& p : j["kept"][l][h]) positions.insert(p.get<int64_t>());
+      for (int64_t p = 14; p < 19; ++p) {
+        EXPECT_EQ(positions.count(p), 1u) << "layer " << l << " head " << h << " position " << p;
+      }
+      for (const auto& row : j["removed"]) {
+        if (row["layer"] != l || row["kv_head"] != h) continue;
+        EXPECT_TRUE(positions.insert(row["position"].get<int64_t>()).second) << "kept and removed: " << row.dump();
+      }
+      EXPECT_EQ(positions.size(), 19u) << "layer " << l << " head " << h;
+    }
+  }
   EXPECT_EQ(j["steps"].size(), 4u);
   EXPECT_EQ(j["bytes_kept"].get<int64_t>() * 19, j["bytes_full"].get<int64_t>() * 10);
-  EXPECT_GE(j["kl_mean"].get<double>(), 0.0);
-  EXPECT_LE(j["attention_mass"].get<double>(), 1.0);
+  // Half the rows gone: the distribution moves and the kept rows miss some attention.
+  EXPECT_GT(j["kl_mean"].get<double>(), 0.0);
+  EXPECT_GE(j["kl_max"].get<double>(), j["kl_mean"].get<double>());
+  EXPECT_LT(j["attention_mass"].get<double>(), 1.0);
+  EXPECT_GT(j["attention_mass"].get<double>(), 0.0);
   EXPECT_EQ(j["attention_output_error"].size(), 2u);
   ASSERT_EQ(j["scores"].size(), 2u);
   EXPECT_EQ(j["scores"][1][0].size(), 19u);
@@ -128,6 +148,13 @@ TEST(CliCompress, BadParametersNameTheOptionAndTheRange) {
   expectError({"--element", "per-token", "--score", "gradient"}, "--score must be magnitude or output-aware");
   expectError({"--element", "per-token", "--dense-window", "-1"}, "--dense-window must be >= 0");
   expectError({"--policy", "h2o", "--demote", "2"}, "--demote must be 8 or 4");
+  // Options the policy does not read are refused, not ignored.
+  expectError({"--policy", "h2o", "--sinks", "2"}, "--sinks is for --policy streaming, not --policy h2o");
+  expectError({"--policy", "streaming", "--kernel", "3"}, "--kernel is for --policy snapkv and pyramid, not --policy streaming");
+  expectError({"--policy", "knorm", "--seed", "3"}, "--seed is for --policy random, not --policy knorm");
+  expectError({"--policy", "tova", "--window", "4"}, "--window is for --policy h2o, snapkv and pyramid");
+  expectError({"--element", "per-token", "--window", "4"}, "--window is for --score output-aware");
+  expectError({"--policy", "snapkv", "--window", "30"}, "--window must be in [1, 19] (the queries of the prefill)");
   expectError({"--budget", "0.5"}, "need --policy");
   expectError({}, "give --policy NAME");
   expectError({"--policy", "h2o", "--max-new", "-2"}, "--max-new must be >= 0");

@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/cache/cache_compression.h"
@@ -135,20 +137,12 @@ CompressionInput labInput(const CausalLM& model, int64_t prompt_length, int64_t 
   return input;
 }
 
-CompressionSpec evictionSpec(EvictionPolicy policy, double budget) {
-  CompressionSpec spec;
-  spec.eviction = EvictionSettings{};
-  spec.eviction->policy = policy;
-  spec.eviction->budget.fraction = budget;
-  return spec;
-}
-
 TEST(CompressionLab, BudgetOneGivesKlExactlyZeroForEveryPolicy) {
   for (const char* fixture : {"llama-tiny", "gpt2-tiny"}) {
     const auto model = fixtureModel(fixture);
     const auto input = labInput(*model, 24, 6);
     for (EvictionPolicy policy : allEvictionPolicies()) {
-      const auto r = runCompressionLab(*model, input, evictionSpec(policy, 1.0));
+      const auto r = runCompressionLab(*model, input, CompressionSpec::evicting(policy, 1.0));
       EXPECT_EQ(r.kl_max, 0.0) << fixture << " " << evictionPolicyName(policy);
       EXPECT_EQ(r.top1_agreement, 1.0);
       EXPECT_EQ(r.attention_mass, 1.0);
@@ -158,7 +152,7 @@ TEST(CompressionLab, BudgetOneGivesKlExactlyZeroForEveryPolicy) {
       EXPECT_EQ(r.perplexity_full, r.perplexity_compressed);
     }
     // And a real budget moves the distribution (the test can fail).
-    const auto half = runCompressionLab(*model, input, evictionSpec(EvictionPolicy::Knorm, 0.25));
+    const auto half = runCompressionLab(*model, input, CompressionSpec::evicting(EvictionPolicy::Knorm, 0.25));
     EXPECT_GT(half.kl_mean, 0.0) << fixture;
     EXPECT_LT(half.attention_mass, 1.0) << fixture;
   }
@@ -168,7 +162,7 @@ TEST(CompressionLab, RemovalRecordsMatchTheKeptSets) {
   const auto model = fixtureModel("llama-tiny");
   const auto input = labInput(*model, 30, 5);
   for (EvictionPolicy policy : allEvictionPolicies()) {
-    const auto r = runCompressionLab(*model, input, evictionSpec(policy, 0.5));
+    const auto r = runCompressionLab(*model, input, CompressionSpec::evicting(policy, 0.5));
     const std::string name = evictionPolicyName(policy);
     ASSERT_EQ(r.kept.size(), 2u) << name;
     ASSERT_EQ(r.scores.size(), 2u) << name;
@@ -192,7 +186,7 @@ TEST(CompressionLab, RemovalRecordsMatchTheKeptSets) {
       if (policy != EvictionPolicy::Tova) EXPECT_EQ(row.step, -1) << name;
     }
   }
-  const auto pyramid = runCompressionLab(*model, input, evictionSpec(EvictionPolicy::Pyramid, 0.5));
+  const auto pyramid = runCompressionLab(*model, input, CompressionSpec::evicting(EvictionPolicy::Pyramid, 0.5));
   EXPECT_EQ(pyramid.layer_budgets, pyramidBudgets(15, 2, 29));
   EXPECT_GT(pyramid.layer_budgets[0], pyramid.layer_budgets[1]);
 }
@@ -200,7 +194,7 @@ TEST(CompressionLab, RemovalRecordsMatchTheKeptSets) {
 TEST(CompressionLab, TovaKeepsItsBudgetWhileDecoding) {
   const auto model = fixtureModel("llama-tiny");
   const auto input = labInput(*model, 21, 8);  // prefill 20 rows, 9 steps
-  CompressionSpec spec = evictionSpec(EvictionPolicy::Tova, 0.5);
+  CompressionSpec spec = CompressionSpec::evicting(EvictionPolicy::Tova, 0.5);
   spec.eviction->budget.rows = 10;
   const auto r = runCompressionLab(*model, input, spec);
   // 10 removed per kv head at prefill, then one per step (20 + 1 rows > 10).
@@ -212,13 +206,20 @@ TEST(CompressionLab, TovaKeepsItsBudgetWhileDecoding) {
   }
   EXPECT_EQ(prefill, 2 * 2 * 10);
   EXPECT_EQ(decoding, 2 * 2 * 9);
+  // One row per layer and kv head at every step: the cache stays at 10 rows.
+  std::map<int64_t, std::set<std::pair<int64_t, int64_t>>> heads_at_step;
+  for (const RemovedRow& row : r.removed) {
+    if (row.step >= 0) EXPECT_TRUE(heads_at_step[row.step].insert({row.layer, row.kv_head}).second) << row.step;
+  }
+  ASSERT_EQ(heads_at_step.size(), 9u);
+  for (const auto& [step, heads] : heads_at_step) EXPECT_EQ(heads.size(), 4u) << "step " << step;
 }
 
 TEST(CompressionLab, DemotionKeepsRowsAsLowPrecisionCopies) {
   const auto model = fixtureModel("llama-tiny");
   const auto input = labInput(*model, 30, 5);  // prefill 29 rows; budget 0.25 keeps 7 per kv head
-  const auto evicted = runCompressionLab(*model, input, evictionSpec(EvictionPolicy::H2O, 0.25));
-  CompressionSpec spec = evictionSpec(EvictionPolicy::H2O, 0.25);
+  const auto evicted = runCompressionLab(*model, input, CompressionSpec::evicting(EvictionPolicy::H2O, 0.25));
+  CompressionSpec spec = CompressionSpec::evicting(EvictionPolicy::H2O, 0.25);
   for (int64_t bits : {8, 4}) {
     spec.eviction->demote_bits = bits;
     const auto demoted = runCompressionLab(*model, input, spec);
@@ -253,6 +254,25 @@ TEST(CompressionLab, ElementPruningZeroesTheRequestedEntries) {
   EXPECT_EQ(runCompressionLab(*model, input, spec).kl_max, 0.0);
 }
 
+TEST(CompressionLab, ElementPruningAfterEvictionPrunesOnlyTheKeptRows) {
+  const auto model = fixtureModel("llama-tiny");
+  const auto input = labInput(*model, 21, 2);  // prefill 20 rows
+  // h2o keeps 10 rows per kv head, the last 5 among them (its window): of the
+  // 16 rows before a dense window of 4, each kv head still holds 6.
+  CompressionSpec spec = CompressionSpec::evicting(EvictionPolicy::H2O, 0.5);
+  spec.eviction->budget.rows = 10;
+  spec.pruning = PruneSettings{};
+  spec.pruning->k_sparsity = 0.5;
+  spec.pruning->v_sparsity = 0.25;
+  spec.pruning->dense_window = 4;
+  const auto r = runCompressionLab(*model, input, spec);
+  const int64_t D = model->config().head_dim, cells = 2 * 2 * 6;  // layers * kv heads * kept rows before the window
+  EXPECT_EQ(r.pruned_k, cells * (D - keptEntries(D, 0.5)));
+  EXPECT_EQ(r.pruned_v, cells * (D - keptEntries(D, 0.25)));
+  const int64_t kept_entries = 2 * 2 * 10 * D;  // layers * kv heads * kept rows * head_dim, for K and for V
+  EXPECT_EQ(r.bytes_kept, 4 * (2 * kept_entries - r.pruned_k - r.pruned_v));
+}
+
 TEST(CompressionLab, PruneElementsLeavesTheDenseWindowAlone) {
   const auto model = fixtureModel("llama-tiny");
   c10::InferenceMode guard;
@@ -277,7 +297,7 @@ TEST(CompressionLab, RefusesEvictionOnSlidingWindowModelsAndBadInput) {
   const auto sliding = fixtureModel("mistral-sw-tiny");
   const auto input = labInput(*sliding, 12, 2);
   try {
-    runCompressionLab(*sliding, input, evictionSpec(EvictionPolicy::H2O, 0.5));
+    runCompressionLab(*sliding, input, CompressionSpec::evicting(EvictionPolicy::H2O, 0.5));
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("sliding-window"), std::string::npos) << e.what();
@@ -289,8 +309,8 @@ TEST(CompressionLab, RefusesEvictionOnSlidingWindowModelsAndBadInput) {
   const auto model = fixtureModel("llama-tiny");
   CompressionInput one;
   one.prompt = {5};
-  EXPECT_THROW(runCompressionLab(*model, one, evictionSpec(EvictionPolicy::H2O, 0.5)), Error);
-  EXPECT_THROW(runCompressionLab(*model, labInput(*model, 8, 1), evictionSpec(EvictionPolicy::H2O, 0)), Error);
+  EXPECT_THROW(runCompressionLab(*model, one, CompressionSpec::evicting(EvictionPolicy::H2O, 0.5)), Error);
+  EXPECT_THROW(runCompressionLab(*model, labInput(*model, 8, 1), CompressionSpec::evicting(EvictionPolicy::H2O, 0)), Error);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "core/cache/element_pruning.h"
@@ -133,9 +134,36 @@ TEST(EvictionScores, SnapkvKeepsTheWindowAndThePooledBest) {
   EXPECT_EQ(keptRows(choose(EvictionPolicy::SnapKV, snapkvPattern(), noKeys(1, 6), 3, 2, 3).keep),
             (std::vector<int64_t>{0, 4, 5}));
   // The default window (16) is cut to the 6 queries there are: a budget of 3
-  // keeps the 3 most recent rows.
+  // keeps the 3 most recent rows. A window the user asked for is not cut.
   EXPECT_EQ(keptRows(choose(EvictionPolicy::SnapKV, snapkvPattern(), noKeys(1, 6), 3).keep),
             (std::vector<int64_t>{3, 4, 5}));
+  try {
+    choose(EvictionPolicy::SnapKV, snapkvPattern(), noKeys(1, 6), 3, 7);
+    ADD_FAILURE() << "a window of 7 over 6 queries was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--window must be in [1, 6]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(EvictionScores, SnapkvAveragesQueryHeadsAndPyramidUsesItsScores) {
+  // Two query heads on one kv head: the second sees the pattern with the last
+  // query moved from row 3 to row 1, so the window sums average to
+  // (.5, .125, 0, .125 | 1, .25); kernel 1 keeps row 1 and row 3 tied at .125,
+  // the earlier one wins.
+  const auto first = snapkvPattern()[0];
+  auto second = first.clone();
+  second[5] = torch::tensor({0.f, .25f, 0.f, 0.f, .5f, .25f});
+  const auto weights = torch::stack({first, second});  // [2 heads, 6, 6]
+  EXPECT_TRUE(torch::equal(snapkvScores(weights, 1, 2, 1),
+                           torch::tensor({.5f, .125f, 0.f, .125f, 1.f, .25f}).unsqueeze(0)));
+  EXPECT_EQ(keptRows(choose(EvictionPolicy::SnapKV, weights, noKeys(1, 6), 4, 2, 1).keep),
+            (std::vector<int64_t>{0, 1, 4, 5}));
+  // Pyramid ranks a layer exactly as snapkv does; only its budgets differ.
+  for (int64_t keep : {2, 3, 4, 5}) {
+    EXPECT_TRUE(torch::equal(choose(EvictionPolicy::Pyramid, snapkvPattern(), noKeys(1, 6), keep, 2, 3).keep,
+                             choose(EvictionPolicy::SnapKV, snapkvPattern(), noKeys(1, 6), keep, 2, 3).keep))
+        << keep;
+  }
 }
 
 TEST(EvictionScores, TovaRanksByTheLastQueryAveragedOverItsHeads) {
@@ -239,6 +267,12 @@ TEST(EvictionSettings, BadValuesNameTheOptionAndItsRange) {
   s = EvictionSettings{};
   s.window = 0;
   EXPECT_NE(message(s).find("--window"), std::string::npos);
+  s = EvictionSettings{};
+  s.policy = EvictionPolicy::Tova;
+  s.demote_bits = 8;
+  EXPECT_NE(message(s).find("--demote does not combine with --policy tova"), std::string::npos);
+  s.policy = EvictionPolicy::H2O;
+  EXPECT_EQ(message(s), "");
   EXPECT_THROW(parseEvictionPolicy("lru"), Error);
   EXPECT_EQ(parseEvictionPolicy("snapkv"), EvictionPolicy::SnapKV);
 }
@@ -263,6 +297,24 @@ TEST(ElementPruning, PerChannelKeepsTheTopRowsOfEachChannel) {
   // Rows 0 and 1 are pruned, one entry kept per channel; channel 3 ties (2, 2): row 0.
   const auto keep = elementKeepMask(elementScores(), PruneAxis::PerChannel, 0.5, 1);
   EXPECT_TRUE(torch::equal(keep[0], matrix({{1, 0, 1, 1}, {0, 1, 0, 0}, {1, 1, 1, 1}}).to(torch::kBool)));
+}
+
+TEST(ElementPruning, RowsAnEvictionRemovedAreNeitherCountedNorRanked) {
+  // [1 kv head, 4 rows, 2 channels], no dense window; row 1 was evicted (its
+  // high scores would win every channel if it were ranked).
+  const auto scores = matrix({{1, 5}, {9, 9}, {3, 1}, {2, 4}}).unsqueeze(0);
+  auto present = torch::ones({1, 4}, torch::kBool);
+  present[0][1] = false;
+  // Per channel: 3 rows present, keptEntries(3, 0.5) = 1 each: row 2 in
+  // channel 0 (3 > 2 > 1), row 0 in channel 1 (5 > 4 > 1); row 1 untouched.
+  EXPECT_TRUE(torch::equal(elementKeepMask(scores, PruneAxis::PerChannel, 0.5, 0, present)[0],
+                           matrix({{0, 1}, {1, 1}, {1, 0}, {0, 0}}).to(torch::kBool)));
+  // Per token: each present row keeps its best channel; row 1 untouched.
+  EXPECT_TRUE(torch::equal(elementKeepMask(scores, PruneAxis::PerToken, 0.5, 0, present)[0],
+                           matrix({{0, 1}, {1, 1}, {1, 0}, {0, 1}}).to(torch::kBool)));
+  // Every row present, one entry per channel (keptEntries(4, 0.75) = 1): row 1 takes both.
+  EXPECT_TRUE(torch::equal(elementKeepMask(scores, PruneAxis::PerChannel, 0.75, 0)[0],
+                           matrix({{0, 0}, {1, 1}, {0, 0}, {0, 0}}).to(torch::kBool)));
 }
 
 TEST(ElementPruning, KeepsExactlyTheRequestedCountAndLeavesTheDenseWindow) {

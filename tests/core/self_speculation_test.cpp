@@ -25,21 +25,13 @@ std::vector<int64_t> greedy(const CausalLM& model, const std::vector<int64_t>& p
   return generateAutoregressive(model, prompt, options, {}).ids;
 }
 
-CompressionSpec eviction(EvictionPolicy policy, double budget) {
-  CompressionSpec spec;
-  spec.eviction = EvictionSettings{};
-  spec.eviction->policy = policy;
-  spec.eviction->budget.fraction = budget;
-  return spec;
-}
-
 TEST(SelfSpeculation, OutputIsTheTargetsGreedyOutputForEveryPolicy) {
   const auto model = fixtureModel("llama-tiny");
   const auto prompt = randomPrompts(1, model->config().vocab_size, 30, 30, 8)[0];
   const auto expected = greedy(*model, prompt, 20);
   for (EvictionPolicy policy : allEvictionPolicies()) {
     for (int64_t gamma : {1, 4}) {
-      const auto r = runSelfSpeculation(*model, prompt, eviction(policy, 0.25), gamma, 20);
+      const auto r = runSelfSpeculation(*model, prompt, CompressionSpec::evicting(policy, 0.25), gamma, 20);
       EXPECT_EQ(r.tokens, expected) << evictionPolicyName(policy) << " gamma " << gamma;
       EXPECT_GE(r.alpha, 0.0);
       EXPECT_LE(r.alpha, 1.0);
@@ -54,7 +46,7 @@ TEST(SelfSpeculation, FullCacheDraftsAreAcceptedAndCompressionCostsAcceptance) {
   const auto full = runSelfSpeculation(*model, prompt, {}, 4, 24);
   EXPECT_EQ(full.alpha, 1.0);
   EXPECT_EQ(full.rounds, 5);  // 4 drafts + 1 bonus per round: 24 tokens in 5 rounds
-  const auto tiny = runSelfSpeculation(*model, prompt, eviction(EvictionPolicy::Streaming, 0.1), 4, 24);
+  const auto tiny = runSelfSpeculation(*model, prompt, CompressionSpec::evicting(EvictionPolicy::Streaming, 0.1), 4, 24);
   EXPECT_LT(tiny.alpha, 1.0);
   EXPECT_EQ(tiny.tokens, full.tokens);
 }
