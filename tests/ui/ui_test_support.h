@@ -20,6 +20,13 @@
 namespace kvscope::ui::testing {
 
 constexpr int kTimeout = 120000;
+// The frame-time guards (generous bounds against regressions, not the
+// measured figures, which are in README) scale under ASan + UBSan.
+#ifdef KVSCOPE_SANITIZE
+constexpr double kTimeScale = 5.0;
+#else
+constexpr double kTimeScale = 1.0;
+#endif
 
 // The fixture pair: llama-tiny (target) and llama-tiny-draft (drafter), random weights.
 inline MainWindowOptions fixtureOptions() {
