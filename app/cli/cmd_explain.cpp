@@ -1,5 +1,5 @@
-// kvscope-cli explain: one query's attention step by step, with the model's
-// own numbers (core/inspect/attention_steps.h), and what removing or zeroing
+// kvscope-cli explain: one query's attention step by step (through o_proj),
+// with the model's own numbers (core/inspect/attention_steps.h), and what removing or zeroing
 // cache entries would change (core/inspect/what_if.h).
 #include <iostream>
 #include <optional>
@@ -65,7 +65,8 @@ int runExplain(Args& args) {
 const CommandRegistrar kRegister{"explain",
     "explain [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) --layer L --head H [--position P] [--json]\n"
     "           [--drop-rows 3,5] [--zero-k-channels 0,1] [--zero-v-channels 2] [--zero-rows 3,4]\n"
-    "           one query's attention step by step (default position: the last token); the options after\n"
+    "           one query's attention step by step, through o_proj (this head's share and the layer's\n"
+    "           attention output; default position: the last token); the options after\n"
     "           the first line recompute it with those cache rows of the layer removed or channels zeroed",
     runExplain};
 

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -164,7 +165,11 @@ nlohmann::json explainJson(const ExplainContext& context, const AttentionSteps& 
           {"weights", floats(steps.weights)},
           {"output", floats(steps.output)},
           {"element_scores", {{"k", rows(element.keys)}, {"v", rows(element.values)}}},
-          {"model_difference", steps.model_difference}};
+          {"model_difference", steps.model_difference},
+          {"o_proj_head_contribution", floats(steps.head_contribution)},
+          {"o_proj_bias", floats(steps.o_proj_bias)},
+          {"attention_output_after_o_proj", floats(steps.projected)},
+          {"o_proj_difference", steps.projection_difference}};
 }
 
 nlohmann::json whatIfJson(const ExplainContext& context, const CacheEdit& edit, const WhatIf& result) {
@@ -207,6 +212,18 @@ void printExplanation(std::ostream& out, const ExplainContext& context, const At
       << vectorText(steps.output) << "\n"
       << "these steps match the model's own forward (attention weights and output): max |difference| "
       << std::scientific << std::setprecision(2) << steps.model_difference << std::defaultfloat << "\n";
+  const int64_t hidden = steps.head_contribution.size(0), shown = std::min<int64_t>(8, hidden);
+  const int64_t H = steps.query.head, D = steps.output.size(0);
+  out << "5. through o_proj: head " << H << "'s output times its slice of o_proj (columns " << H * D << "-"
+      << (H + 1) * D - 1 << ", [" << hidden << " x " << D << "]) -> its share of the layer's attention output ["
+      << hidden << "], |share| = " << std::setprecision(4) << steps.head_contribution.norm().item<double>()
+      << ", first channels:\n      " << vectorText(steps.head_contribution.narrow(0, 0, shown))
+      << "\n   the layer's attention output after o_proj (all " << context.config.num_heads << " heads' shares"
+      << (steps.o_proj_bias.abs().max().item<double>() > 0 ? " + bias" : ", no bias") << "), |out| = "
+      << steps.projected.norm().item<double>() << ", first channels:\n      "
+      << vectorText(steps.projected.narrow(0, 0, shown)) << "\n"
+      << "   matches the model's own forward after o_proj: max |difference| " << std::scientific
+      << std::setprecision(2) << steps.projection_difference << std::defaultfloat << "\n";
 }
 
 void printWhatIf(std::ostream& out, const ExplainContext& context, const CacheEdit& edit, const WhatIf& result) {

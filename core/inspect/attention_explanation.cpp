@@ -52,6 +52,11 @@ AttentionExplanation explainAttention(const CausalLM& model, const ExplainReques
   out.weights = floats(steps.weights);
   out.output = floats(steps.output);
   out.model_difference = steps.model_difference;
+  out.num_heads = model.config().num_heads;
+  out.head_contribution = floats(steps.head_contribution);
+  out.o_proj_bias = floats(steps.o_proj_bias);
+  out.projected = floats(steps.projected);
+  out.projection_difference = steps.projection_difference;
   return out;
 }
 

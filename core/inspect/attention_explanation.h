@@ -59,6 +59,13 @@ struct AttentionExplanation {
   std::vector<float> weights;        // [P + 1] softmax
   std::vector<float> output;         // [head_dim] weights . values, before o_proj
   double model_difference = 0;       // against the forward's own weights and output
+  // Through o_proj (attention_steps.h): this head's share, the bias, the
+  // layer's whole attention output after o_proj, and its check.
+  int64_t num_heads = 0;
+  std::vector<float> head_contribution;  // [hidden] o_proj's slice for this head . output (no bias)
+  std::vector<float> o_proj_bias;        // [hidden] zeros when the layer has none
+  std::vector<float> projected;          // [hidden] all heads + bias, the forward's own
+  double projection_difference = 0;      // against the forward after o_proj
 
   int64_t keyCount() const { return static_cast<int64_t>(weights.size()); }
 };

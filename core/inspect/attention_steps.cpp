@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/inspect/layer_recorder.h"
@@ -79,6 +80,44 @@ double differenceFromModel(const LayerRecorder& recorded, const AttentionSteps& 
                   (steps.output - model_output).abs().max().item<double>());
 }
 
+// The layer's output projection as [out = hidden, in = heads * head_dim] and
+// its bias (zeros when absent). Llama-family o_proj is stored [out, in] (its
+// values; the storage is column-major for inference, core/model/dense.h),
+// GPT-2's c_proj is a Conv1D [in, out].
+std::pair<at::Tensor, at::Tensor> outputProjection(const CausalLM& model, int64_t layer) {
+  const ModelConfig& config = model.config();
+  const bool gpt2 = config.arch == Architecture::Gpt2;
+  const std::string prefix = gpt2 ? "transformer.h." + std::to_string(layer) + ".attn.c_proj."
+                                  : "model.layers." + std::to_string(layer) + ".self_attn.o_proj.";
+  at::Tensor weight, bias;
+  for (const auto& [name, tensor] : model.namedParameters()) {
+    if (name == prefix + "weight") weight = tensor;
+    if (name == prefix + "bias") bias = tensor;
+  }
+  require(weight.defined(), "layer " + std::to_string(layer) + ": no output projection " + prefix + "weight");
+  weight = (gpt2 ? weight.t() : weight).to(torch::kFloat32);  // [hidden, heads * D]
+  bias = bias.defined() ? bias.to(torch::kFloat32) : torch::zeros({weight.size(0)}, torch::kFloat32);
+  return {weight, bias};
+}
+
+// Head H's share of o_proj, and the whole projection checked against the
+// forward's: every other head's output as the forward computed it.
+void throughOutputProjection(const CausalLM& model, const LayerRecorder& recorded, AttentionSteps& steps) {
+  const int64_t P = steps.query.position, H = steps.query.head;
+  const int64_t heads = model.config().num_heads, D = model.config().head_dim;
+  const auto [weight, bias] = outputProjection(model, steps.query.layer);  // [hidden, heads * D], [hidden]
+  steps.o_proj_slice = weight.narrow(1, H * D, D);                       // [hidden, D]
+  steps.head_contribution = torch::mv(steps.o_proj_slice, steps.output);  // [hidden]
+  steps.o_proj_bias = bias;
+  steps.projected = recorded.get(Probe::AttentionProjected)[P];  // [hidden]
+  auto sum = bias.clone();
+  const auto outputs = recorded.get(Probe::AttentionOutput);  // [heads, n, D]
+  for (int64_t h = 0; h < heads; ++h) {
+    sum += h == H ? steps.head_contribution : torch::mv(weight.narrow(1, h * D, D), outputs[h][P]);
+  }
+  steps.projection_difference = (sum - steps.projected).abs().max().item<double>();
+}
+
 }  // namespace
 
 void checkAttentionQuery(const ModelConfig& config, int64_t tokens, const AttentionQuery& query) {
@@ -106,7 +145,7 @@ AttentionSteps attentionSteps(const CausalLM& model, const std::vector<int64_t>&
   c10::InferenceMode guard;
   LayerRecorder recorded(query.layer, {Probe::LayerInput, Probe::QueryBeforeRope, Probe::KeyBeforeRope, Probe::Query,
                                        Probe::Key, Probe::Value, Probe::AttentionMask, Probe::AttentionWeights,
-                                       Probe::AttentionOutput});
+                                       Probe::AttentionOutput, Probe::AttentionProjected});
   model.forward(torch::tensor(ids, torch::kInt64), 0, nullptr, &recorded, /*logit_rows=*/0);
 
   AttentionSteps steps;
@@ -119,6 +158,7 @@ AttentionSteps attentionSteps(const CausalLM& model, const std::vector<int64_t>&
   readVectors(recorded, config, tokens, steps);
   computeAttention(recorded, steps);
   steps.model_difference = differenceFromModel(recorded, steps);
+  throughOutputProjection(model, recorded, steps);
   return steps;
 }
 

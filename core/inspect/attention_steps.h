@@ -2,7 +2,8 @@
 // Attention for one query, step by step, with the engine's own numbers: the
 // hidden state entering the layer -> q, k, v (before and after the rotary
 // embedding) -> q.k against every key the query can see -> scaled ->
-// soft-capped (Gemma 2) -> masked -> softmax -> weights . V. The tensors come
+// soft-capped (Gemma 2) -> masked -> softmax -> weights . V -> through o_proj
+// (this head's share, and the layer's whole attention output). The tensors come
 // from probe points of one uncached forward of the ids (core/model/probe.h),
 // so an explanation cannot drift from what the model computes; the steps after
 // q and k are recomputed from them and compared with the forward's own
@@ -58,9 +59,23 @@ struct AttentionSteps {
   at::Tensor weights;  // [P + 1] softmax(masked): the attention weights
   at::Tensor output;   // [head_dim] weights . values, before o_proj
 
+  // Through o_proj (GPT-2: c_proj): the layer's output projection reads every
+  // head's output side by side, [heads * head_dim] -> [hidden], so it is the
+  // sum over heads of each head's slice of the weight times its output, plus
+  // the bias.
+  at::Tensor o_proj_slice;       // [hidden, head_dim] the columns of o_proj's [out, in] weight that read head H
+  at::Tensor head_contribution;  // [hidden] o_proj_slice . output: head H's share, bias not included
+  at::Tensor o_proj_bias;        // [hidden] zeros when the layer has no bias (Llama); added once, not per head
+  at::Tensor projected;          // [hidden] the layer's attention output after o_proj at P: all heads + bias,
+                                 // as the forward computed it (Probe::AttentionProjected), before the residual
+
   // max |difference| of weights and output from the forward's own attention
   // weights and output (Probe::AttentionWeights, Probe::AttentionOutput).
   double model_difference = 0;
+  // max |sum over heads of slice_h . output_h + bias - projected|, with head
+  // H's output and contribution from these steps and the other heads' outputs
+  // from the forward (Probe::AttentionOutput).
+  double projection_difference = 0;
 };
 
 // Throws Error naming the bad field and its valid range (layer, head,

@@ -119,7 +119,9 @@ at::Tensor Gpt2Model::attention(const Layer& layer, int64_t index, const at::Ten
   if (cache != nullptr) options.keep = cache->keepMask(index);  // rows an eviction policy removed
   auto out = causalAttention(q, keys, values, options, index, probes);
   auto merged = out.transpose(0, 1).reshape({n, C});  // [n, C]
-  return conv1d(merged, layer.c_proj_w, layer.c_proj_b);
+  auto projected = conv1d(merged, layer.c_proj_w, layer.c_proj_b);  // [n, C]
+  probe(probes, Probe::AttentionProjected, index, projected);
+  return projected;
 }
 
 at::Tensor Gpt2Model::mlp(const Layer& layer, const at::Tensor& x) const {

@@ -133,7 +133,9 @@ at::Tensor LlamaModel::attention(const Layer& layer, int64_t index, const at::Te
   if (cache != nullptr) options.keep = cache->keepMask(index);  // rows an eviction policy removed
   auto out = causalAttention(q, keys, values, options, index, probes);
   auto merged = out.transpose(0, 1).reshape({n, config_.num_heads * D});  // [n, H * D]
-  return dense(merged, layer.wo, layer.bo);                        // [n, hidden]
+  auto projected = dense(merged, layer.wo, layer.bo);                   // [n, hidden]
+  probe(probes, Probe::AttentionProjected, index, projected);
+  return projected;
 }
 
 at::Tensor LlamaModel::mlp(const Layer& layer, const at::Tensor& x) const {

@@ -13,6 +13,7 @@ const char* probeName(Probe probe) {
     case Probe::LayerInput: return "layer input";
     case Probe::QueryBeforeRope: return "query before RoPE";
     case Probe::KeyBeforeRope: return "key before RoPE";
+    case Probe::AttentionProjected: return "attention output after o_proj";
   }
   return "unknown probe";
 }

@@ -19,6 +19,8 @@ enum class Probe {
   LayerInput,        // [n, hidden] the hidden state entering the layer's attention, after its norm
   QueryBeforeRope,   // [heads, n, head_dim] what RoPE rotates (after Qwen3's q_norm); not recorded without RoPE (GPT-2)
   KeyBeforeRope,     // [kv_heads, n, head_dim] likewise for the keys this forward writes
+  AttentionProjected,  // [n, hidden] the attention block's output after o_proj (GPT-2: c_proj), bias included,
+                       // before the residual add (and before Gemma 2's post-attention norm)
 };
 
 const char* probeName(Probe probe);

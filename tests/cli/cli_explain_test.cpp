@@ -3,6 +3,7 @@
 // options, and named errors for a bad layer, head, position or edit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -52,6 +53,37 @@ TEST(CliExplain, JsonHasEveryStepWithItsShape) {
   for (size_t i = 0; i < 8; ++i) {
     EXPECT_NEAR(j["scaled"][i].get<double>(), 0.25 * j["scores"][i].get<double>(), 1e-5);
   }
+}
+
+// Through o_proj: each head's share, summed over the heads plus the bias, is
+// the layer's attention output after o_proj (GPT-2's c_proj has a bias).
+TEST(CliExplain, HeadSharesThroughOProjSumToTheLayersAttentionOutput) {
+  std::vector<double> total(64, 0.0);
+  nlohmann::json after;
+  for (int head = 0; head < 4; ++head) {
+    const auto j = runJson({"explain", "--model", modelDir("gpt2-tiny"), "--prompt-ids", kIds, "--layer", "1",
+                            "--head", std::to_string(head), "--position", "6", "--json"});
+    ASSERT_EQ(j["o_proj_head_contribution"].size(), 64u);
+    ASSERT_EQ(j["o_proj_bias"].size(), 64u);
+    ASSERT_EQ(j["attention_output_after_o_proj"].size(), 64u);
+    EXPECT_LE(j["o_proj_difference"].get<double>(), 1e-5);
+    EXPECT_EQ(j["output"].size(), 16u);  // the existing keys stay
+    for (size_t i = 0; i < 64; ++i) {
+      total[i] += j["o_proj_head_contribution"][i].get<double>() + (head == 0 ? j["o_proj_bias"][i].get<double>() : 0);
+    }
+    if (head > 0) EXPECT_EQ(j["attention_output_after_o_proj"], after) << "head " << head;
+    after = j["attention_output_after_o_proj"];
+  }
+  double worst = 0;
+  for (size_t i = 0; i < 64; ++i) worst = std::max(worst, std::abs(total[i] - after[i].get<double>()));
+  EXPECT_LE(worst, 1e-5);
+
+  const CliResult text = runCli({"explain", "--model", modelDir("llama-tiny"), "--prompt-ids", kIds, "--layer", "1",
+                                 "--head", "3", "--position", "7"});
+  ASSERT_TRUE(text.exited && text.exit_code == 0) << text.describe();
+  EXPECT_NE(text.out.find("5. through o_proj: head 3's output times its slice of o_proj (columns 48-63, [64 x 16])"),
+            std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("matches the model's own forward after o_proj"), std::string::npos) << text.out;
 }
 
 TEST(CliExplain, Gpt2SaysNoRotaryAndPrintsReadableText) {

@@ -1,9 +1,10 @@
 #pragma once
-// One query's attention in layer 0, recomputed in double precision with plain
-// loops from the checkpoint's tensors and config.json: none of the engine's
-// norm, projection, rotary or attention code is used. GPT-2, Llama, Mistral
-// (sliding window) and Gemma 2 (embedding scale, (1 + gain) norm,
-// query_pre_attn_scalar, soft-capping, sliding window on even layers).
+// One query's attention in layer 0 (and every head of it through o_proj),
+// recomputed in double precision with plain loops from the checkpoint's
+// tensors and config.json: none of the engine's norm, projection, rotary or
+// attention code is used. GPT-2, Llama, Mistral (sliding window) and Gemma 2
+// (embedding scale, (1 + gain) norm, query_pre_attn_scalar, soft-capping,
+// sliding window on even layers).
 #include <torch/torch.h>
 
 #include <cmath>
@@ -28,6 +29,12 @@ struct ReferenceAttention {
   Vector scores;         // [P + 1] q . k
   Vector weights;        // [P + 1]
   Vector output;         // [D]
+};
+
+// Layer 0's output projection at the query position, from the same loops.
+struct ReferenceProjection {
+  Vector head_contribution;  // [hidden] the head's slice of o_proj (c_proj) times its output
+  Vector projected;          // [hidden] every head's share plus the bias
 };
 
 inline Matrix toMatrix(const at::Tensor& t) {  // t: [rows, cols] or [cols]
@@ -67,6 +74,29 @@ class ReferenceLayer0 {
     }
     attend(ref, position);
     return ref;
+  }
+
+  // Every head of layer 0 at `position` through o_proj (GPT-2: c_proj [in,
+  // out]; Llama family: o_proj [out, in], optional bias).
+  ReferenceProjection runThroughOutputProjection(const std::vector<int64_t>& ids, int64_t head,
+                                                 int64_t position) const {
+    const bool has_bias = gpt2() || checkpoint_.has("model.layers.0.self_attn.o_proj.bias");
+    const std::string name = gpt2() ? "transformer.h.0.attn.c_proj." : "model.layers.0.self_attn.o_proj.";
+    const Matrix w = load(name + "weight");
+    ReferenceProjection out;
+    out.projected = has_bias ? load(name + "bias")[0] : Vector(hidden_size_, 0.0);
+    for (int64_t h = 0; h < heads_; ++h) {
+      const Vector o = run(ids, h, position).output;
+      Vector share(hidden_size_, 0.0);
+      for (int64_t r = 0; r < hidden_size_; ++r) {
+        for (int64_t c = 0; c < head_dim_; ++c) {
+          share[r] += (gpt2() ? w[h * head_dim_ + c][r] : w[r][h * head_dim_ + c]) * o[c];
+        }
+        out.projected[r] += share[r];
+      }
+      if (h == head) out.head_contribution = share;
+    }
+    return out;
   }
 
  private:

@@ -1,6 +1,6 @@
 // Attention step by step (core/inspect/attention_steps.h) against the
-// engine's own forward (its attention probabilities and output before o_proj,
-// read through a sink of this test) and against an independent
+// engine's own forward (its attention probabilities, output before o_proj and
+// attention output after o_proj, read through a sink of this test) and against an independent
 // recomputation from the checkpoint (attention_reference.h), for GPT-2 and
 // the Llama family (GQA, sliding windows, Gemma 2's scale and soft-cap,
 // Qwen3's q/k norms, Phi-3's longrope).
@@ -33,13 +33,15 @@ const std::vector<std::string> kModels = {"gpt2-tiny", "llama-tiny", "qwen2-tiny
 class ForwardAttention : public ProbeSink {
  public:
   bool wants(Probe probe, int64_t) const override {
-    return probe == Probe::AttentionWeights || probe == Probe::AttentionOutput;
+    return probe == Probe::AttentionWeights || probe == Probe::AttentionOutput || probe == Probe::AttentionProjected;
   }
   void record(Probe probe, int64_t layer, const at::Tensor& value) override {
-    (probe == Probe::AttentionWeights ? weights : outputs)[layer] = value.clone();
+    auto& into = probe == Probe::AttentionWeights ? weights : probe == Probe::AttentionOutput ? outputs : projected;
+    into[layer] = value.clone();
   }
-  std::map<int64_t, at::Tensor> weights;  // [heads, n, keys]
-  std::map<int64_t, at::Tensor> outputs;  // [heads, n, head_dim]
+  std::map<int64_t, at::Tensor> weights;    // [heads, n, keys]
+  std::map<int64_t, at::Tensor> outputs;    // [heads, n, head_dim]
+  std::map<int64_t, at::Tensor> projected;  // [n, hidden] after o_proj
 };
 
 std::vector<int64_t> prompt(const CausalLM& model, int64_t length, uint64_t seed) {
@@ -92,7 +94,7 @@ TEST(AttentionSteps, WeightsAndOutputEqualTheModelsOwnForward) {
 
 // Layer 0 from the checkpoint with plain loops in double precision.
 TEST(AttentionSteps, IndependentRecomputationFromTheCheckpoint) {
-  double worst = 0;
+  double worst = 0, worst_projection = 0;
   for (const std::string& name : {"gpt2-tiny", "llama-tiny", "gemma2-tiny", "mistral-sw-tiny"}) {
     SCOPED_TRACE(name);
     const auto model = fixtureModel(name);
@@ -115,10 +117,65 @@ TEST(AttentionSteps, IndependentRecomputationFromTheCheckpoint) {
         EXPECT_LE(dw, kTolerance);
         EXPECT_LE(dout, kTolerance);
         worst = std::max({worst, dw, dout});
+        const auto projection = reference.runThroughOutputProjection(ids, head, position);
+        const double dshare = maxDifference(steps.head_contribution, projection.head_contribution);
+        const double dprojected = maxDifference(steps.projected, projection.projected);
+        EXPECT_LE(dshare, kTolerance);
+        EXPECT_LE(dprojected, kTolerance);
+        worst_projection = std::max({worst_projection, dshare, dprojected});
       }
     }
   }
-  std::printf("max |steps - independent recomputation| (weights, output): %.3g\n", worst);
+  std::printf("max |steps - independent recomputation| (weights, output): %.3g; through o_proj: %.3g\n", worst,
+              worst_projection);
+}
+
+// Through o_proj: each head's share of the projection, summed over every
+// head's own explanation plus the bias, is the forward's attention output
+// after o_proj; the explanation's own check agrees.
+TEST(AttentionSteps, HeadSharesThroughOutputProjectionSumToTheForwardsOutput) {
+  double worst_sum = 0, worst_check = 0;
+  for (const std::string& name : kModels) {
+    SCOPED_TRACE(name);
+    const auto model = fixtureModel(name);
+    const ModelConfig& c = model->config();
+    const auto ids = prompt(*model, 24, 7);
+    ForwardAttention forward;
+    {
+      c10::InferenceMode guard;
+      model->forward(torch::tensor(ids, torch::kInt64), 0, nullptr, &forward);
+    }
+    for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+      for (int64_t position : {int64_t{0}, int64_t{13}, int64_t{23}}) {
+        SCOPED_TRACE("layer " + std::to_string(layer) + " position " + std::to_string(position));
+        const auto model_projected = forward.projected.at(layer)[position];  // [hidden]
+        at::Tensor sum;
+        for (int64_t head = 0; head < c.num_heads; ++head) {
+          const AttentionSteps steps = attentionSteps(*model, ids, {layer, head, position});
+          ASSERT_EQ(steps.o_proj_slice.sizes().vec(), (std::vector<int64_t>{c.hidden_size, c.head_dim}));
+          ASSERT_EQ(steps.head_contribution.size(0), c.hidden_size);
+          EXPECT_TRUE(torch::equal(steps.projected, model_projected));
+          EXPECT_LE(steps.projection_difference, kTolerance);
+          worst_check = std::max(worst_check, steps.projection_difference);
+          sum = head == 0 ? steps.o_proj_bias + steps.head_contribution : sum + steps.head_contribution;
+        }
+        const double d = maxAbs(sum - model_projected);
+        EXPECT_LE(d, kTolerance);
+        worst_sum = std::max(worst_sum, d);
+      }
+    }
+  }
+  std::printf("max |sum of head shares + bias - forward after o_proj|: %.3g, max projection_difference: %.3g\n",
+              worst_sum, worst_check);
+}
+
+TEST(AttentionSteps, Gpt2OutputProjectionHasABiasLlamaHasNone) {
+  const auto gpt2 = fixtureModel("gpt2-tiny");
+  const AttentionSteps g = attentionSteps(*gpt2, prompt(*gpt2, 6, 2), {1, 0, 5});
+  EXPECT_GT(maxAbs(g.o_proj_bias), 0.0);
+  const auto llama = fixtureModel("llama-tiny");
+  const AttentionSteps l = attentionSteps(*llama, prompt(*llama, 6, 2), {1, 0, 5});
+  EXPECT_EQ(maxAbs(l.o_proj_bias), 0.0);
 }
 
 TEST(AttentionSteps, RotaryStepTurnsEachChannelPairByTheStatedAngle) {

@@ -9,11 +9,16 @@
 #include "core/inspect/attention_steps.h"
 #include "core/model/model_bundle.h"
 
+#include <QFrame>
+#include <algorithm>
+#include <numeric>
+#include <qcustomplot.h>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QTableWidget>
 #include <QtTest>
 #include "tests/ui/ui_test_support.h"
+#include "ui/widgets/KvHeatmapView.h"
 #include "ui/widgets/StepBarPlot.h"
 
 using namespace kvscope;
@@ -34,6 +39,18 @@ void explain(MainWindow& window, int64_t layer, int head, int64_t position) {
                                panel->explanation()->request.layer == layer && panel->explanation()->request.head == head,
                            kTimeout);
   panel->flushRefresh();
+}
+
+// The positions of the target view's rows in `rows` (view row indices).
+std::vector<int64_t> positionsOf(const KvHeatmapView& view, const SessionSnapshot& snapshot,
+                                 const std::vector<int>& rows) {
+  std::vector<int64_t> out;
+  for (int r : rows) {
+    const int64_t entry = view.matrix().rows[static_cast<size_t>(r)].entry;
+    out.push_back(snapshot.entries[static_cast<size_t>(entry)].position);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace
@@ -75,6 +92,23 @@ class AttentionStepsTest : public QObject {
       QVERIFY2(std::abs(drawn[j] - steps.weights[j].item<double>()) < kTolerance,
                qPrintable(QStringLiteral("key %1: drawn %2, attentionSteps %3").arg(j).arg(drawn[j]).arg(steps.weights[j].item<double>())));
     }
+    // The o_proj card: this head's share and the layer's output after o_proj.
+    auto* card = panel->findChild<QFrame*>(QStringLiteral("stepsProjection"));
+    QVERIFY(card != nullptr && card->isVisible() && card->width() > 0 && card->height() > 0);
+    QVERIFY2(panel->projectionText().contains(QStringLiteral("9. Through o_proj: head %1").arg(head)),
+             qPrintable(panel->projectionText()));
+    QCOMPARE(panel->projectionPlot()->seriesCount(), 2);
+    const QVector<double> share = panel->projectionPlot()->values(0), projected = panel->projectionPlot()->values(1);
+    QCOMPARE(share.size(), int(steps.head_contribution.size(0)));
+    QCOMPARE(projected.size(), int(steps.projected.size(0)));
+    double worst_projection = 0;
+    for (int i = 0; i < share.size(); ++i) {
+      worst_projection = std::max({worst_projection, std::abs(share[i] - steps.head_contribution[i].item<double>()),
+                                   std::abs(projected[i] - steps.projected[i].item<double>())});
+    }
+    QVERIFY2(worst_projection < kTolerance, qPrintable(QString::number(worst_projection)));
+    QVERIFY(panel->explanation()->projection_difference < kTolerance);
+
     QCOMPARE(panel->keyTable()->rowCount(), int(position + 1));
     QVERIFY(panel->statusText().contains(QStringLiteral("kv head %1").arg(steps.kv_head)));
     QVERIFY(panel->rotaryText().contains(QStringLiteral("Rotary embedding")));
@@ -102,6 +136,68 @@ class AttentionStepsTest : public QObject {
     QVERIFY(panel->whatIf() == nullptr);
     QCOMPARE(panel->weightsPlot()->seriesCount(), 1);
     QCOMPARE(panel->weightsPlot()->values(0).size(), int(position));
+  }
+
+  // The KV view marks exactly the key rows the explanation reads (through
+  // the shared context), the query's own row, and the rows ticked for what-if.
+  void kvViewMarksTheRowsTheQueryReads() {
+    MainWindow window(fixtureOptions());
+    window.resize(1280, 720);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    stepRound(window);
+    if (QTest::currentTestFailed()) return;
+    const SessionSnapshot& snapshot = *window.context().snapshot();
+    const int64_t layer = snapshot.target.layers - 1;
+    const int head = static_cast<int>(snapshot.target.heads - 1);
+    const int64_t position = snapshot.prompt_length - 1;
+    explain(window, layer, head, position);
+    if (QTest::currentTestFailed()) return;
+    AttentionStepsPanel* panel = window.attentionStepsPanel();
+    const AttentionExplanation& e = *panel->explanation();
+    const AttentionFocus& focus = window.context().attentionFocus();
+    QVERIFY(focus.active);
+    QCOMPARE(focus.layer, layer);
+    QCOMPARE(focus.kv_head, e.kv_head);
+    QCOMPARE(focus.query_position, position);
+
+    window.kvCachePanel()->flushRefresh();
+    KvHeatmapView* view = window.kvCachePanel()->targetView();
+    QCOMPARE(int64_t{view->layer()}, layer);
+    QCOMPARE(int64_t{view->head()}, e.kv_head);
+    // The highlighted set is the explanation's key rows: positions 0..P, one row each.
+    std::vector<int64_t> keys(static_cast<size_t>(e.keyCount()));
+    std::iota(keys.begin(), keys.end(), 0);
+    const std::vector<int64_t> marked = positionsOf(*view, snapshot, view->focusKeyRows());
+    QCOMPARE(marked, keys);
+    QCOMPARE(positionsOf(*view, snapshot, view->focusQueryRows()), std::vector<int64_t>{position});
+    QVERIFY(view->focusTickedRows().empty());
+    QCOMPARE(window.kvCachePanel()->drafterView()->focusKeyRows().size(), size_t{0});  // the target's rows only
+    // Drawn: a rectangle per run of marked lines, beyond the selection's.
+    int drawn = 0;
+    for (int i = 0; i < view->plot()->itemCount(); ++i) {
+      auto* rect = qobject_cast<QCPItemRect*>(view->plot()->item(i));
+      if (rect && rect->pen().color() == QColor(200, 0, 200)) ++drawn;  // the query's own row
+    }
+    QCOMPARE(drawn, 1);
+
+    // Ticked rows are marked apart, and follow the ticks without a recompute.
+    panel->setRemoved(1, true);
+    panel->setRemoved(3, true);
+    QCOMPARE(window.context().attentionFocus().ticked_positions, (std::vector<int64_t>{1, 3}));
+    QCOMPARE(positionsOf(*view, snapshot, view->focusTickedRows()), (std::vector<int64_t>{1, 3}));
+    panel->setRemoved(3, false);
+    QCOMPARE(positionsOf(*view, snapshot, view->focusTickedRows()), std::vector<int64_t>{1});
+
+    // Another layer: the marks follow the new query (and the old ticks go).
+    const int64_t other = layer == 0 ? 1 : 0;
+    explain(window, other, head, position);
+    if (QTest::currentTestFailed()) return;
+    window.kvCachePanel()->flushRefresh();
+    QCOMPARE(window.context().attentionFocus().layer, other);
+    QCOMPARE(int64_t{view->layer()}, other);
+    QCOMPARE(positionsOf(*view, snapshot, view->focusKeyRows()), keys);
+    QVERIFY(view->focusTickedRows().empty());
   }
 
   void badChannelsAreRefusedInPlace() {
@@ -132,6 +228,9 @@ class AttentionStepsTest : public QObject {
     if (QTest::currentTestFailed()) return;
     QVERIFY2(window.attentionStepsPanel()->rotaryText().contains(QStringLiteral("GPT-2: no rotary embedding")),
              qPrintable(window.attentionStepsPanel()->rotaryText()));
+    QVERIFY2(window.attentionStepsPanel()->projectionText().contains(QStringLiteral("head 1's share")),
+             qPrintable(window.attentionStepsPanel()->projectionText()));
+    QCOMPARE(window.attentionStepsPanel()->projectionPlot()->values(0).size(), 64);  // n_embd
   }
 };
 

@@ -182,4 +182,11 @@ void DebuggerContext::setBookmarks(QVector<int64_t> bookmarks) {
   emit bookmarksChanged();
 }
 
+void DebuggerContext::setAttentionFocus(AttentionFocus focus) {
+  if (!focus.active) focus = AttentionFocus{};
+  if (focus == attention_focus_) return;
+  attention_focus_ = std::move(focus);
+  emit attentionFocusChanged();
+}
+
 }  // namespace kvscope::ui

@@ -1,12 +1,14 @@
 #pragma once
 // The shared state all panels observe: the latest session snapshot, the
-// global cursor and the bookmarks. Panels read it and change the cursor only
+// global cursor, the bookmarks and the attention focus (the rows the
+// explained query reads). Panels read it and change the cursor only
 // through the calls below, so every panel sees one selection.
 #include <QObject>
 #include <QVector>
 #include <memory>
 
 #include "core/inspect/snapshot.h"
+#include "ui/context/AttentionFocus.h"
 #include "ui/context/Cursor.h"
 #include "ui/context/IDebuggerViewer.h"
 
@@ -62,10 +64,17 @@ class DebuggerContext : public QObject {
   void toggleBookmark(int64_t round);
   void setBookmarks(QVector<int64_t> bookmarks);
 
+  // The rows the Attention Step by Step panel's query reads (inactive: none
+  // shown). Setting an equal focus emits nothing.
+  const AttentionFocus& attentionFocus() const { return attention_focus_; }
+  void setAttentionFocus(AttentionFocus focus);
+  void clearAttentionFocus() { setAttentionFocus(AttentionFocus{}); }
+
  signals:
   void sessionChanged();
   void cursorChanged();
   void bookmarksChanged();
+  void attentionFocusChanged();
 
  private:
   enum class Anchor { Entry, Row, Position };  // what a new cursor's row is derived from
@@ -78,6 +87,7 @@ class DebuggerContext : public QObject {
   Cursor cursor_;
   QVector<IDebuggerViewer*> viewers_;
   QVector<int64_t> bookmarks_;
+  AttentionFocus attention_focus_;
 };
 
 }  // namespace kvscope::ui

@@ -51,6 +51,11 @@ QCPItemRect* selectionRect(QCustomPlot* plot, double top, double bottom, int col
   item->setBrush(Qt::NoBrush);
   return item;
 }
+// The attention focus's marks: key rows, the query's own row, ticked rows.
+QColor focusKeyColor() { return QColor(0, 140, 230); }
+QColor focusQueryColor() { return QColor(200, 0, 200); }
+QColor focusTickedColor() { return QColor(220, 40, 40); }
+
 }  // namespace
 
 KvHeatmapView::KvHeatmapView(CacheRole role, QWidget* parent) : QWidget(parent), role_(role) {
@@ -227,6 +232,7 @@ void KvHeatmapView::show(std::shared_ptr<const SessionSnapshot> shown, const Cur
   for (const RowVerdict& v : rowVerdicts(*snapshot, role_, layer_, cursor.moment())) {
     if (v.state == RowState::Missing) missing_.push_back(v);
   }
+  updateFocusRows();
   updateTitle();
   setColorRange(range);
   overview_->select(layer_, head_);
@@ -248,7 +254,96 @@ void KvHeatmapView::updateTitle() {
                       .arg(rowCount() - countStatus(RowStatus::Pruned) - countStatus(RowStatus::WrittenPruned))
                       .arg(countStatus(RowStatus::Written) + countStatus(RowStatus::WrittenPruned))
                       .arg(countStatus(RowStatus::Pruned) + countStatus(RowStatus::WrittenPruned))
-                      .arg(bad > 0 ? tr(" &middot; <b style='color:#c00'>%1 wrong</b>").arg(bad) : QString()));
+                      .arg(bad > 0 ? tr(" &middot; <b style='color:#c00'>%1 wrong</b>").arg(bad) : QString()) +
+                  (focus_key_rows_.empty()
+                       ? QString()
+                       : tr(" &middot; <span style='color:%1'>query %2 reads %3 of its %4 rows here</span>")
+                             .arg(focusKeyColor().name())
+                             .arg(focus_.query_position)
+                             .arg(focus_key_rows_.size())
+                             .arg(focus_.key_positions.size())));
+  // The own row of a query not yet fed is written by its own forward: not in the cache yet.
+  title_->setToolTip(focus_key_rows_.empty()
+                         ? QString()
+                         : tr("Outlined: the cache rows the Attention Step by Step query (position %1) reads at this "
+                              "layer and kv head; its own row in magenta, rows ticked in the what-if box dashed red.\n"
+                              "A query not yet fed to the model reads its own row from its own forward, not from "
+                              "the cache.")
+                               .arg(focus_.query_position));
+}
+
+void KvHeatmapView::setAttentionFocus(const AttentionFocus& focus) {
+  if (focus == focus_) return;
+  focus_ = focus;
+  if (!snapshot_ || matrix_.cols == 0) return;  // marked at the next show()
+  updateFocusRows();
+  updateTitle();
+  redraw();
+}
+
+void KvHeatmapView::updateFocusRows() {
+  focus_key_rows_.clear();
+  focus_query_rows_.clear();
+  focus_ticked_rows_.clear();
+  if (!snapshot_ || !focus_.active || role_ != CacheRole::Target || focus_.layer != layer_ || focus_.kv_head != head_) {
+    return;
+  }
+  auto flags = [](const std::vector<int64_t>& positions) {  // position -> marked
+    std::vector<uint8_t> out;
+    for (int64_t p : positions) {
+      if (p < 0) continue;
+      if (static_cast<size_t>(p) >= out.size()) out.resize(static_cast<size_t>(p) + 1, 0);
+      out[static_cast<size_t>(p)] = 1;
+    }
+    return out;
+  };
+  const auto keys = flags(focus_.key_positions), ticked = flags(focus_.ticked_positions);
+  auto in = [](const std::vector<uint8_t>& set, int64_t p) {
+    return p >= 0 && static_cast<size_t>(p) < set.size() && set[static_cast<size_t>(p)] != 0;
+  };
+  for (int r = 0; r < rowCount(); ++r) {
+    const ViewRow& row = matrix_.rows[static_cast<size_t>(r)];
+    if (row.physical_row < 0) continue;  // removed this round: no longer read
+    const int64_t position = snapshot_->entries[static_cast<size_t>(row.entry)].position;
+    if (!in(keys, position)) continue;
+    focus_key_rows_.push_back(r);
+    if (position == focus_.query_position) focus_query_rows_.push_back(r);
+    if (in(ticked, position)) focus_ticked_rows_.push_back(r);
+  }
+}
+
+void KvHeatmapView::drawFocus() {
+  // One outline per run of lines holding key rows (an aggregated line holding
+  // one is outlined); the query's row and the ticked rows over it.
+  const int cols = static_cast<int>(matrix_.cols);
+  const int end = std::min(rowCount(), binning_.binEnd(binning_.bins - 1));
+  auto outline = [&](const std::vector<int>& rows, const QPen& pen, double inset) {
+    int run_first = -1, run_last = -1;
+    auto flush = [&] {
+      if (run_first < 0) return;
+      auto* item = new QCPItemRect(plot_);
+      item->topLeft->setCoords(StatusColumns::kState + inset, binning_.binFirst(run_first) - 0.5 + inset);
+      item->bottomRight->setCoords(cols - 0.5 - inset, binning_.binEnd(run_last) - 0.5 - inset);
+      item->setPen(pen);
+      item->setBrush(Qt::NoBrush);
+      item->setSelectable(false);
+    };
+    for (int r : rows) {
+      if (r < binning_.first_row || r >= end) continue;
+      const int bin = binning_.binOf(r);
+      if (run_last >= 0 && (bin == run_last || bin == run_last + 1)) {
+        run_last = bin;
+        continue;
+      }
+      flush();
+      run_first = run_last = bin;
+    }
+    flush();
+  };
+  // Inset a little so that an outline along the plot's edge is not clipped.
+  outline(focus_key_rows_, QPen(focusKeyColor(), 2.5), 0.1);
+  outline(focus_ticked_rows_, QPen(focusTickedColor(), 2.0, Qt::DashLine), 0.25);
+  outline(focus_query_rows_, QPen(focusQueryColor(), 2.5), 0.25);
 }
 
 void KvHeatmapView::updateOverview() {
@@ -349,6 +444,7 @@ void KvHeatmapView::redraw() {
     line->setPen(QPen(Palette::rowState(RowState::Missing), 2.5, Qt::DashLine));
   }
   drawSelection(*snapshot_);
+  drawFocus();
   drawLabels(*snapshot_);
   plot_->xAxis->setRange(viewport_.cols().lower, viewport_.cols().upper);
   plot_->yAxis->setRange(viewport_.rows().lower, viewport_.rows().upper);

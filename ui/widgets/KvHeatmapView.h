@@ -15,10 +15,16 @@
 // rows (RowBins: the value of largest |x|, marks of any row in it). The zoom
 // is kept across cursor moves; a selection made elsewhere is scrolled into
 // view. Beside the heatmap, the layer x head overview picks layer and head.
+//
+// The target view also marks the attention focus (ui/context/AttentionFocus.h)
+// when it shows the focus's layer and kv head: an outline around the rows the
+// explained query reads, its own row in another colour, and the rows ticked
+// in the what-if box dashed.
 #include <QWidget>
 #include <vector>
 
 #include "core/inspect/snapshot.h"
+#include "ui/context/AttentionFocus.h"
 #include "ui/context/Cursor.h"
 #include "ui/widgets/ColorRange.h"
 #include "ui/widgets/HeatmapViewport.h"
@@ -69,6 +75,16 @@ class KvHeatmapView : public QWidget {
   RowState shownState(int row) const;
   QAction* fitAction() const { return fit_action_; }
 
+  // The rows the explained query reads (drawn at once; the focus is kept
+  // across show()). Marked only in the target view at the focus's layer and
+  // kv head, on rows the cache holds (not the rows removed this round).
+  void setAttentionFocus(const AttentionFocus& focus);
+  // View rows (indices into matrix().rows) marked: every key row, the
+  // query's own row, the ticked rows. Empty when nothing is marked here.
+  const std::vector<int>& focusKeyRows() const { return focus_key_rows_; }
+  const std::vector<int>& focusQueryRows() const { return focus_query_rows_; }
+  const std::vector<int>& focusTickedRows() const { return focus_ticked_rows_; }
+
   // What is drawn (tests, benchmarks).
   const CacheMatrix& matrix() const { return matrix_; }
   int rowCount() const { return static_cast<int>(matrix_.rows.size()); }
@@ -109,6 +125,8 @@ class KvHeatmapView : public QWidget {
   void redraw();
   int plotPixels();
   void drawSelection(const SessionSnapshot& snapshot);
+  void updateFocusRows();
+  void drawFocus();
   QString rangeText() const;
   void drawLabels(const SessionSnapshot& snapshot);
   void drawBinLabels(const SessionSnapshot& snapshot, int pixels);
@@ -146,6 +164,8 @@ class KvHeatmapView : public QWidget {
   HeatmapViewport viewport_;
   RowBinning binning_;
   std::vector<BinMarks> marks_;
+  AttentionFocus focus_;
+  std::vector<int> focus_key_rows_, focus_query_rows_, focus_ticked_rows_;
   int pixels_ = 0;  // pixel lines the bins were made for
   bool values_ = false;
   int layer_ = 0, head_ = 0;

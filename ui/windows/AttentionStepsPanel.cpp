@@ -106,7 +106,8 @@ AttentionStepsPanel::AttentionStepsPanel(DebuggerContext& context, QWidget* pare
   masked_ = makeCard(QStringLiteral("stepsMasked"));
   weights_ = makeCard(QStringLiteral("stepsWeights"));
   output_ = makeCard(QStringLiteral("stepsOutput"));
-  cards_ = {&hidden_, &query_, &rotary_, &scores_, &scaled_, &capped_, &masked_, &weights_, &output_};
+  projection_ = makeCard(QStringLiteral("stepsProjection"));
+  cards_ = {&hidden_, &query_, &rotary_, &scores_, &scaled_, &capped_, &masked_, &weights_, &output_, &projection_};
   what_if_box_ = buildWhatIfBox();
   capped_.frame->hide();  // shown for models that soft-cap their scores (Gemma 2)
 
@@ -212,6 +213,10 @@ QWidget* AttentionStepsPanel::buildWhatIfBox() {
   layout->addWidget(what_if_result_);
   layout->addWidget(table_, 1);
   connect(recompute_, &QPushButton::clicked, this, &AttentionStepsPanel::recompute);
+  // A tick or untick moves the what-if marks in the KV view.
+  connect(table_, &QTableWidget::itemChanged, this, [this](QTableWidgetItem* item) {
+    if (item->column() == 0) publishFocus();
+  });
   return box;
 }
 
@@ -308,6 +313,7 @@ void AttentionStepsPanel::refresh() {
   pending_ = true;
   what_if_pending_ = false;
   what_if_.reset();
+  context().clearAttentionFocus();  // until this query's explanation arrives
   status_->setText(tr("computing layer %1, head %2, position %3\u2026").arg(request.layer).arg(request.head).arg(request.position));
   emit explainRequested(request, false);
 }
@@ -315,6 +321,7 @@ void AttentionStepsPanel::refresh() {
 void AttentionStepsPanel::clearShown(const QString& why) {
   pending_ = false;
   explanation_.reset();
+  context().clearAttentionFocus();
   what_if_.reset();
   status_->setText(why);
   for (Card* card : cards_) {
@@ -384,16 +391,46 @@ void AttentionStepsPanel::drawSteps() {
                                                 : QString()));
   drawVectors();
   drawKeySteps();
+  drawProjection();
   fillTable();
   what_if_result_->setText(P == 0 ? tr("Position 0 has no earlier rows to remove: select a later token.")
                                   : tr("Nothing edited yet."));
   recompute_->setEnabled(P > 0);
   columns_ = 0;  // the soft-cap card may have appeared or gone
   relayout();
+  publishFocus();
+}
+
+std::vector<int64_t> AttentionStepsPanel::tickedPositions() const {
+  std::vector<int64_t> ticked;
+  for (int j = 0; j < table_->rowCount(); ++j) {
+    const QTableWidgetItem* tick = table_->item(j, 0);
+    if (tick && (tick->flags() & Qt::ItemIsUserCheckable) && tick->checkState() == Qt::Checked) ticked.push_back(j);
+  }
+  return ticked;
+}
+
+// The rows this query reads, for the KV view (through the shared context):
+// the explanation's key rows 0..P of its layer and kv head, its own row, and
+// the rows ticked in the what-if box (table row j is position j).
+void AttentionStepsPanel::publishFocus() {
+  if (!explanation_) return;
+  const AttentionExplanation& e = *explanation_;
+  AttentionFocus focus;
+  focus.active = true;
+  focus.layer = e.request.layer;
+  focus.kv_head = e.kv_head;
+  focus.query_position = e.request.position;
+  for (int64_t j = 0; j < e.keyCount(); ++j) focus.key_positions.push_back(j);
+  focus.ticked_positions = tickedPositions();
+  context().setAttentionFocus(std::move(focus));
 }
 
 QString AttentionStepsPanel::rotaryText() const { return rotary_.title->text() + QLatin1Char(' ') + rotary_.text->text(); }
 QString AttentionStepsPanel::statusText() const { return status_->text(); }
+QString AttentionStepsPanel::projectionText() const {
+  return projection_.title->text() + QLatin1Char(' ') + projection_.text->text();
+}
 QString AttentionStepsPanel::whatIfText() const { return what_if_result_->text(); }
 
 void AttentionStepsPanel::drawVectors() {
@@ -437,7 +474,7 @@ void AttentionStepsPanel::drawVectors() {
     rotary_.plot->hide();
   }
 
-  output_.title->setText(tr("8. Output = \u03a3 weight<sub>j</sub> \u00b7 v<sub>j</sub> (then o_proj)"));
+  output_.title->setText(tr("8. Output = \u03a3 weight<sub>j</sub> \u00b7 v<sub>j</sub> (then o_proj: 9)"));
   output_.text->setText(tr("|o| = %1 &nbsp; %2").arg(num(norm(e.output)), preview(e.output)));
   output_.plot->setKeyLabels({}, tr("channel"));
   output_.plot->setValues(doubles(e.output), tr("before"));
@@ -486,6 +523,30 @@ void AttentionStepsPanel::drawKeySteps() {
   weights_.plot->setValues(doubles(e.weights), tr("before"));
 }
 
+// o_proj reads every head's output side by side: head H's share is its
+// output times the columns H*D..(H+1)*D-1 of the weight; the layer's
+// attention output is the sum of the shares plus the bias.
+void AttentionStepsPanel::drawProjection() {
+  const AttentionExplanation& e = *explanation_;
+  const int64_t H = e.request.head, D = e.head_dim;
+  const auto hidden = static_cast<int64_t>(e.projected.size());
+  const bool has_bias = std::any_of(e.o_proj_bias.begin(), e.o_proj_bias.end(), [](float b) { return b != 0.0f; });
+  projection_.title->setText(tr("9. Through o_proj: head %1's share of the layer's attention output").arg(H));
+  projection_.text->setText(
+      tr("o_proj maps all %1 heads' outputs side by side ([%1 \u00d7 %2]) to the hidden size %3: head %4's share is "
+         "o \u00b7 its columns %5\u2013%6 of the weight ([%3 \u00d7 %2]). |share| = %7 &nbsp; %8<br>"
+         "The layer's attention output = \u03a3 shares%11, |out| = %9, before the residual add; "
+         "max |difference| from the model's forward %10.")
+          .arg(QString::number(e.num_heads), QString::number(D), QString::number(hidden), QString::number(H),
+               QString::number(H * D), QString::number((H + 1) * D - 1), num(norm(e.head_contribution)),
+               preview(e.head_contribution), num(norm(e.projected)))
+          .arg(num(e.projection_difference), has_bias ? tr(" + bias") : tr(" (this layer has no bias)")) +
+      seriesKey(tr("head %1's share").arg(H), has_bias ? tr("all heads + bias") : tr("all heads")));
+  projection_.plot->setKeyLabels({}, tr("hidden channel"));
+  projection_.plot->setValues(doubles(e.head_contribution), tr("head %1").arg(H), doubles(e.projected),
+                              tr("all heads"));
+}
+
 void AttentionStepsPanel::fillTable() {
   const AttentionExplanation& e = *explanation_;
   const QStringList headers = {tr("remove"), tr("pos"), tr("token"), tr("q\u00b7k"), tr("scaled"), tr("masked"),
@@ -524,10 +585,7 @@ void AttentionStepsPanel::setRemoved(int64_t position, bool removed) {
 void AttentionStepsPanel::recompute() {
   if (!explanation_) return;
   ExplainRequest request = explanation_->request;
-  std::vector<int64_t> ticked;
-  for (int j = 0; j < table_->rowCount(); ++j) {
-    if (table_->item(j, 0)->checkState() == Qt::Checked) ticked.push_back(j);
-  }
+  const std::vector<int64_t> ticked = tickedPositions();
   if (!parseIndices(zero_k_->text(), &request.zero_key_channels) ||
       !parseIndices(zero_v_->text(), &request.zero_value_channels)) {
     what_if_result_->setText(tr("<span style='color:#c00'>channels: write numbers and ranges, e.g. 0-3, 7</span>"));

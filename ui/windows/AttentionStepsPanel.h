@@ -3,15 +3,20 @@
 // layer, and a query head of the cursor's kv head) explained with the target
 // model's own numbers, each step a card with its numbers and a plot: the
 // hidden state -> q before/after the rotary embedding -> q . k per key ->
-// scaled -> soft-capped -> masked -> softmax weights -> the output vector.
+// scaled -> soft-capped -> masked -> softmax weights -> the output vector ->
+// through o_proj (this head's share and the layer's whole attention output).
 // Below, "what if": tick key rows to remove (or zero channels of K or V) and
 // Recompute to see the weights and output after beside before, with the
 // change of the next-token distribution.
+//
+// The rows the query reads (and those ticked) go to the shared context as its
+// attention focus, which the KV view marks.
 //
 // The explanation is an uncached prefill of the session's tokens 0..P at the
 // cursor's moment (core/inspect/attention_steps.h); it runs on the engine
 // thread: the panel emits explainRequested and shows what comes back.
 #include <QVector>
+#include <vector>
 
 #include "ui/engine/EngineWorker.h"
 #include "ui/windows/ViewerPanel.h"
@@ -41,6 +46,8 @@ class AttentionStepsPanel : public ViewerPanel {
   void setQueryHead(int head);  // keeps the shared kv head in step
   StepBarPlot* weightsPlot() const { return weights_.plot; }
   StepBarPlot* outputPlot() const { return output_.plot; }
+  StepBarPlot* projectionPlot() const { return projection_.plot; }
+  QString projectionText() const;  // the o_proj card's title and text
   QTableWidget* keyTable() const { return table_; }
   QPushButton* recomputeButton() const { return recompute_; }
   QLineEdit* zeroKeyChannels() const { return zero_k_; }
@@ -79,8 +86,11 @@ class AttentionStepsPanel : public ViewerPanel {
   void drawSteps();
   void drawVectors();
   void drawKeySteps();
+  void drawProjection();
   void drawResults();
   void fillTable();
+  std::vector<int64_t> tickedPositions() const;
+  void publishFocus();
   void recompute();
   QStringList keyLabels() const;
   QString tokenText(int64_t id) const;
@@ -90,7 +100,7 @@ class AttentionStepsPanel : public ViewerPanel {
   QLabel* status_;
   QWidget* cards_widget_;
   QGridLayout* grid_;
-  Card hidden_, query_, rotary_, scores_, scaled_, capped_, masked_, weights_, output_;
+  Card hidden_, query_, rotary_, scores_, scaled_, capped_, masked_, weights_, output_, projection_;
   QVector<Card*> cards_;
   QWidget* what_if_box_;
   QTableWidget* table_;

@@ -52,6 +52,9 @@ KvCachePanel::KvCachePanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   layout->addWidget(splitter, 1);
   layout->addLayout(controls);
 
+  // The rows the Attention Step by Step panel's query reads, marked in the target view.
+  connect(&context, &DebuggerContext::attentionFocusChanged, this,
+          [this] { target_->setAttentionFocus(this->context().attentionFocus()); });
   connect(kv_group_, &QButtonGroup::idClicked, this, [this] { scheduleRefresh(); });
   connect(range_, &ColorRangeControl::rangeChanged, this, [this] { scheduleRefresh(); });
   for (KvHeatmapView* view : {target_, drafter_}) {
@@ -72,6 +75,7 @@ void KvCachePanel::setShowingValues(bool values) {
 
 void KvCachePanel::refresh() {
   const ColorRange range = range_->range();
+  target_->setAttentionFocus(context().attentionFocus());
   target_->show(context().snapshotPtr(), context().cursor(), showingValues(), range);
   drafter_->show(context().snapshotPtr(), context().cursor(), showingValues(), range);
   range_->showAutofitRange(target_->shownLower(), target_->shownUpper());
