@@ -32,6 +32,11 @@ const std::vector<std::string> kModels = {"gpt2-tiny", "llama-tiny", "qwen2-tiny
 // The forward's attention probabilities and outputs of every layer.
 class ForwardAttention : public ProbeSink {
  public:
+  // One uncached forward over `ids`, recording its attention probes.
+  void record(const CausalLM& model, const std::vector<int64_t>& ids) {
+    c10::InferenceMode guard;
+    model.forward(torch::tensor(ids, torch::kInt64), 0, nullptr, this);
+  }
   bool wants(Probe probe, int64_t) const override {
     return probe == Probe::AttentionWeights || probe == Probe::AttentionOutput || probe == Probe::AttentionProjected;
   }
@@ -65,10 +70,7 @@ TEST(AttentionSteps, WeightsAndOutputEqualTheModelsOwnForward) {
     const ModelConfig& c = model->config();
     const auto ids = prompt(*model, 24, 7);
     ForwardAttention forward;
-    {
-      c10::InferenceMode guard;
-      model->forward(torch::tensor(ids, torch::kInt64), 0, nullptr, &forward);
-    }
+    forward.record(*model, ids);
     for (int64_t layer = 0; layer < c.num_layers; ++layer) {
       for (int64_t head : {int64_t{0}, c.num_heads - 1}) {
         for (int64_t position : {int64_t{0}, int64_t{9}, int64_t{23}}) {
@@ -141,10 +143,7 @@ TEST(AttentionSteps, HeadSharesThroughOutputProjectionSumToTheForwardsOutput) {
     const ModelConfig& c = model->config();
     const auto ids = prompt(*model, 24, 7);
     ForwardAttention forward;
-    {
-      c10::InferenceMode guard;
-      model->forward(torch::tensor(ids, torch::kInt64), 0, nullptr, &forward);
-    }
+    forward.record(*model, ids);
     for (int64_t layer = 0; layer < c.num_layers; ++layer) {
       for (int64_t position : {int64_t{0}, int64_t{13}, int64_t{23}}) {
         SCOPED_TRACE("layer " + std::to_string(layer) + " position " + std::to_string(position));
