@@ -15,7 +15,7 @@ PositionDiff comparePosition(const at::Tensor& cached, const at::Tensor& uncache
   const auto c = cached.to(torch::kFloat64), u = uncached.to(torch::kFloat64);  // [vocab]
   d.max_abs_logit_diff = (c - u).abs().max().item<double>();
   const auto log_p = u.log_softmax(0), log_q = c.log_softmax(0);
-  d.kl = (log_p.exp() * (log_p - log_q)).sum().item<double>();
+  d.kl = klDivergence(log_p, log_q);
   const auto top2 = std::get<0>(u.topk(2));
   d.top2_margin = (top2[0] - top2[1]).item<double>();
   d.top1_cached = c.argmax().item<int64_t>();

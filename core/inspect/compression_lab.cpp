@@ -99,11 +99,6 @@ at::Tensor outputError(const std::vector<at::Tensor>& full, const std::vector<at
   return torch::stack(per_layer);  // [layers, heads]
 }
 
-// KL(p || q) in nats from log-probabilities [vocab] (float64).
-double klDivergence(const at::Tensor& log_p, const at::Tensor& log_q) {
-  return (log_p.exp() * (log_p - log_q)).sum().item<double>();
-}
-
 void summarise(CompressionResult& result, double nll_full, double nll_compressed, int64_t scored) {
   const auto& steps = result.steps;
   if (!steps.empty()) {

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/inspect/layer_recorder.h"
 #include "core/model/rope.h"
+#include "core/model/scoring.h"
 
 namespace kvscope {
 namespace {
@@ -121,7 +122,7 @@ void compareDistributions(WhatIf& result) {
   const auto log_after = torch::log_softmax(result.logits_after.to(torch::kFloat64), 0);    // [vocab]
   result.probabilities_before = log_before.exp().to(torch::kFloat32);
   result.probabilities_after = log_after.exp().to(torch::kFloat32);
-  result.kl = (log_before.exp() * (log_before - log_after)).sum().item<double>();
+  result.kl = klDivergence(log_before, log_after);
   result.top1_before = result.logits_before.argmax().item<int64_t>();
   result.top1_after = result.logits_after.argmax().item<int64_t>();
   result.max_logit_difference = (result.logits_after - result.logits_before).abs().max().item<double>();

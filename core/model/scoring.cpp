@@ -42,4 +42,8 @@ at::Tensor sequenceLogits(const CausalLM& model, const std::vector<int64_t>& ids
   return torch::cat(rows, 0).to(torch::kFloat32);  // [L, vocab]
 }
 
+double klDivergence(const at::Tensor& log_p, const at::Tensor& log_q) {
+  return (log_p.exp() * (log_p - log_q)).sum().item<double>();
+}
+
 }  // namespace kvscope

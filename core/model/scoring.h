@@ -25,4 +25,8 @@ at::Tensor sequenceLogits(const CausalLM& model, const std::vector<int64_t>& ids
 
 at::Tensor idsTensor(const std::vector<int64_t>& ids);
 
+// KL(p || q) in nats from log-probabilities over one vocabulary ([vocab],
+// float64 for the small values it sums).
+double klDivergence(const at::Tensor& log_p, const at::Tensor& log_q);
+
 }  // namespace kvscope
