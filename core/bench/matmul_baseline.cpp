@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/model/dense.h"
+
 namespace kvscope {
 namespace {
 
@@ -18,7 +20,8 @@ MatmulBaseline::MatmulBaseline(const CausalLM& model) {
     // The embedding is a row lookup; it is multiplied only as a tied lm_head.
     if (isEmbedding(name) && !c.tie_word_embeddings) continue;
     const bool in_out = c.arch == Architecture::Gpt2 && !isEmbedding(name) && name != "lm_head.weight";
-    weights_.push_back(in_out ? tensor.t() : tensor);
+    // libtorch's own best layout: row-major [out, in] (a copy of panels).
+    weights_.push_back(in_out ? tensor.t() : denseMatrix(tensor).contiguous());
     bytes_ += static_cast<double>(tensor.numel() * tensor.element_size());
   }
   // The lm_head comes last in a forward (namedParameters lists a tied one first).

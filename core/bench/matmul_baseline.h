@@ -4,7 +4,8 @@
 // with nothing else (no norms, attention, cache or sampling). Our forward's
 // time over this one says what the rest of the engine costs; the one-row pass
 // reads every fp32 weight once, so it is also the memory-bandwidth bound of a
-// decode step.
+// decode step. Weights stored as panels (core/model/dense.h) are copied to
+// row-major here, libtorch's own layout: the baseline doubles their memory.
 #include <cstdint>
 #include <map>
 #include <utility>

@@ -1,5 +1,7 @@
 #include "core/inspect/attention_steps.h"
 
+#include "core/model/dense.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -95,7 +97,7 @@ std::pair<at::Tensor, at::Tensor> outputProjection(const CausalLM& model, int64_
     if (name == prefix + "bias") bias = tensor;
   }
   require(weight.defined(), "layer " + std::to_string(layer) + ": no output projection " + prefix + "weight");
-  weight = (gpt2 ? weight.t() : weight).to(torch::kFloat32);  // [hidden, heads * D]
+  weight = (gpt2 ? weight.t() : denseMatrix(weight)).to(torch::kFloat32);  // [hidden, heads * D]
   bias = bias.defined() ? bias.to(torch::kFloat32) : torch::zeros({weight.size(0)}, torch::kFloat32);
   return {weight, bias};
 }

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/model/checkpoint.h"
+#include "core/model/dense.h"
 #include "core/model/gpt2_model.h"
 #include "core/model/llama_model.h"
 
@@ -101,9 +102,9 @@ std::vector<TensorSpec> expectedTensors(const ModelConfig& config) {
                                            : LlamaModel::expectedTensors(config);
 }
 
-static bool columnMajorForInference(const ModelConfig& config, const TensorSpec& spec) {
-  return config.arch == Architecture::Gpt2 ? Gpt2Model::columnMajorForInference(config, spec)
-                                           : LlamaModel::columnMajorForInference(config, spec);
+static bool packedForInference(const ModelConfig& config, const TensorSpec& spec) {
+  return config.arch == Architecture::Gpt2 ? Gpt2Model::packedForInference(config, spec)
+                                           : LlamaModel::packedForInference(config, spec);
 }
 
 std::unique_ptr<CausalLM> buildCausalLM(const ModelConfig& config, const NamedTensors& tensors,
@@ -112,8 +113,10 @@ std::unique_ptr<CausalLM> buildCausalLM(const ModelConfig& config, const NamedTe
   for (const TensorSpec& spec : expectedTensors(config)) {
     auto it = weights.find(spec.name);
     if (it == weights.end()) fail(source, "missing tensor '" + spec.name + "'");
-    if (it->second.sizes() != at::IntArrayRef(spec.shape)) {
-      fail(source, "tensor '" + spec.name + "' has shape " + shapeString(it->second.sizes()) + ", config.json implies " +
+    // Logical shapes: a weight loaded for inference may be stored as panels.
+    const std::vector<int64_t> shape = denseShape(it->second);
+    if (shape != spec.shape) {
+      fail(source, "tensor '" + spec.name + "' has shape " + shapeString(shape) + ", config.json implies " +
                        shapeString(spec.shape));
     }
   }
@@ -133,7 +136,7 @@ std::unique_ptr<CausalLM> loadCausalLM(const std::string& dir, const c10::Tensor
   for (const TensorSpec& spec : expectedTensors(config)) {
     const std::string stored = storedName(ckpt, spec.name);
     if (!ckpt.has(stored)) fail(dir, "missing tensor '" + spec.name + "'");
-    tensors.emplace_back(spec.name, ckpt.load(stored, options, columnMajorForInference(config, spec)));
+    tensors.emplace_back(spec.name, ckpt.load(stored, options, packedForInference(config, spec)));
     used.insert(stored);
   }
   for (const std::string& name : ckpt.names()) {

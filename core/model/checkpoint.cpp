@@ -1,5 +1,8 @@
 #include "core/model/checkpoint.h"
 
+#include "core/model/dense.h"
+#include "core/model/few_rows.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -120,7 +123,7 @@ const std::string& Checkpoint::fileOf(const std::string& name) const {
   return files_[it->second]->path();
 }
 
-at::Tensor Checkpoint::load(const std::string& name, const c10::TensorOptions& options, bool column_major) const {
+at::Tensor Checkpoint::load(const std::string& name, const c10::TensorOptions& options, bool inference_layout) const {
   auto it = where_.find(name);
   if (it == where_.end()) fail(dir_, "missing tensor '" + name + "'");
   const SafetensorsFile& file = *files_[it->second];
@@ -133,13 +136,13 @@ at::Tensor Checkpoint::load(const std::string& name, const c10::TensorOptions& o
   if (c10::isFloatingType(options.dtype().toScalarType()) && !stored_floating)
     fail(file.path(), "tensor '" + name + "' is stored as " + stDTypeName(stored) +
                           ", but weights must be F32, F16, BF16 or F64");
-  at::Tensor tensor = toTensor(file, info, options, column_major);
+  at::Tensor tensor = toTensor(file, info, options, inference_layout);
   file.release(info);
   return tensor;
 }
 
 at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const c10::TensorOptions& options,
-                    bool column_major) {
+                    bool inference_layout) {
   const auto dtype = torchDtype(info.dtype, file.path());
   // from_blob wants a mutable pointer; the mapping is read-only, so the view
   // is only read and immediately copied.
@@ -147,17 +150,26 @@ at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const
   auto view = torch::from_blob(bytes, info.shape, torch::TensorOptions().dtype(dtype));
   const bool floating = c10::isFloatingType(dtype);
   const c10::TensorOptions target = floating ? options : options.dtype(dtype);
-  if (!column_major || view.dim() != 2) return view.to(target, /*non_blocking=*/false, /*copy=*/true);
-  // [rows, cols] with strides (1, rows): the transpose is the contiguous
-  // block. Converting into it directly skips a converted row-major copy
-  // that would exist beside it (545 MB for a 0.5 B model's embedding).
-  // Blocks of rows: each converted contiguously (vectorised), then
-  // transposed from a cache-sized buffer; one strided element-wise copy of
-  // the whole tensor is several times slower.
-  const int64_t rows = view.size(0);
+  if (!inference_layout || view.dim() != 2) return view.to(target, /*non_blocking=*/false, /*copy=*/true);
+  // Converted straight into the inference layout (core/model/dense.h), a
+  // block of rows at a time: no converted row-major copy exists beside it
+  // (545 MB for a 0.5 B model's embedding). Each block is converted
+  // contiguously (vectorised), then rearranged from a cache-sized buffer;
+  // one strided element-wise copy of the whole tensor is several times slower.
+  const int64_t rows = view.size(0), cols = view.size(1);
+  constexpr int64_t kBlockRows = 64;  // a multiple of the panel width
+  if (packsIntoPanels(rows, target.dtype().toScalarType())) {
+    at::Tensor panels = at::empty({rows / kPanelWidth, cols, kPanelWidth}, target);  // [P, in, 16]
+    for (int64_t r = 0; r < rows; r += kBlockRows) {
+      const int64_t n = std::min(kBlockRows, rows - r);  // a multiple of 16: rows is
+      const at::Tensor block = view.narrow(0, r, n).to(target);  // [n, cols]
+      panels.narrow(0, r / kPanelWidth, n / kPanelWidth).copy_(block.view({n / kPanelWidth, kPanelWidth, cols}).transpose(1, 2));
+    }
+    return panels;
+  }
+  // [rows, cols] with strides (1, rows): the transpose is the contiguous block.
   at::Tensor out = at::empty_strided(view.sizes(), {1, rows}, target);
   at::Tensor out_t = out.t();  // [cols, rows], contiguous
-  constexpr int64_t kBlockRows = 64;
   for (int64_t r = 0; r < rows; r += kBlockRows) {
     const int64_t n = std::min(kBlockRows, rows - r);
     const at::Tensor block = view.narrow(0, r, n).to(target);  // [n, cols]

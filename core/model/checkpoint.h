@@ -27,10 +27,10 @@ class Checkpoint {
   const StTensorInfo& info(const std::string& name) const;
   const std::string& fileOf(const std::string& name) const;
   // A copy of the tensor in `options` (dtype, device). Throws Error naming
-  // the file and tensor when it is missing. column_major: a 2-D tensor is
-  // stored transposed-contiguous (see columnMajor in core/model/dense.h),
-  // converted and laid out in one pass, so no second full-size copy exists.
-  at::Tensor load(const std::string& name, const c10::TensorOptions& options, bool column_major = false) const;
+  // the file and tensor when it is missing. inference_layout: a 2-D weight
+  // [out, in] is stored as packForInference (core/model/dense.h) would store
+  // it, converted and laid out in one pass, so no second full-size copy exists.
+  at::Tensor load(const std::string& name, const c10::TensorOptions& options, bool inference_layout = false) const;
 
  private:
   std::string dir_;
@@ -40,7 +40,7 @@ class Checkpoint {
 
 // Converts one stored tensor to a torch tensor (copied, owning its memory).
 at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const c10::TensorOptions& options,
-                    bool column_major = false);
+                    bool inference_layout = false);
 
 // Writes torch tensors as a safetensors file (atomically), storing each in
 // `storage` dtype (F32, F16 or BF16 for floating tensors; integer tensors

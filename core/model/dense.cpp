@@ -1,7 +1,59 @@
 #include "core/model/dense.h"
 
+#include "core/model/few_rows.h"
+
 namespace kvscope {
 namespace {
+
+// Output columns per BLAS call when a product of many rows reads panels:
+// the unpacked slice [in, 256] stays in cache while sgemm multiplies it.
+constexpr int64_t kUnpackColumns = 256;
+
+bool kernelTakes(const at::Tensor& x, const at::Tensor& weight) {
+  if (x.dim() != 2 || x.size(0) < 1 || x.size(0) > kFewRowsMax || !fewRowsSupported()) return false;
+  if (x.scalar_type() != at::kFloat || weight.scalar_type() != at::kFloat) return false;
+  if (!x.device().is_cpu() || !weight.device().is_cpu()) return false;
+  // The kernel has no backward: training goes through BLAS.
+  return !(at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad()));
+}
+
+// x [n, in] -> [n, out] through the kernel.
+at::Tensor kernelProduct(const at::Tensor& x, const FewRowsWeight& weight, const at::Tensor& bias) {
+  auto input = x.contiguous();                                 // [n, in]
+  auto y = at::empty({x.size(0), weight.out}, x.options());  // [n, out]
+  fewRowsProduct(input.data_ptr<float>(), x.size(0), weight, y.data_ptr<float>());
+  if (bias.defined()) y.add_(bias);
+  return y;
+}
+
+// weight [in, out], contiguous.
+FewRowsWeight inOutLayout(const at::Tensor& weight) {
+  return FewRowsWeight::inOut(weight.data_ptr<float>(), weight.size(0), weight.size(1));
+}
+
+FewRowsWeight panelLayout(const at::Tensor& panels) {
+  return FewRowsWeight::panels(panels.data_ptr<float>(), panels.size(1), panels.size(0) * kPanelWidth);
+}
+
+// Panels [P, in, 16], p0 .. p0 + count -> [in, 16 count], row-major.
+at::Tensor unpackPanels(const at::Tensor& panels, int64_t p0, int64_t count) {
+  return panels.narrow(0, p0, count).permute({1, 0, 2}).reshape({panels.size(1), count * kPanelWidth});
+}
+
+// x [n, in] (any n) times panels -> [n, out] with BLAS, a slice of columns at a time.
+at::Tensor panelsByBlas(const at::Tensor& x, const at::Tensor& panels, const at::Tensor& bias) {
+  const int64_t P = panels.size(0), per_slice = kUnpackColumns / kPanelWidth;
+  auto rows = x.reshape({-1, x.size(-1)});                          // [n, in]
+  auto y = at::empty({rows.size(0), P * kPanelWidth}, x.options());  // [n, out]
+  for (int64_t p = 0; p < P; p += per_slice) {
+    const int64_t count = std::min(per_slice, P - p);
+    y.narrow(1, p * kPanelWidth, count * kPanelWidth).copy_(at::mm(rows, unpackPanels(panels, p, count)));
+  }
+  if (bias.defined()) y.add_(bias);
+  auto shape = x.sizes().vec();
+  shape.back() = P * kPanelWidth;
+  return y.view(shape);  // [..., out]
+}
 
 // weight_out_in: [out, in] (may be a transposed view); x: [1, in] -> [1, out].
 at::Tensor oneRow(const at::Tensor& x, const at::Tensor& weight_out_in, const at::Tensor& bias) {
@@ -12,18 +64,58 @@ at::Tensor oneRow(const at::Tensor& x, const at::Tensor& weight_out_in, const at
 
 }  // namespace
 
+bool packsIntoPanels(int64_t out, c10::ScalarType dtype) {
+  return dtype == at::kFloat && out > 0 && out % kPanelWidth == 0 && fewRowsSupported();
+}
+
+at::Tensor packForInference(const at::Tensor& weight) {
+  if (weight.dim() != 2) return weight;
+  if (!packsIntoPanels(weight.size(0), weight.scalar_type())) return columnMajor(weight);
+  const int64_t out = weight.size(0), in = weight.size(1);
+  return weight.reshape({out / kPanelWidth, kPanelWidth, in}).transpose(1, 2).contiguous();  // [P, in, 16]
+}
+
+bool isPanels(const at::Tensor& weight) { return weight.dim() == 3; }
+
+bool isInferenceLayout(const at::Tensor& weight) {
+  return isPanels(weight) || (weight.dim() == 2 && !weight.is_contiguous() && weight.t().is_contiguous());
+}
+
+std::vector<int64_t> denseShape(const at::Tensor& weight) {
+  if (isPanels(weight)) return {weight.size(0) * kPanelWidth, weight.size(1)};
+  return weight.sizes().vec();
+}
+
+at::Tensor denseMatrix(const at::Tensor& weight) {
+  if (!isPanels(weight)) return weight;
+  return weight.transpose(1, 2).reshape({weight.size(0) * kPanelWidth, weight.size(1)});  // [out, in]
+}
+
+at::Tensor denseRows(const at::Tensor& weight, const at::Tensor& ids) {
+  if (!isPanels(weight)) return weight.index_select(0, ids);
+  // Row j of [out, in] is column j % 16 of panel j / 16: [n, in].
+  using torch::indexing::Slice;
+  return weight.index({ids.div(kPanelWidth, "floor"), Slice(), ids.remainder(kPanelWidth)});
+}
+
 at::Tensor columnMajor(const at::Tensor& weight) {
   if (weight.dim() != 2 || weight.t().is_contiguous()) return weight;
   return weight.t().contiguous().t();  // [out, in], strides (1, out)
 }
 
 at::Tensor dense(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (isPanels(weight)) {
+    if (kernelTakes(x, weight)) return kernelProduct(x, panelLayout(weight), bias);
+    return panelsByBlas(x, weight, bias);
+  }
   if (x.dim() == 2 && x.size(0) == 1) return oneRow(x, weight, bias);
+  if (weight.t().is_contiguous() && kernelTakes(x, weight)) return kernelProduct(x, inOutLayout(weight.t()), bias);
   return torch::linear(x, weight, bias);
 }
 
 at::Tensor denseInOut(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   if (x.dim() == 2 && x.size(0) == 1) return oneRow(x, weight.t(), bias);
+  if (weight.is_contiguous() && kernelTakes(x, weight)) return kernelProduct(x, inOutLayout(weight), bias);
   return torch::addmm(bias, x, weight);
 }
 

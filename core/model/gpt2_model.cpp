@@ -78,7 +78,7 @@ NamedTensors Gpt2Model::namedParameters() const {
   return out;
 }
 
-bool Gpt2Model::columnMajorForInference(const ModelConfig& config, const TensorSpec& spec) {
+bool Gpt2Model::packedForInference(const ModelConfig& config, const TensorSpec& spec) {
   return spec.name == "lm_head.weight" || (spec.name == "transformer.wte.weight" && config.tie_word_embeddings);
 }
 
@@ -86,7 +86,7 @@ void Gpt2Model::layOutForInference() {
   // The blocks' Conv1D weights are stored [in, out] already; only the head
   // (the token embedding when tied) is an [out, in] product.
   const bool tied = lm_head_.is_same(wte_);
-  lm_head_ = columnMajor(lm_head_);
+  lm_head_ = packForInference(lm_head_);
   if (tied) wte_ = lm_head_;
 }
 
@@ -132,7 +132,7 @@ at::Tensor Gpt2Model::forwardImpl(const at::Tensor& tokens, int64_t start_pos, K
                                   int64_t logit_rows) const {
   const int64_t n = tokens.size(0);
   auto positions = torch::arange(start_pos, start_pos + n, torch::kInt64);
-  auto x = wte_.index_select(0, tokens) + wpe_.index_select(0, positions);  // [n, C]
+  auto x = denseRows(wte_, tokens) + wpe_.index_select(0, positions);  // [n, C]
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
     x = x + attention(layer, static_cast<int64_t>(i), layerNorm(x, layer.ln1_w, layer.ln1_b), cache, probes);

@@ -59,7 +59,7 @@ NamedTensors LlamaModel::namedParameters() const {
   return out;
 }
 
-bool LlamaModel::columnMajorForInference(const ModelConfig& config, const TensorSpec& spec) {
+bool LlamaModel::packedForInference(const ModelConfig& config, const TensorSpec& spec) {
   // Every 2-D tensor but the embedding is a dense [out, in] weight; the
   // embedding is one too when it doubles as the head.
   if (spec.shape.size() != 2) return false;
@@ -70,12 +70,12 @@ void LlamaModel::layOutForInference() {
   for (Layer& layer : layers_) {
     for (const LayerWeightSpec& spec : layerWeightSpecs(config_.family)) {
       at::Tensor& weight = layer.*spec.slot;
-      if (weight.defined()) weight = columnMajor(weight);  // 1-D norms and biases pass through
+      if (weight.defined()) weight = packForInference(weight);  // 1-D norms and biases pass through
     }
   }
   // A tied head is the embedding itself: re-store it once, keep them one tensor.
   const bool tied = lm_head_.is_same(embed_);
-  lm_head_ = columnMajor(lm_head_);
+  lm_head_ = packForInference(lm_head_);
   if (tied) embed_ = lm_head_;
 }
 
@@ -170,7 +170,7 @@ at::Tensor LlamaModel::forwardImpl(const at::Tensor& tokens, int64_t start_pos, 
   const int64_t n = tokens.size(0);
   auto positions = torch::arange(start_pos, start_pos + n, torch::kInt64);
   auto [cos, sin] = rope_.table(positions);  // [n, D] each
-  auto x = embed_.index_select(0, tokens);   // [n, hidden]
+  auto x = denseRows(embed_, tokens);        // [n, hidden] (a tied embedding may be panels)
   if (config_.family == DecoderFamily::Gemma2) {
     // sqrt(hidden) rounded to the compute dtype first, as the reference does.
     x = x * torch::tensor(std::sqrt(static_cast<double>(config_.hidden_size)), x.options());

@@ -22,7 +22,7 @@ class LlamaModel : public CausalLM {
   static std::vector<TensorSpec> expectedTensors(const ModelConfig& config);
   // Whether layOutForInference keeps this checkpoint tensor column-major, so
   // the loader can lay it out so while converting it.
-  static bool columnMajorForInference(const ModelConfig& config, const TensorSpec& spec);
+  static bool packedForInference(const ModelConfig& config, const TensorSpec& spec);
   NamedTensors namedParameters() const override;
   void layOutForInference() override;
 

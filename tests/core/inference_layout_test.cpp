@@ -1,7 +1,7 @@
 // The loader lays dense weights out column-major while converting them
-// (Checkpoint::load(..., column_major)) instead of re-storing them after the
+// (Checkpoint::load(..., inference_layout)) instead of re-storing them after the
 // load (layOutForInference), so no weight exists twice during a load. The
-// loader's choice (columnMajorForInference) must equal the model's own
+// loader's choice (packedForInference) must equal the model's own
 // layOutForInference: checked on every family, with the row-major (training)
 // construction as the reference, and the logits must be identical.
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 
 #include "core/model/causal_lm.h"
 #include "core/model/checkpoint.h"
+#include "core/model/dense.h"
 #include "core/model/gpt2_model.h"
 #include "core/model/llama_model.h"
 #include "core/model/model_config.h"
@@ -24,16 +25,17 @@ using testing_support::modelDir;
 
 const auto kFloat = torch::TensorOptions().dtype(torch::kFloat32);
 
-bool loaderColumnMajor(const ModelConfig& config, const TensorSpec& spec) {
-  return config.arch == Architecture::Gpt2 ? Gpt2Model::columnMajorForInference(config, spec)
-                                           : LlamaModel::columnMajorForInference(config, spec);
+bool loaderPacks(const ModelConfig& config, const TensorSpec& spec) {
+  return config.arch == Architecture::Gpt2 ? Gpt2Model::packedForInference(config, spec)
+                                           : LlamaModel::packedForInference(config, spec);
 }
 
-// Parameter names stored column-major ([out, in] with strides (1, out)).
-std::set<std::string> columnMajorNames(const CausalLM& model) {
+// Parameter names stored in an inference layout (panels, or column-major
+// [out, in] with strides (1, out); core/model/dense.h).
+std::set<std::string> packedNames(const CausalLM& model) {
   std::set<std::string> names;
   for (const auto& [name, tensor] : model.namedParameters()) {
-    if (tensor.dim() == 2 && !tensor.is_contiguous() && tensor.t().is_contiguous()) names.insert(name);
+    if (isInferenceLayout(tensor)) names.insert(name + (isPanels(tensor) ? " (panels)" : " (column-major)"));
   }
   return names;
 }
@@ -58,19 +60,22 @@ TEST_P(InferenceLayoutTest, LoaderLaysOutWhatTheModelWouldAndNothingElse) {
 
   std::set<std::string> predicted;
   for (const TensorSpec& spec : expectedTensors(config)) {
-    if (loaderColumnMajor(config, spec)) predicted.insert(spec.name);
+    if (loaderPacks(config, spec)) predicted.insert(spec.name);
   }
-  ASSERT_FALSE(predicted.empty()) << "every family has at least a column-major head";
+  ASSERT_FALSE(predicted.empty()) << "every family has at least a packed head";
 
   // Reference: the training construction, then the model's own re-layout.
   auto reference = buildCausalLM(config, rowMajorTensors(dir, config), kFloat, dir);
-  EXPECT_TRUE(columnMajorNames(*reference).empty());
+  EXPECT_TRUE(packedNames(*reference).empty());
   reference->layOutForInference();
-  EXPECT_EQ(columnMajorNames(*reference), predicted);
+  const std::set<std::string> laid_out = packedNames(*reference);
+  std::set<std::string> laid_out_names;
+  for (const std::string& name : laid_out) laid_out_names.insert(name.substr(0, name.find(" (")));
+  EXPECT_EQ(laid_out_names, predicted);
 
   // The loader lays them out while converting (it never re-stores).
   auto loaded = loadCausalLM(dir, kFloat);
-  EXPECT_EQ(columnMajorNames(*loaded), predicted);
+  EXPECT_EQ(packedNames(*loaded), laid_out);  // the same layout, tensor by tensor
 
   // Same values: the two models compute bit-identical logits.
   const at::Tensor ids = torch::tensor({1, 5, 9, 2, 7}, torch::kInt64);

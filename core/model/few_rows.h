@@ -1,0 +1,64 @@
+#pragma once
+// The product of a few rows with a dense weight: a decode step (1 row), a
+// speculative verify pass (gamma + 1 rows) or a short re-feed.
+//
+// Why not BLAS: with this machine's OpenBLAS 0.3.21, 2-8 rows go to a
+// single-threaded "small matrix" kernel, so at 2 threads a 5-row product
+// costs 2-3x a 1-row gemv, which is threaded, and a verify pass cost 2x a
+// decode step. Decoding is bound by reading the weights; here each weight is
+// read once for all rows, with the rows' outputs held in registers, and the
+// output columns are split across threads.
+//
+// The weight is read 16 output columns at a time. In the panel layout
+// (core/model/dense.h) each 16-column panel is one contiguous stream, which
+// the hardware prefetcher follows; from a plain [in, out] matrix the same
+// block is a strided walk, 1.5x slower when the weight is not in cache.
+#include <cstdint>
+
+namespace kvscope {
+
+// Rows up to which dense() uses the kernel; beyond it BLAS's blocked sgemm
+// reuses each weight load over more rows.
+constexpr int64_t kFewRowsMax = 8;
+// Output columns per panel and per vector step of the kernel.
+constexpr int64_t kPanelWidth = 16;
+
+// Where element (i, j) of a weight [in, out] lives: at
+// data[(j / 16) * vector_stride + i * row_stride + j % 16].
+struct FewRowsWeight {
+  const float* data = nullptr;
+  int64_t in = 0;
+  int64_t out = 0;
+  int64_t row_stride = 0;     // floats from (i, j) to (i + 1, j)
+  int64_t vector_stride = 0;  // floats from (i, j) to (i, j + 16)
+
+  // A row-major [in, out] matrix (a column-major [out, in] weight's storage,
+  // or GPT-2's Conv1D weight).
+  static FewRowsWeight inOut(const float* data, int64_t in, int64_t out) { return {data, in, out, out, kPanelWidth}; }
+  // Panels [out / 16, in, 16]; out must be a multiple of 16.
+  static FewRowsWeight panels(const float* data, int64_t in, int64_t out) {
+    return {data, in, out, kPanelWidth, kPanelWidth * in};
+  }
+};
+
+// Switches the kernel off and on again (benchmarks that measure what it
+// gains). Off, fewRowsProduct returns false and dense() uses BLAS. On by
+// default.
+void setFewRowsKernelEnabled(bool enabled);
+
+// Whether fewRowsProduct runs here: the CPU has AVX2 + FMA (or AVX-512F) and
+// the kernel is switched on.
+bool fewRowsSupported();
+
+// y [rows, out] (row-major, contiguous) = x [rows, in] (row-major,
+// contiguous) * weight, for 1 <= rows <= kFewRowsMax. Returns false and
+// writes nothing when it does not run here. Threads: at::parallel_for over
+// blocks of output columns.
+bool fewRowsProduct(const float* x, int64_t rows, const FewRowsWeight& weight, float* y);
+
+// The same with a chosen instruction set (the tests run both where the CPU
+// has AVX-512); false when the CPU lacks it.
+enum class FewRowsIsa { Avx2, Avx512 };
+bool fewRowsProduct(FewRowsIsa isa, const float* x, int64_t rows, const FewRowsWeight& weight, float* y);
+
+}  // namespace kvscope

@@ -1,0 +1,146 @@
+// The few-row product kernel (core/model/few_rows.h) against a double
+// precision reference, the weight layouts of core/model/dense.h, and the
+// dense layers that route decode and verify sized inputs to the kernel.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/model/dense.h"
+#include "core/model/few_rows.h"
+
+namespace kvscope {
+namespace {
+
+// Float32 sums of `in` products in another order than the reference's:
+// relative to the output's scale, a few ulps times sqrt(in); 1e-5 holds with
+// margin up to in = 896.
+constexpr double kFewRowsTolerance = 1e-5;
+
+double fewRowsRelativeError(const at::Tensor& actual, const at::Tensor& expected) {
+  const double scale = expected.abs().max().item<double>() + 1e-30;
+  return (actual - expected).abs().max().item<double>() / scale;
+}
+
+// x [rows, in] * weight [out, in]^T in double precision -> float [rows, out].
+at::Tensor referenceProduct(const at::Tensor& x, const at::Tensor& weight) {
+  return torch::matmul(x.to(torch::kDouble), weight.t().to(torch::kDouble)).to(torch::kFloat);
+}
+
+using Shape = std::tuple<int64_t, int64_t, int64_t>;  // rows, in, out
+
+class FewRowsShapes : public ::testing::TestWithParam<Shape> {};
+
+// Both layouts, both instruction sets (where the CPU has them), 1 and 2 threads.
+TEST_P(FewRowsShapes, MatchesTheReferenceInEveryLayout) {
+  if (!fewRowsSupported()) GTEST_SKIP() << "CPU without AVX2/FMA: dense() uses BLAS";
+  const auto [rows, in, out] = GetParam();
+  torch::manual_seed(rows * 1000 + in + out);
+  auto x = torch::randn({rows, in});      // [rows, in]
+  auto weight = torch::randn({out, in});  // [out, in] (nn.Linear)
+  auto expected = referenceProduct(x, weight);
+  auto in_out = weight.t().contiguous();  // [in, out]
+  std::vector<std::pair<std::string, FewRowsWeight>> layouts{
+      {"[in, out]", FewRowsWeight::inOut(in_out.data_ptr<float>(), in, out)}};
+  at::Tensor panels;
+  if (out % kPanelWidth == 0) {
+    panels = packForInference(weight);  // [out / 16, in, 16]
+    ASSERT_TRUE(isPanels(panels));
+    layouts.emplace_back("panels", FewRowsWeight::panels(panels.data_ptr<float>(), in, out));
+  }
+  const int saved = at::get_num_threads();
+  for (const auto& [layout_name, layout] : layouts) {
+    for (FewRowsIsa isa : {FewRowsIsa::Avx2, FewRowsIsa::Avx512}) {
+      for (int threads : {1, 2}) {
+        at::set_num_threads(threads);
+        const std::string where = layout_name + (isa == FewRowsIsa::Avx2 ? ", AVX2, " : ", AVX-512, ") +
+                                  std::to_string(threads) + " threads";
+        auto y = torch::full({rows, out}, std::nanf(""));  // [rows, out]: unwritten entries stay NaN
+        if (!fewRowsProduct(isa, x.data_ptr<float>(), rows, layout, y.data_ptr<float>())) continue;  // no such ISA
+        EXPECT_FALSE(y.isnan().any().item<bool>()) << where;
+        EXPECT_LT(fewRowsRelativeError(y, expected), kFewRowsTolerance) << where;
+      }
+    }
+  }
+  at::set_num_threads(saved);
+}
+
+// Rows 1..8 (AVX2 runs 7 and 8 in two passes); widths with masked tails
+// (out % 16 != 0, out under one block), panel counts that do not fill the
+// last register block, and the bundled target's and a 0.5 B model's shapes.
+INSTANTIATE_TEST_SUITE_P(Shapes, FewRowsShapes,
+                         ::testing::Values(Shape{1, 7, 5}, Shape{1, 256, 2048}, Shape{2, 256, 704},
+                                           Shape{3, 33, 37}, Shape{4, 256, 2048}, Shape{5, 256, 704},
+                                           Shape{5, 704, 256}, Shape{6, 100, 129}, Shape{7, 64, 17},
+                                           Shape{7, 40, 80}, Shape{8, 896, 896}, Shape{5, 896, 4864},
+                                           Shape{8, 16, 16}));
+
+TEST(FewRows, RefusesRowCountsOutsideItsRange) {
+  float x[1] = {1}, w[1] = {1}, y[1] = {0};
+  const auto weight = FewRowsWeight::inOut(w, 1, 1);
+  EXPECT_FALSE(fewRowsProduct(x, 0, weight, y));
+  EXPECT_FALSE(fewRowsProduct(x, kFewRowsMax + 1, weight, y));
+}
+
+TEST(DenseLayouts, PanelsHoldTheWeightsValues) {
+  torch::manual_seed(3);
+  auto weight = torch::randn({48, 20});  // [out, in]
+  auto packed = packForInference(weight);
+  if (!fewRowsSupported()) {
+    EXPECT_FALSE(isPanels(packed)) << "without the kernel, weights stay column-major";
+    return;
+  }
+  ASSERT_TRUE(isPanels(packed));
+  EXPECT_EQ(packed.sizes(), at::IntArrayRef({3, 20, 16}));
+  EXPECT_EQ(denseShape(packed), (std::vector<int64_t>{48, 20}));
+  EXPECT_TRUE(torch::equal(denseMatrix(packed), weight));
+  auto ids = torch::tensor({0, 15, 16, 47, 31}, torch::kInt64);
+  EXPECT_TRUE(torch::equal(denseRows(packed, ids), weight.index_select(0, ids)));
+  // A width that is not a multiple of 16 stays column-major.
+  auto odd = packForInference(torch::randn({37, 20}));
+  EXPECT_FALSE(isPanels(odd));
+  EXPECT_TRUE(isInferenceLayout(odd));
+  EXPECT_FALSE(isInferenceLayout(weight));  // row-major: the training layout
+}
+
+TEST(DenseLayouts, EveryLayoutGivesLinearsResultForEveryRowCount) {
+  torch::InferenceMode guard;
+  torch::manual_seed(7);
+  auto weight = torch::randn({96, 80});  // [out, in]
+  auto bias = torch::randn({96});
+  auto panels = packForInference(weight);
+  auto column_major = columnMajor(weight);
+  auto conv1d = weight.t().contiguous();  // [in, out] (GPT-2)
+  // 1 row (decode), 2..8 (verify: the kernel), 9..40 (BLAS; panels unpacked a slice at a time).
+  for (int64_t rows : {1, 2, 3, 5, 8, 9, 17, 40}) {
+    auto x = torch::randn({rows, 80});
+    auto expected = referenceProduct(x, weight) + bias;
+    for (const auto& [name, stored] : {std::pair{"panels", panels}, std::pair{"column-major", column_major},
+                                       std::pair{"row-major", weight}}) {
+      EXPECT_LT(fewRowsRelativeError(dense(x, stored, bias), expected), kFewRowsTolerance) << name << ", " << rows;
+      EXPECT_LT(fewRowsRelativeError(dense(x, stored), expected - bias), kFewRowsTolerance) << name << ", " << rows;
+    }
+    EXPECT_LT(fewRowsRelativeError(denseInOut(x, conv1d, bias), expected), kFewRowsTolerance) << rows;
+    // A non-contiguous input (a strided view) gives the same product.
+    auto wide = torch::randn({rows, 160});
+    auto strided = wide.slice(1, 0, 160, 2);  // [rows, 80], stride 2
+    EXPECT_LT(fewRowsRelativeError(dense(strided, panels, bias), referenceProduct(strided, weight) + bias),
+              kFewRowsTolerance);
+  }
+}
+
+TEST(DenseLayouts, TrainingKeepsItsGradient) {
+  // Both weights are laid out so the kernel would take them; with a gradient
+  // required they must go through BLAS, whose product has a backward.
+  auto in_out = torch::randn({8, 12}, torch::requires_grad());        // [in, out] (GPT-2)
+  auto column_major = torch::randn({8, 12}, torch::requires_grad());  // storage of a column-major [12, 8]
+  auto x = torch::randn({3, 8});
+  auto y = denseInOut(x, in_out, torch::zeros({12})) + dense(x, column_major.t(), {});
+  y.sum().backward();
+  auto expected = x.sum(0).unsqueeze(1).expand({8, 12});  // d sum(x W) / dW
+  ASSERT_TRUE(in_out.grad().defined());
+  ASSERT_TRUE(column_major.grad().defined());
+  EXPECT_LT(fewRowsRelativeError(in_out.grad(), expected), kFewRowsTolerance);
+  EXPECT_LT(fewRowsRelativeError(column_major.grad(), expected), kFewRowsTolerance);
+}
+
+}  // namespace
+}  // namespace kvscope
