@@ -3,7 +3,7 @@
 // in for inference.
 //
 // Decoding is bound by reading the weights, and BLAS is slow on the products
-// a decoder makes most: 1 row (a decode step) and 2-8 rows (a speculative
+// a decoder makes most: 1 row (a decode step) and 2-16 rows (a speculative
 // verify pass; see core/model/few_rows.h for the measurements). So for
 // inference a dense weight [out, in] is stored as panels: [out / 16, in, 16],
 // panel p holding output columns 16p .. 16p + 15 for every input, so that

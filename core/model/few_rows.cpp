@@ -34,28 +34,38 @@ int64_t columnsLeft(const FewRowsWeight& w, int64_t j0, int64_t vector) {
 
 // One register block: y[r, j0 .. j0 + 16 NB) for rows r = 0 .. M-1. The NB
 // x M accumulators stay in registers while the loop walks the block's
-// 16-column vectors of the weight down its `in` rows.
+// 16-column vectors of the weight down its `in` rows. The small loops are
+// unrolled by pragma: rolled, GCC -O2 keeps the accumulator array in memory
+// and stores all of it every iteration (3.5x slower).
 template <int M, int NB>
 __attribute__((target("avx512f,fma"))) void block512(const float* x, const FewRowsWeight& w, float* y, int64_t j0) {
   const float* vectors[NB];
   __mmask16 mask[NB];
+  #pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) {
     vectors[b] = w.data + (j0 / kPanelWidth + b) * w.vector_stride;
     const int64_t left = columnsLeft(w, j0, b);
     mask[b] = left == kPanelWidth ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
   }
   __m512 acc[M][NB];
+  #pragma GCC unroll 16
   for (int r = 0; r < M; ++r)
+    #pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_setzero_ps();
   for (int64_t i = 0, offset = 0; i < w.in; ++i, offset += w.row_stride) {
     __m512 wv[NB];
+    #pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) wv[b] = _mm512_maskz_loadu_ps(mask[b], vectors[b] + offset);
+    #pragma GCC unroll 16
     for (int r = 0; r < M; ++r) {
       const __m512 xr = _mm512_set1_ps(x[r * w.in + i]);
+      #pragma GCC unroll 16
       for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_fmadd_ps(xr, wv[b], acc[r][b]);
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < M; ++r)
+    #pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) _mm512_mask_storeu_ps(y + r * w.out + j0 + kPanelWidth * b, mask[b], acc[r][b]);
 }
 
@@ -65,6 +75,7 @@ __attribute__((target("avx2,fma"))) void block256(const float* x, const FewRowsW
   constexpr int V = 2 * NB;  // 8-wide vectors per row
   const float* vectors[V];
   __m256i mask[V];
+  #pragma GCC unroll 16
   for (int v = 0; v < V; ++v) {
     vectors[v] = w.data + (j0 / kPanelWidth + v / 2) * w.vector_stride + 8 * (v % 2);
     const int64_t left = std::clamp<int64_t>(columnsLeft(w, j0, v / 2) - 8 * (v % 2), 0, 8);
@@ -73,17 +84,24 @@ __attribute__((target("avx2,fma"))) void block256(const float* x, const FewRowsW
     mask[v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
   }
   __m256 acc[M][V];
+  #pragma GCC unroll 16
   for (int r = 0; r < M; ++r)
+    #pragma GCC unroll 16
     for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
   for (int64_t i = 0, offset = 0; i < w.in; ++i, offset += w.row_stride) {
     __m256 wv[V];
+    #pragma GCC unroll 16
     for (int v = 0; v < V; ++v) wv[v] = _mm256_maskload_ps(vectors[v] + offset, mask[v]);
+    #pragma GCC unroll 16
     for (int r = 0; r < M; ++r) {
       const __m256 xr = _mm256_set1_ps(x[r * w.in + i]);
+      #pragma GCC unroll 16
       for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(xr, wv[v], acc[r][v]);
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < M; ++r)
+    #pragma GCC unroll 16
     for (int v = 0; v < V; ++v) _mm256_maskstore_ps(y + r * w.out + j0 + 8 * v, mask[v], acc[r][v]);
 }
 

@@ -63,7 +63,7 @@ TEST_P(FewRowsShapes, MatchesTheReferenceInEveryLayout) {
   at::set_num_threads(saved);
 }
 
-// Rows 1..8 (AVX2 runs 7 and 8 in two passes); widths with masked tails
+// Rows 1..16 (passes of up to 8 rows, 6 with AVX2); widths with masked tails
 // (out % 16 != 0, out under one block), panel counts that do not fill the
 // last register block, and the bundled target's and a 0.5 B model's shapes.
 INSTANTIATE_TEST_SUITE_P(Shapes, FewRowsShapes,
@@ -71,7 +71,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FewRowsShapes,
                                            Shape{3, 33, 37}, Shape{4, 256, 2048}, Shape{5, 256, 704},
                                            Shape{5, 704, 256}, Shape{6, 100, 129}, Shape{7, 64, 17},
                                            Shape{7, 40, 80}, Shape{8, 896, 896}, Shape{5, 896, 4864},
-                                           Shape{8, 16, 16}));
+                                           Shape{8, 16, 16}, Shape{9, 256, 704}, Shape{13, 40, 37},
+                                           Shape{16, 256, 2048}));
 
 TEST(FewRows, RefusesRowCountsOutsideItsRange) {
   float x[1] = {1}, w[1] = {1}, y[1] = {0};
@@ -109,8 +110,8 @@ TEST(DenseLayouts, EveryLayoutGivesLinearsResultForEveryRowCount) {
   auto panels = packForInference(weight);
   auto column_major = columnMajor(weight);
   auto conv1d = weight.t().contiguous();  // [in, out] (GPT-2)
-  // 1 row (decode), 2..8 (verify: the kernel), 9..40 (BLAS; panels unpacked a slice at a time).
-  for (int64_t rows : {1, 2, 3, 5, 8, 9, 17, 40}) {
+  // 1 row (decode), 2..16 (verify: the kernel), 17..40 (BLAS; panels unpacked a slice at a time).
+  for (int64_t rows : {1, 2, 3, 5, 8, 9, 16, 17, 40}) {
     auto x = torch::randn({rows, 80});
     auto expected = referenceProduct(x, weight) + bias;
     for (const auto& [name, stored] : {std::pair{"panels", panels}, std::pair{"column-major", column_major},
