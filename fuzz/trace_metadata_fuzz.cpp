@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/cache/cache_event_log.h"
+#include "core/cache/eviction_masks.h"
 #include "core/error.h"
 #include "core/model/json_limits.h"
 #include "core/trace/trace_json.h"
@@ -29,6 +30,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const int64_t layers = log.layerCount(role);
       if (layers > 64) continue;  // the validator bounds layers; here, keep executions fast
       (void)log.layoutAfterEvents(role, layers, events.size());
+      // The policy masks the heatmap and row history replay.
+      const kvscope::EvictionMasks masks = kvscope::masksAfterEvents(log, role, events.size());
+      for (const kvscope::CacheEvent& e : events)
+        for (const kvscope::MaskedRow& m : e.masked) (void)masks.maskedHeads(m.entry);
     }
   } catch (const kvscope::Error& e) {
     kvscope::fuzz::rejected(e);

@@ -42,6 +42,12 @@ void printReport(const DiffReport& r, const SessionSetup& setup) {
   }
   std::cout << r.explanation() << "\n";
   if (r.root_cause) printRootCause(*r.root_cause);
+  if (r.eviction_cause && !r.root_cause) {
+    const EvictionCause& e = *r.eviction_cause;
+    std::cout << "INTENDED EVICTION (not a cache bug): policy " << e.policy << ", round " << e.round << " ("
+              << phaseName(e.phase) << "), " << e.masked << " (layer, kv head) rows masked in " << e.evictions
+              << " evictions so far\n";
+  }
   if (r.first_divergence) {
     const FirstDivergence& f = *r.first_divergence;
     std::cout << "FIRST DIVERGENCE: " << cacheRoleName(f.cache) << " cache, round " << f.round << " ("
@@ -92,7 +98,7 @@ int runDiff(Args& args) {
 const CommandRegistrar kRegister{
     "diff",
     "diff <run options> [--fault NAME] [--mode lockstep|free] [--noise-tolerance X] [--json]   (exit 1 if diverged "
-    "or a cache operation broke the contract)",
+    "(unless after an --evict policy's eviction) or a cache operation broke the contract)",
     runDiff};
 
 }  // namespace

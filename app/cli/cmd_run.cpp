@@ -43,6 +43,35 @@ void printBudget(std::ostream& out, const RecordBudget& budget) {
   }
 }
 
+// What the eviction policy did: its Evict events, the rows they masked, the
+// entries no head reads any more.
+struct EvictionSummary {
+  int64_t events = 0;
+  int64_t masked = 0;   // (entry, layer, kv head) rows
+  int64_t evicted = 0;  // entries masked in every layer and kv head
+};
+
+EvictionSummary summarizeEvictions(const Session& session) {
+  EvictionSummary summary;
+  for (const CacheEvent& e : session.events().events()) {
+    if (!e.masksRows()) continue;
+    ++summary.events;
+    summary.masked += static_cast<int64_t>(e.masked.size());
+    summary.evicted += static_cast<int64_t>(e.removed.size());
+  }
+  return summary;
+}
+
+void printEvictions(std::ostream& out, const Session& session) {
+  if (!session.options().eviction) return;
+  const EvictionSummary s = summarizeEvictions(session);
+  const KvCache* cache = session.targetCache();
+  out << "eviction " << session.options().eviction->describe() << ": " << s.events << " Evict events masked " << s.masked
+      << " (layer, kv head) rows; " << s.evicted << " entries evicted from every head";
+  if (cache) out << "; layer 0, kv head 0 reads " << cache->keptRows(0, 0) << " of its " << cache->length(0) << " rows";
+  out << "\n";
+}
+
 nlohmann::json budgetJson(const RecordBudget& budget) {
   return {{"budget_mb", megabytes(budget.budgetBytes())},
           {"kept_mb", megabytes(budget.keptBytes())},
@@ -83,6 +112,7 @@ int runRun(Args& args) {
                 << " ms vs " << session_ms << " ms)\n";
     }
     printBudget(std::cout, session->recordBudget());
+    printEvictions(std::cout, *session);
     if (trace_path) std::cout << "trace written to " << *trace_path << "\n";
   }
   nlohmann::json result = toJson(metrics);
@@ -91,6 +121,11 @@ int runRun(Args& args) {
   result["prompt_ids"] = setup.prompt;
   result["session_ms"] = session_ms;
   result["trace_budget"] = budgetJson(session->recordBudget());
+  if (setup.options.eviction) {
+    const EvictionSummary s = summarizeEvictions(*session);
+    result["eviction"] = {{"spec", setup.options.eviction->describe()}, {"events", s.events},
+                          {"masked_rows", s.masked}, {"evicted_entries", s.evicted}};
+  }
   if (baseline) {
     result["baseline_ms"] = baseline_ms;
     result["measured_speedup"] = baseline_ms / session_ms;
@@ -104,7 +139,9 @@ const CommandRegistrar kRegister{
     "run [--target DIR] [--drafter DIR | --ngram N] (--prompt TEXT | --prompt-ids 1,2,3) [--gamma G | --adaptive]\n"
     "           [--max-new N] [--cache on|off] [--greedy | --temperature T --top-k K --top-p P] [--seed S]\n"
     "           [--bookkeeping exact|seed] [--ignore-eos] [--fault NAME] [--trace out.kvtrace] [--trace-budget MB]\n"
-    "           [--no-baseline] [--json]",
+    "           [--evict POLICY:BUDGET[:every=N]] [--no-baseline] [--json]\n"
+    "           --evict: token eviction on the target's cache after the prefill (and every N rounds), e.g.\n"
+    "           h2o:0.25:every=4 or streaming:64:sinks=4; policies as in `compress`; traces carry the Evict events",
     runRun};
 
 }  // namespace

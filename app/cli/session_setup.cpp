@@ -46,6 +46,7 @@ SessionSetup parseSessionSetup(Args& args) {
   o.ignore_eos = args.flag("ignore-eos");
   o.fault = parseFault(args.value("fault").value_or("none"));
   o.trace_budget_mb = args.integer("trace-budget", o.trace_budget_mb);
+  if (const auto evict = args.value("evict")) o.eviction = parseSessionEviction(*evict);
   o.validate();
   return setup;
 }
@@ -53,6 +54,7 @@ SessionSetup parseSessionSetup(Args& args) {
 std::unique_ptr<Session> SessionSetup::makeSession(bool use_cache) const {
   SessionOptions o = options;
   o.use_cache = use_cache;
+  if (!use_cache) o.eviction.reset();  // the uncached run is the full-cache reference
   return std::make_unique<Session>(std::shared_ptr<const CausalLM>(target, target->model.get()), drafter_impl, prompt,
                                    o, target->eos_ids);
 }

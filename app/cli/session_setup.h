@@ -2,7 +2,8 @@
 // Builds a speculative Session from the options shared by `run`, `diff` and
 // `audit`: --target DIR (--drafter DIR | --ngram N) (--prompt T | --prompt-ids ...)
 // --gamma G | --adaptive, --max-new N, --cache on|off, sampling, --seed,
-// --bookkeeping exact|seed, --ignore-eos, --trace-budget MB.
+// --bookkeeping exact|seed, --ignore-eos, --trace-budget MB,
+// --evict POLICY:BUDGET[:every=N] (core/decode/session_eviction.h).
 #include <memory>
 #include <string>
 

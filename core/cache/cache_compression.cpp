@@ -18,10 +18,10 @@ at::Tensor layerAttention(const std::vector<at::Tensor>& attention, int64_t laye
   return layer < static_cast<int64_t>(attention.size()) ? attention[layer] : at::Tensor();
 }
 
-// The rows `keep` ([kv, T] bool) drops, as records with their scores.
-void recordRemoved(std::vector<RemovedRow>& out, int64_t layer, int64_t first_position, const at::Tensor& keep,
+// The rows `removed` ([kv, T] bool) marks, as records with their scores.
+void recordRemoved(std::vector<RemovedRow>& out, int64_t layer, int64_t first_position, const at::Tensor& removed,
                    const at::Tensor& scores, int64_t step) {
-  const auto dropped = keep.logical_not().nonzero();  // [count, 2]: (kv head, row), in order
+  const auto dropped = removed.nonzero();  // [count, 2]: (kv head, row), in order
   const auto score_values = scores.to(torch::kFloat64).contiguous();  // [kv, T]
   const auto at = dropped.accessor<int64_t, 2>();
   const auto score_of = score_values.accessor<double, 2>();
@@ -57,18 +57,22 @@ PolicyEviction evictByPolicy(KvCache& cache, const EvictionSettings& settings, c
     require(cache.firstPosition(l) == 0, "eviction: layer " + std::to_string(l) +
                                              " is a sliding window's (its rows do not start at position 0); "
                                              "eviction on sliding-window layers is not supported yet");
-    const LayerEvidence evidence{l, cache.keys(l), layerAttention(attention, l)};
+    const at::Tensor held = cache.keepMask(l);  // [kv, T] bool, or undefined: every row read
+    const LayerEvidence evidence{l, cache.keys(l), layerAttention(attention, l), held};
     const LayerEviction decision = chooseRows(settings, evidence, budgets[l]);
     done.scores.push_back(decision.scores);
     done.demoted.push_back(torch::zeros_like(decision.keep));
-    if (decision.keep.all().item<bool>()) continue;  // nothing to remove: attention keeps its unmasked path
+    // Only rows still read can be removed (a re-compression finds some masked already).
+    const auto removed = held.defined() ? held.logical_and(decision.keep.logical_not())  // [kv, T]
+                                        : decision.keep.logical_not();
+    if (!removed.any().item<bool>()) continue;  // nothing to remove: attention keeps its unmasked path
     if (settings.demote_bits > 0) {
-      done.demoted.back() = decision.keep.logical_not();
+      done.demoted.back() = removed;
       done.demote_max_error = std::max(done.demote_max_error, demote(cache, l, decision.keep, settings.demote_bits));
     } else {
       cache.evictRows(l, decision.keep);
     }
-    recordRemoved(done.removed, l, 0, decision.keep, decision.scores, -1);
+    recordRemoved(done.removed, l, 0, removed, decision.scores, -1);
   }
   return done;
 }
@@ -88,7 +92,7 @@ std::vector<RemovedRow> tovaStep(KvCache& cache, const std::vector<at::Tensor>& 
     }
     if (keep.all().item<bool>()) continue;
     cache.evictRows(l, keep);
-    recordRemoved(removed, l, cache.firstPosition(l), keep, scores, step);
+    recordRemoved(removed, l, cache.firstPosition(l), keep.logical_not(), scores, step);
   }
   return removed;
 }

@@ -40,6 +40,12 @@ void checkPerLayerFields(const CacheEvent& e) {
     require(layer >= 0 && layer < static_cast<int64_t>(e.rows_after.size()),
             "cache event: touched layer " + std::to_string(layer) + " is out of range");
   }
+  require(e.masked.empty() || e.masksRows(), "cache event: only a policy's evict event masks rows");
+  for (const MaskedRow& m : e.masked) {
+    require(m.layer >= 0 && m.layer < static_cast<int64_t>(e.rows_after.size()) && m.kv_head >= 0 && m.entry >= 0,
+            "cache event: masked row (entry " + std::to_string(m.entry) + ", layer " + std::to_string(m.layer) +
+                ", kv head " + std::to_string(m.kv_head) + ") is out of range");
+  }
 }
 
 }  // namespace
@@ -63,6 +69,7 @@ void CacheEventLog::restore(std::vector<CacheEvent> events) {
 
 void applyEventToLayer(std::vector<int64_t>& rows, const CacheEvent& e, int64_t layer) {
   if (layer < 0 || layer >= static_cast<int64_t>(e.rows_after.size()) || !e.touches(layer)) return;
+  if (e.masksRows()) return;  // masked rows stay where they are (core/cache/eviction_masks.h replays them)
   const size_t before = static_cast<size_t>(std::max<int64_t>(0, e.rows_before[static_cast<size_t>(layer)]));
   const size_t after = static_cast<size_t>(std::max<int64_t>(0, e.rows_after[static_cast<size_t>(layer)]));
   if (e.kind == CacheEventKind::Append || e.kind == CacheEventKind::Refeed) {

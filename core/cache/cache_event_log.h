@@ -34,6 +34,15 @@ struct RowContract {
   int64_t rows() const { return end > first ? end - first : 0; }
 };
 
+// One row an eviction policy masked: kv head `kv_head` of layer `layer` stops
+// reading ledger entry `entry`. The row stays where it is (KvCache keep mask).
+struct MaskedRow {
+  int64_t entry = 0;
+  int64_t layer = 0;
+  int64_t kv_head = 0;
+  double score = 0;  // the policy's score of the row (higher = more worth keeping)
+};
+
 struct CacheEvent {
   CacheRole cache = CacheRole::Target;
   int64_t round = 0;
@@ -54,9 +63,17 @@ struct CacheEvent {
   // Append / Refeed: the ledger entries written, in physical row order; layer
   // l holds them at rows [rows_before[l], rows_before[l] + written.size()).
   std::vector<int64_t> written;
-  // Crop / Reset / Evict: ledger entries removed (any layer), and why.
+  // Crop / Reset / Evict: ledger entries removed (any layer), and why. A
+  // policy's Evict lists the entries that died: masked in every kv head of
+  // every layer holding them (they still occupy their rows).
   std::vector<int64_t> removed;
   DeathReason reason = DeathReason::Alive;
+  // Evict by an eviction policy (core/decode/session_eviction.h): its name
+  // ("h2o") and, per (entry, layer, kv head), the rows it masked. Such an
+  // event moves no row (rows_after == rows_before); a sliding window's Evict
+  // (policy empty) drops rows from the front instead.
+  std::string policy;
+  std::vector<MaskedRow> masked;
   // What an injected fault did to this operation ("" when nothing).
   std::string fault_action;
   // Append: max |stored - computed| over the written K/V (storage precision).
@@ -69,6 +86,8 @@ struct CacheEvent {
   // What layer `layer` must hold after this operation.
   RowContract contract(int64_t layer) const { return {expectedFirst(layer), expected_rows}; }
   bool touches(int64_t layer) const;
+  // A policy's eviction: masks rows, moves none.
+  bool masksRows() const { return kind == CacheEventKind::Evict && !policy.empty(); }
   int64_t rowsAfter(int64_t layer) const { return rows_after.at(static_cast<size_t>(layer)); }
 };
 

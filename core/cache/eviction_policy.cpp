@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cmath>
+#include <limits>
 
 #include <torch/torch.h>
 
@@ -156,7 +157,11 @@ LayerEviction chooseRows(const EvictionSettings& settings, const LayerEvidence& 
   }
   LayerEviction decision;
   decision.scores = policyScores(settings, evidence, std::max<int64_t>(recent, 1));  // [kv, T]
-  decision.keep = keepBest(decision.scores, selection);                               // [kv, T]
+  // Removal is final: rank the rows already masked last, so the budget goes to rows still read.
+  const auto ranking = evidence.held.defined()
+                           ? decision.scores.masked_fill(evidence.held.logical_not(), -std::numeric_limits<float>::infinity())
+                           : decision.scores;                                       // [kv, T]
+  decision.keep = keepBest(ranking, selection);                                     // [kv, T]
   return decision;
 }
 

@@ -66,6 +66,10 @@ struct LayerEvidence {
   int64_t layer = 0;
   at::Tensor keys;       // [kv_heads, T, head_dim] as the cache holds them
   at::Tensor attention;  // [heads, n, T] weights of the n queries seen; undefined when not needed
+  // [kv_heads, T] bool: rows each kv head still reads (an earlier eviction
+  // masked the others); undefined: every row. A re-compression keeps its
+  // budget among these: a masked row ranks below every held one.
+  at::Tensor held;
 };
 
 struct LayerEviction {

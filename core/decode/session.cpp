@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include "core/decode/autoregressive.h"
 #include "core/decode/speculative_acceptance.h"
@@ -45,6 +46,10 @@ void SessionOptions::validate() const {
   require(trace_budget_mb >= 0 && trace_budget_mb <= kMaxTraceBudgetMb,
           "the trace budget must be 0 (no limit) or a positive number of MB, got " + std::to_string(trace_budget_mb));
   sampling.validate();
+  if (eviction) {
+    require(use_cache, "--evict needs the KV cache on (--cache on): it removes rows from the target's cache");
+    eviction->validate();
+  }
 }
 
 Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const Drafter> drafter,
@@ -87,6 +92,13 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
   if (needsSlidingWindow(options_.fault) && target_->config().sliding_window <= 0) {
     throw Error(std::string("fault ") + faultInfo(options_.fault).name +
                 " acts on sliding-window layers, and the target has none (no sliding_window in its config.json)");
+  }
+  if (options_.eviction) {
+    for (int64_t l = 0; l < target_->config().num_layers; ++l) {
+      require(target_->config().windowOf(l) <= 0,
+              "--evict: token eviction on a model with sliding-window layers (layer " + std::to_string(l) +
+                  ") is not supported yet: their cache already drops rows from the front");
+    }
   }
   layout_[slot(CacheRole::Target)].layers.resize(static_cast<size_t>(record_.target_layers));
   record_.prompt_length = static_cast<int64_t>(record_.sequence.size());
@@ -172,6 +184,7 @@ void Session::logEvent(CacheEvent event) {
   }
   first = event.expected_first;
   applyEvent(layout_[slot(event.cache)], event);
+  if (event.cache == CacheRole::Target) target_masks_.apply(event, static_cast<int64_t>(record_.events.events().size()));
   contract_rows_[slot(event.cache)] = event.expected_rows;
   record_.events.record(std::move(event));
 }
@@ -372,16 +385,78 @@ void Session::pruneCache(CacheRole role, int64_t keep, int64_t first_wrong_posit
       if (still_held[static_cast<size_t>(entry)] || seen[static_cast<size_t>(entry)]) continue;
       seen[static_cast<size_t>(entry)] = true;
       const LedgerEntry& e = record_.ledger.entry(entry);
+      event.removed.push_back(entry);
+      if (e.reason == DeathReason::Eviction) continue;  // no head read it since a policy masked it: died then
       DeathReason reason = action.reason;
       if (reason == DeathReason::RejectedDraft && e.position < first_wrong_position) {
         reason = DeathReason::Refeed;  // a correct entry cut on purpose (seed bookkeeping)
         ++refeed;
       }
       record_.ledger.recordDeath(entry, round_index_, Phase::Prune, reason);
-      event.removed.push_back(entry);
     }
   }
   if (options_.bookkeeping == Bookkeeping::Seed) refeed_pending_[slot(role)] = refeed;
+  logEvent(std::move(event));
+}
+
+bool Session::recompressDue(bool any_round) const {
+  if (!options_.eviction || options_.eviction->recompress_every <= 0 || !target_cache_) return false;
+  return any_round || round_index_ % options_.eviction->recompress_every == 0;
+}
+
+void Session::compressTarget() {
+  KvCache* cache = target_cache_.get();
+  EvictionSettings settings = options_.eviction->settings;
+  const bool scored = needsAttention(settings.policy);
+  const std::vector<int64_t> rows = rowsPerLayer(CacheRole::Target);
+  const int64_t queries = evidence_.queries();
+  const std::vector<at::Tensor> attention = scored ? evidence_.attention(rows) : std::vector<at::Tensor>();  // [heads, q, rows[l]]
+  evidence_.clear();
+  if (rows.empty() || rows.front() == 0 || (scored && attention.empty())) return;  // nothing to score or remove
+  // snapkv's observation window: at most the queries seen since the last compression.
+  if (settings.window > queries && (settings.policy == EvictionPolicy::SnapKV || settings.policy == EvictionPolicy::Pyramid)) {
+    settings.window = queries;
+  }
+  const std::vector<int64_t> budgets = layerBudgets(settings, cache->numLayers(), rows.front());
+  logPolicyEviction(evictByPolicy(*cache, settings, attention, budgets).removed);
+}
+
+void Session::logPolicyEviction(const std::vector<RemovedRow>& removed) {
+  if (removed.empty()) return;  // within budget: nothing happened, nothing to log
+  const KvCache* cache = target_cache_.get();
+  const CacheLayout& layout = layout_[slot(CacheRole::Target)];
+  CacheEvent event;
+  event.cache = CacheRole::Target;
+  event.round = round_index_;
+  event.phase = round_index_ == 0 ? Phase::Prefill : Phase::Prune;
+  event.kind = CacheEventKind::Evict;
+  event.reason = DeathReason::Eviction;
+  event.policy = evictionPolicyName(options_.eviction->settings.policy);
+  event.expected_rows = contract_rows_[slot(CacheRole::Target)];
+  event.rows_before = event.rows_after = rowsPerLayer(CacheRole::Target);
+  std::set<int64_t> touched;
+  for (const RemovedRow& r : removed) {
+    // The layout mirrors the cache row for row: the entry the masked row holds.
+    const auto& rows = layout.layers.at(static_cast<size_t>(r.layer));
+    const int64_t row = r.position - cache->firstPosition(r.layer);
+    if (row < 0 || row >= static_cast<int64_t>(rows.size())) continue;
+    event.masked.push_back({rows[static_cast<size_t>(row)], r.layer, r.kv_head, r.score});
+    touched.insert(rows[static_cast<size_t>(row)]);
+  }
+  // An entry no head of any layer holding it reads any more is gone for attention: it dies now.
+  EvictionMasks after = target_masks_;
+  after.apply(event, 0);
+  for (int64_t entry : touched) {
+    bool read = false;
+    for (size_t l = 0; l < layout.layers.size() && !read; ++l) {
+      const auto& rows = layout.layers[l];
+      if (std::find(rows.begin(), rows.end(), entry) == rows.end()) continue;
+      for (int64_t h = 0; h < cache->kvHeads() && !read; ++h) read = !after.masked(entry, static_cast<int64_t>(l), h);
+    }
+    if (read) continue;
+    record_.ledger.recordDeath(entry, round_index_, event.phase, DeathReason::Eviction);
+    event.removed.push_back(entry);
+  }
   logEvent(std::move(event));
 }
 
@@ -417,9 +492,13 @@ void Session::runPrefill() {
   const std::vector<int64_t> prefix(record_.sequence.begin(), record_.sequence.end() - 1);
   if (!prefix.empty() && options_.use_cache) {
     auto start = Clock::now();
-    feed(CacheRole::Target, prefix, Phase::Prefill, nullptr, /*logit_rows=*/0);  // the cache is what a prefill is for
-    record_.rounds.back().verify_ms = millisecondsSince(start);
+    const bool scored = options_.eviction && needsAttention(options_.eviction->settings.policy);
+    evidence_.listen(scored, nullptr, static_cast<int64_t>(prefix.size()));
+    feed(CacheRole::Target, prefix, Phase::Prefill, scored ? &evidence_ : nullptr, /*logit_rows=*/0);  // the cache is what a prefill is for
+    evidence_.listen(false, nullptr, 0);
     slideWindows(CacheRole::Target);
+    if (options_.eviction) compressTarget();
+    record_.rounds.back().verify_ms = millisecondsSince(start);
     if (drafter_cache_) {
       start = Clock::now();
       feed(CacheRole::Drafter, prefix, Phase::Prefill, nullptr, /*logit_rows=*/0);
@@ -488,8 +567,12 @@ void Session::runVerify() {
   tokens.insert(tokens.end(), r.drafts.begin(), r.drafts.end());
   const int64_t queries = static_cast<int64_t>(r.drafts.size()) + 1;  // p_1 .. p_{k+1}
   AttentionRecorder attention(target_->config().num_layers);
-  const auto logits =
-      feed(CacheRole::Target, tokens, Phase::Verify, options_.record_attention ? &attention : nullptr, queries);
+  ProbeSink* views = options_.record_attention ? &attention : nullptr;
+  // A later re-compression scores with these queries' attention too.
+  const bool scored = recompressDue(/*any_round=*/true) && needsAttention(options_.eviction->settings.policy);
+  evidence_.listen(scored, views, static_cast<int64_t>(tokens.size()));
+  const auto logits = feed(CacheRole::Target, tokens, Phase::Verify, scored ? &evidence_ : views, queries);
+  evidence_.listen(false, nullptr, 0);
   verify_logits_ = logits.narrow(0, logits.size(0) - queries, queries).to(torch::kFloat32);  // [k + 1, vocab]
   std::vector<at::Tensor> p_rows;
   for (int64_t i = 0; i < queries; ++i) p_rows.push_back(processedProbs(verify_logits_[i], options_.sampling));
@@ -559,6 +642,9 @@ void Session::runPrune() {
   pruneCache(CacheRole::Drafter, keep, first_wrong);
   slideWindows(CacheRole::Target);
   if (drafter_cache_) slideWindows(CacheRole::Drafter);
+  // The rejected drafts' queries are gone with their tokens.
+  evidence_.keepQueriesBefore(static_cast<int64_t>(believed_target_.size()));
+  if (recompressDue(/*any_round=*/false)) compressTarget();
 
   if (options_.adaptive_gamma && !r.drafts.empty()) {
     const bool all_accepted = r.accepted == static_cast<int64_t>(r.drafts.size());

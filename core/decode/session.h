@@ -7,17 +7,21 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
+#include "core/cache/cache_compression.h"
 #include "core/cache/cache_event_log.h"
+#include "core/cache/eviction_masks.h"
 #include "core/cache/fault.h"
 #include "core/cache/fault_policy.h"
 #include "core/cache/kv_cache.h"
 #include "core/decode/drafter.h"
 #include "core/decode/sampling.h"
+#include "core/decode/session_eviction.h"
 #include "core/model/causal_lm.h"
 #include "core/trace/kv_ledger.h"
 #include "core/trace/metrics.h"
@@ -45,6 +49,9 @@ struct SessionOptions {
   // 0: no limit.
   int64_t trace_budget_mb = 1024;
   Fault fault = Fault::None;     // an injected cache bug (core/cache/fault.h, fault_policy.h)
+  // Token eviction on the target's cache (core/decode/session_eviction.h);
+  // needs the cache on. nullopt: the full cache.
+  std::optional<SessionEviction> eviction;
 
   void validate() const;  // throws Error naming the bad parameter
 };
@@ -121,6 +128,15 @@ class Session {
   // Sliding-window layers drop the rows the next query can no longer see;
   // logged as Evict events (one per group of layers that lose the same rows).
   void slideWindows(CacheRole role);
+  // The eviction policy's compression of the target's cache (after the
+  // prefill, or after a prune), logged as one Evict event.
+  void compressTarget();
+  // The event for a policy's removals; entries no layer and head reads any
+  // more die in the ledger.
+  void logPolicyEviction(const std::vector<RemovedRow>& removed);
+  // Whether the eviction re-compresses after this round's prune (any_round:
+  // after some round's, so the verify pass must keep its attention).
+  bool recompressDue(bool any_round) const;
   void logEvent(CacheEvent event);
   std::vector<int64_t> rowsPerLayer(CacheRole role) const;
   KvCache* cacheOf(CacheRole role) const;
@@ -140,6 +156,8 @@ class Session {
   std::unique_ptr<KvCache> target_cache_;
   std::unique_ptr<KvCache> drafter_cache_;
   CacheLayout layout_[2];          // the physical rows of each cache now (target, drafter)
+  EvictionMasks target_masks_;     // the rows the eviction policy masked in the target's cache
+  EvictionEvidence evidence_;      // the target's attention since the last compression
   int64_t contract_rows_[2] = {0, 0};  // rows the bookkeeping requires now
   std::vector<int64_t> contract_first_[2];  // per layer, the first position it requires (sliding windows)
   int64_t refeed_pending_[2] = {0, 0}; // rows cut on purpose (seed bookkeeping), to be re-fed

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -34,21 +35,43 @@ class KeyValueRecorder : public ProbeSink {
 
 namespace {
 
+// Entries of `cache` written after its first policy eviction, up to `moment`:
+// in layers > 0 their K/V come from attention over the compressed cache.
+std::set<int64_t> writtenAfterEviction(const SessionRecord& record, CacheRole cache, const Moment& moment) {
+  std::set<int64_t> written;
+  bool evicted = false;
+  const auto& events = record.events.events();
+  for (size_t i = 0; i < record.events.countAtOrBefore(moment); ++i) {
+    const CacheEvent& e = events[i];
+    if (e.cache != cache) continue;
+    if (evicted) written.insert(e.written.begin(), e.written.end());
+    evicted = evicted || e.masksRows();
+  }
+  return written;
+}
+
 // Fills max |dK|, |dV| of the verdicts comparable with a recomputation and
 // turns ok rows with wrong numbers into WrongValues. fresh_k/v: [kv_heads, E, D].
-void compareValues(const SessionRecord& record, std::vector<RowVerdict>& verdicts, int64_t layer,
-                   const at::Tensor& fresh_k, const at::Tensor& fresh_v, const AuditTolerance& tol) {
+// Returns how many rows were not comparable (in `not_comparable`, layers > 0).
+int64_t compareValues(const SessionRecord& record, std::vector<RowVerdict>& verdicts, int64_t layer,
+                      const at::Tensor& fresh_k, const at::Tensor& fresh_v, const AuditTolerance& tol,
+                      const std::set<int64_t>& not_comparable) {
   std::vector<int64_t> entries, positions;
   std::vector<size_t> which;
+  int64_t skipped = 0;
   for (size_t i = 0; i < verdicts.size(); ++i) {
     const RowVerdict& v = verdicts[i];
     if (v.entry < 0 || v.position < 0 || v.position >= fresh_k.size(1)) continue;
     if (v.state == RowState::Stale) continue;
+    if (layer > 0 && not_comparable.count(v.entry) > 0) {
+      ++skipped;
+      continue;
+    }
     entries.push_back(v.entry);
     positions.push_back(v.position);
     which.push_back(i);
   }
-  if (entries.empty()) return;
+  if (entries.empty()) return skipped;
   const auto cached_k = record.ledger.stackKeys(entries)[layer];  // [kv_heads, R, D]
   const auto cached_v = record.ledger.stackValues(entries)[layer];
   const auto index = torch::tensor(positions, torch::kInt64);
@@ -67,6 +90,7 @@ void compareValues(const SessionRecord& record, std::vector<RowVerdict>& verdict
     v.worst_head = worst[jj].item<int64_t>();
     if (v.state == RowState::Ok && bad[jj].item<bool>()) v.state = RowState::WrongValues;
   }
+  return skipped;
 }
 
 }  // namespace
@@ -81,6 +105,7 @@ CacheAudit auditAt(const SessionRecord& record, CacheRole cache, const Moment& m
   const std::vector<int64_t> stream = record.streamOfRound(moment.round);
   audit.expected_rows = std::min<int64_t>(record.events.expectedRowsAt(cache, moment), stream.size());
   KeyValueRecorder fresh(layers);
+  const std::set<int64_t> after_eviction = writtenAfterEviction(record, cache, moment);
   if (model != nullptr && audit.expected_rows > 0) {
     c10::InferenceMode guard;
     const std::vector<int64_t> expected(stream.begin(), stream.begin() + audit.expected_rows);
@@ -97,13 +122,18 @@ CacheAudit auditAt(const SessionRecord& record, CacheRole cache, const Moment& m
       audit.expected_first[static_cast<size_t>(layer)] = contract.first;
     }
     std::vector<RowVerdict> verdicts = classifyRows(record.ledger.entries(), cache, layer, rows, contract, stream);
-    if (audit.values_checked) compareValues(record, verdicts, layer, fresh.keys[layer], fresh.values[layer], tolerance);
+    if (audit.values_checked) {
+      audit.not_comparable_after_eviction +=
+          compareValues(record, verdicts, layer, fresh.keys[layer], fresh.values[layer], tolerance, after_eviction);
+    }
     std::vector<double> error(rows.size(), audit.values_checked ? kInf : std::nan(""));
     for (const RowVerdict& v : verdicts) {
       if (v.entry >= 0 && v.max_abs_dk) {
         const double e = std::max(*v.max_abs_dk, *v.max_abs_dv);
         audit.max_value_error = std::max(audit.max_value_error, e);
         if (v.state == RowState::Ok || v.state == RowState::WrongValues) error[static_cast<size_t>(v.row)] = e;
+      } else if (v.state == RowState::Ok && v.row >= 0 && v.row < static_cast<int64_t>(error.size())) {
+        error[static_cast<size_t>(v.row)] = std::nan("");  // an ok row not compared (written after an eviction)
       }
       if (v.state == RowState::Ok) {
         ++audit.ok_rows;

@@ -125,6 +125,10 @@ DiffReport diffLockstep(Session& session, const DiffTolerances& tol, const std::
   options.drafter = session.drafter() ? session.drafter()->model() : nullptr;
   if (report.first_divergence) options.check_values_until = Moment{report.first_divergence->round, report.first_divergence->phase};
   report.root_cause = findRootCause(session.record(), options, text);
+  if (report.first_divergence && !report.root_cause) {
+    const FirstDivergence& first = *report.first_divergence;
+    report.eviction_cause = evictionBefore(session.record(), first.cache, {first.round, first.phase});
+  }
   return report;
 }
 
@@ -163,6 +167,8 @@ DiffReport diffFreeRunning(Session& cached, Session& uncached, const DiffToleran
     }
     report.first_divergence =
         FirstDivergence{CacheRole::Target, round, Phase::Verify, position, std::nullopt, std::nullopt, std::nullopt};
+    // Free-running has no root cause; an eviction the cached run made is what the tokens follow.
+    report.eviction_cause = evictionBefore(cached.record(), CacheRole::Target, {round, Phase::Verify});
   }
   return report;
 }

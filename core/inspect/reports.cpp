@@ -57,6 +57,7 @@ nlohmann::json toJson(const CacheAudit& a, bool include_matrix) {
                       {"values_checked", a.values_checked}, {"ok_rows", a.ok_rows},
                       {"max_value_error", a.max_value_error}, {"rows", rows}};
   if (!a.expected_first.empty()) j["expected_first"] = a.expected_first;
+  if (a.not_comparable_after_eviction > 0) j["not_comparable_after_eviction"] = a.not_comparable_after_eviction;
   if (include_matrix) {
     nlohmann::json matrix = nlohmann::json::array();  // null: identity broken or not checked
     for (const auto& layer : a.error) {
@@ -172,8 +173,30 @@ std::string DiffReport::explanation() const {
     return "no divergence and every cache operation kept the contract";
   }
   if (root_cause) out += (first_divergence ? " because " : ", but ") + root_cause->what;
+  if (eviction_cause && !root_cause) out += " after an intended eviction: " + eviction_cause->what;
   return out;
 }
+
+nlohmann::json toJson(const EvictionCause& c) {
+  return {{"event", c.event_index},  {"cache", cacheRoleName(c.cache)}, {"round", c.round},
+          {"phase", phaseName(c.phase)}, {"policy", c.policy},        {"masked_rows", c.masked},
+          {"evictions", c.evictions}, {"what", c.what}};
+}
+
+namespace {
+EvictionCause evictionCauseFromJson(const nlohmann::json& j) {
+  EvictionCause c;
+  c.event_index = j.at("event").get<int64_t>();
+  c.cache = parseCacheRole(j.at("cache").get<std::string>());
+  c.round = j.at("round").get<int64_t>();
+  c.phase = parsePhase(j.at("phase").get<std::string>());
+  c.policy = j.at("policy").get<std::string>();
+  c.masked = j.at("masked_rows").get<int64_t>();
+  c.evictions = j.at("evictions").get<int64_t>();
+  c.what = j.at("what").get<std::string>();
+  return c;
+}
+}  // namespace
 
 namespace {
 nlohmann::json optionalInt(const std::optional<int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
@@ -203,6 +226,7 @@ nlohmann::json toJson(const DiffReport& r, bool include_positions) {
     j["first_divergence"] = nullptr;
   }
   j["root_cause"] = r.root_cause ? toJson(*r.root_cause) : nlohmann::json(nullptr);
+  if (r.eviction_cause) j["eviction_cause"] = toJson(*r.eviction_cause);
   if (r.audit_at_divergence) j["audit_at_divergence"] = toJson(*r.audit_at_divergence, include_positions);
   if (r.mode == "free") {
     j["first_token_divergence"] = r.first_token_divergence < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.first_token_divergence);
@@ -245,6 +269,7 @@ DiffReport diffReportFromJson(const nlohmann::json& j) {
       r.first_divergence = first;
     }
     if (j.contains("root_cause") && !j.at("root_cause").is_null()) r.root_cause = rootCauseFromJson(j.at("root_cause"));
+    if (j.contains("eviction_cause")) r.eviction_cause = evictionCauseFromJson(j.at("eviction_cause"));
     if (j.contains("audit_at_divergence")) r.audit_at_divergence = cacheAuditFromJson(j.at("audit_at_divergence"));
     if (j.contains("positions")) {
       for (const auto& p : j.at("positions")) {

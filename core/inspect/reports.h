@@ -48,6 +48,11 @@ struct CacheAudit {
   std::vector<RowVerdict> rows; // the rows that are not ok, by row then layer
   int64_t ok_rows = 0;          // (layer, row) pairs that are ok
   double max_value_error = 0;   // over rows comparable with the recomputation
+  // (layer, row) pairs whose values were not compared: written after an
+  // eviction policy masked rows, their K/V in layers > 0 come from attention
+  // over the compressed cache, and a full-cache recomputation is not their
+  // reference (layer 0's depend on the token and position only: compared).
+  int64_t not_comparable_after_eviction = 0;
   // [layer][row]: max(|dK|, |dV|) of each physical row (+inf: identity
   // broken, NaN: values not checked).
   std::vector<std::vector<double>> error;
@@ -70,6 +75,22 @@ struct RootCause {
   std::vector<RowVerdict> verdicts;    // those rows, described
   std::string fault_action;            // what the injected fault did to the operation
   std::string what;                    // one sentence for people
+
+  Moment moment() const { return {round, phase}; }
+};
+
+// An intended eviction a divergence follows: an eviction policy masked rows
+// of the cache before the divergent pass, and no operation broke the
+// contract, so the drift is the policy's price, not a cache bug.
+struct EvictionCause {
+  int64_t event_index = 0;  // the last policy Evict event at or before the divergence
+  CacheRole cache = CacheRole::Target;
+  int64_t round = 0;
+  Phase phase = Phase::Prefill;
+  std::string policy;
+  int64_t masked = 0;       // (entry, layer, kv head) rows masked by then, by every such event
+  int64_t evictions = 0;    // policy Evict events by then
+  std::string what;         // "evicted by policy h2o at round 0 (prefill): ..."
 
   Moment moment() const { return {round, phase}; }
 };
@@ -117,14 +138,18 @@ struct DiffReport {
   std::optional<CacheAudit> audit_at_divergence;
   // The first cache operation that broke the contract (lockstep only).
   std::optional<RootCause> root_cause;
+  // Lockstep, no root cause, and a policy evicted before the first
+  // divergence: what the divergence follows (not a failure).
+  std::optional<EvictionCause> eviction_cause;
   // Free-running: both token streams and the first index where they differ.
   std::vector<int64_t> cached_tokens, uncached_tokens;
   int64_t first_token_divergence = -1;
 
   bool diverged() const { return first_divergence.has_value(); }
-  // What the CLI's exit code reports: outputs diverged, or a cache operation
-  // broke the contract (a fault whose drift stays inside numerical noise).
-  bool failed() const { return diverged() || root_cause.has_value(); }
+  // What the CLI's exit code reports: outputs diverged (unless an intended
+  // eviction explains it), or a cache operation broke the contract (a fault
+  // whose drift stays inside numerical noise).
+  bool failed() const { return (diverged() && !eviction_cause) || root_cause.has_value(); }
   // "diverged at round 2 position 10 because round 1's target prune ..."
   std::string explanation() const;
 };
@@ -132,6 +157,7 @@ struct DiffReport {
 nlohmann::json toJson(const RowVerdict& verdict);
 nlohmann::json toJson(const CacheAudit& audit, bool include_matrix);
 nlohmann::json toJson(const RootCause& cause);
+nlohmann::json toJson(const EvictionCause& cause);
 nlohmann::json toJson(const DiffReport& report, bool include_positions);
 // Inverses, for traces; each throws Error naming the problem.
 RowState parseRowState(const std::string& name);

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/cache/eviction_masks.h"
 #include "core/error.h"
 #include "core/inspect/row_identity.h"
 #include "core/trace/trace_json.h"
@@ -184,6 +185,32 @@ std::optional<RootCause> findRootCause(const SessionRecord& record, const RootCa
   return std::nullopt;
 }
 
+std::optional<EvictionCause> evictionBefore(const SessionRecord& record, CacheRole cache, const Moment& moment) {
+  const int64_t last = lastPolicyEviction(record.events, cache, moment);
+  if (last < 0) return std::nullopt;
+  const auto& events = record.events.events();
+  const CacheEvent& e = events[static_cast<size_t>(last)];
+  EvictionCause c;
+  c.event_index = last;
+  c.cache = cache;
+  c.round = e.round;
+  c.phase = e.phase;
+  c.policy = e.policy;
+  for (int64_t i = 0; i <= last; ++i) {
+    const CacheEvent& earlier = events[static_cast<size_t>(i)];
+    if (earlier.cache != cache || !earlier.masksRows()) continue;
+    ++c.evictions;
+    c.masked += static_cast<int64_t>(earlier.masked.size());
+  }
+  std::ostringstream out;
+  out << "evicted by policy " << c.policy << " at round " << c.round << " (" << phaseName(c.phase) << "): "
+      << e.masked.size() << " rows masked in the " << cacheRoleName(cache) << " cache";
+  if (c.evictions > 1) out << " (" << c.masked << " in " << c.evictions << " evictions so far)";
+  out << "; every cache operation kept the contract, so the drift is the policy's, not a cache bug";
+  c.what = out.str();
+  return c;
+}
+
 std::string describeEvent(const CacheEvent& e) {
   std::ostringstream out;
   out << "round " << e.round << " " << phaseName(e.phase) << " (" << cacheEventKindName(e.kind) << "): "
@@ -199,6 +226,7 @@ std::string describeEvent(const CacheEvent& e) {
   out << rows(e.rows_before, uniform_before) << " -> " << rows(e.rows_after, uniform_after) << " rows, "
       << e.expected_rows << " required";
   if (!e.written.empty()) out << "; wrote " << e.written.size();
+  if (!e.masked.empty()) out << "; policy " << e.policy << " masked " << e.masked.size() << " (layer, kv head) rows";
   if (!e.removed.empty()) out << "; removed " << e.removed.size() << " (" << deathReasonName(e.reason) << ")";
   if (!e.fault_action.empty()) out << "; fault: " << e.fault_action;
   return out.str();

@@ -1,6 +1,8 @@
 #include "core/inspect/row_history.h"
 
 #include <algorithm>
+#include <iomanip>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +18,25 @@ std::string identity(const LedgerEntry& e) {
   std::string s = "token " + std::to_string(e.token) + " for position " + std::to_string(e.position);
   if (e.rope_position != e.position) s += " with rotary position " + std::to_string(e.rope_position);
   return s;
+}
+
+// The kv heads of `layer` a policy's Evict masked `entry` in, with the scores.
+void maskedHeads(const CacheEvent& e, int64_t entry, int64_t layer, RowHistoryItem& item) {
+  for (const MaskedRow& m : e.masked) {
+    if (m.entry != entry || m.layer != layer) continue;
+    item.kv_heads.push_back(m.kv_head);
+    item.scores.push_back(m.score);
+  }
+}
+
+std::string describeMasking(const CacheEvent& e, const RowHistoryItem& item, bool died) {
+  std::ostringstream out;
+  out << "masked by policy " << e.policy << " in kv head" << (item.kv_heads.size() > 1 ? "s " : " ");
+  for (size_t i = 0; i < item.kv_heads.size(); ++i) {
+    out << (i ? ", " : "") << item.kv_heads[i] << " (score " << std::setprecision(4) << item.scores[i] << ")";
+  }
+  out << "; stays at row " << item.row_after << (died ? "; no head reads it any more (evicted)" : "");
+  return out.str();
 }
 
 }  // namespace
@@ -39,9 +60,15 @@ std::vector<RowHistoryItem> rowHistory(const std::vector<LedgerEntry>& entries, 
       same_position = same_position || (w != entry && w >= 0 && w < static_cast<int64_t>(entries.size()) &&
                                         entries[static_cast<size_t>(w)].position == target.position);
     }
-    RowHistoryItem item{static_cast<int64_t>(i), e.moment(), e.kind, after, "", e.fault_action};
+    RowHistoryItem item{static_cast<int64_t>(i), e.moment(), e.kind, after, "", e.fault_action, "", {}, {}};
     const std::string required = std::to_string(e.contract(layer).rows()) + " required";
-    if (writes) {
+    if (e.masksRows()) {
+      maskedHeads(e, entry, layer, item);
+      if (item.kv_heads.empty()) continue;  // the policy kept this row here
+      item.policy = e.policy;
+      const bool died = std::find(e.removed.begin(), e.removed.end(), entry) != e.removed.end();
+      item.what = describeMasking(e, item, died);
+    } else if (writes) {
       item.what = after >= 0 ? "written at row " + std::to_string(after) + ": " + identity(target)
                              : "computed but not written to this layer: " + identity(target);
     } else if (before >= 0 && after < 0) {
@@ -68,7 +95,8 @@ nlohmann::json toJson(const RowHistoryItem& item) {
   return {{"event", item.event_index},      {"round", item.moment.round},
           {"phase", phaseName(item.moment.phase)}, {"operation", cacheEventKindName(item.operation)},
           {"row_after", item.row_after},    {"what", item.what},
-          {"fault_action", item.fault_action}};
+          {"fault_action", item.fault_action}, {"policy", item.policy},
+          {"kv_heads", item.kv_heads},      {"scores", item.scores}};
 }
 
 }  // namespace kvscope

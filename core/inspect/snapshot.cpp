@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/cache/eviction_masks.h"
 #include "core/inspect/row_identity.h"
 
 namespace kvscope {
@@ -186,6 +187,12 @@ CacheMatrix cacheMatrix(const SessionSnapshot& s, CacheRole cache, const Moment&
   }
   matrix.cols = geometry.head_dim;
   matrix.rows = viewRows(s, cache, layer, moment);
+  const EvictionMasks masks = masksAt(s.events, cache, moment);
+  if (!masks.empty()) {
+    for (ViewRow& row : matrix.rows) {
+      if (row.physical_row >= 0) row.masked_by = masks.maskedBy(row.entry, layer, kv_head);
+    }
+  }
   matrix.values.reserve(matrix.rows.size() * static_cast<size_t>(matrix.cols));
   float lo = std::numeric_limits<float>::max();
   float hi = std::numeric_limits<float>::lowest();

@@ -132,6 +132,9 @@ struct ViewRow {
   int64_t physical_row = -1;  // -1 for a row already removed
   RowStatus status = RowStatus::Kept;
   RowState state = RowState::Ok;  // identity against the bookkeeping (values: see the audit)
+  // Set by cacheMatrix for its kv head: the policy Evict event (index into
+  // snapshot.events) that masked this row there; -1 while the head reads it.
+  int64_t masked_by = -1;
 };
 std::vector<ViewRow> viewRows(const SessionSnapshot& snapshot, CacheRole cache, int64_t layer, const Moment& moment);
 // The physical rows (ledger entries) of one layer just after `moment`.
@@ -147,7 +150,8 @@ std::vector<int64_t> verifyKeyRows(const SessionSnapshot& snapshot, int64_t roun
 // queries, per query head of `layer` (empty when the row was not a key).
 std::vector<float> attentionReceived(const SessionSnapshot& snapshot, int64_t round, int64_t layer, int64_t entry);
 
-// One cache matrix for the heatmap: rows = viewRows, cols = head_dim.
+// One cache matrix for the heatmap: rows = viewRows (with masked_by for
+// `kv_head`), cols = head_dim.
 struct CacheMatrix {
   std::vector<ViewRow> rows;
   int64_t cols = 0;

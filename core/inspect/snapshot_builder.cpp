@@ -167,6 +167,7 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const Session& session) 
   summary << "gamma " << options.gamma << (options.adaptive_gamma ? " (adaptive)" : "") << ", "
           << options.sampling.describe() << ", seed " << options.seed << ", cache "
           << (options.use_cache ? "on" : "off") << ", " << bookkeepingName(options.bookkeeping) << " bookkeeping";
+  if (options.eviction) summary << ", evict " << options.eviction->describe();
   snapshot->options_summary = summary.str();
   snapshot->greedy = options.sampling.greedy;
   snapshot->use_cache = options.use_cache;
@@ -200,6 +201,8 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace) 
             << o.value("sampling", std::string("?")) << ", seed " << o.value("seed", 0) << ", cache "
             << (o.value("use_cache", true) ? "on" : "off") << ", " << o.value("bookkeeping", std::string("?"))
             << " bookkeeping";
+    const auto eviction = o.find("eviction");
+    if (eviction != o.end() && eviction->is_string() && *eviction != "none") summary << ", evict " << eviction->get<std::string>();
     snapshot->options_summary = summary.str();
     snapshot->greedy = o.value("sampling", std::string("greedy")).rfind("greedy", 0) == 0;
     snapshot->use_cache = o.value("use_cache", true);

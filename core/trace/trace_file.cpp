@@ -179,9 +179,10 @@ json readDocument(const SafetensorsFile& file) {
                "this build, which reads version " + std::to_string(kTraceFormatVersion) +
                "; record the session again to get rows, events and root causes");
   }
-  if (version != kTraceFormatVersion) {
+  if (version < kOldestTraceFormatVersion || version > kTraceFormatVersion) {
     fail(path, "trace format version " + (version_it == doc.end() ? std::string("(none)") : jsonSnippet(*version_it)) +
-                   " is not supported (this build reads version " + std::to_string(kTraceFormatVersion) + ")");
+                   " is not supported (this build reads versions " + std::to_string(kOldestTraceFormatVersion) + " to " +
+                   std::to_string(kTraceFormatVersion) + ")");
   }
   return doc;
 }

@@ -16,8 +16,12 @@
 namespace kvscope {
 
 // Version 2: row identity (rotary positions), the cache event log, per-layer
-// verify masks. Version 1 files are refused with a message saying so.
-constexpr int kTraceFormatVersion = 2;
+// verify masks. Version 3 adds policy evictions: an Evict event may name its
+// policy and the (entry, layer, kv head, score) rows it masked. A version 2
+// file is a version 3 file without them and reads as it is; version 1 files
+// are refused with a message saying so.
+constexpr int kTraceFormatVersion = 3;
+constexpr int kOldestTraceFormatVersion = 2;
 
 struct TraceData {
   nlohmann::json info;  // options, model descriptions, the investigation (free-form, versioned by the file)

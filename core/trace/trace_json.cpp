@@ -1,6 +1,7 @@
 #include "core/trace/trace_json.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "core/error.h"
@@ -78,6 +79,50 @@ DeathReason parseDeathReason(const std::string& name) {
   return parseByName(name, all, deathReasonName, "death reason");
 }
 
+namespace {
+
+// A policy's masked rows as four parallel lists (one value per row each: the
+// compact form for thousands of rows). A score that is not finite is written
+// as null and read back as NaN.
+json maskedToJson(const std::vector<MaskedRow>& masked) {
+  json entries = json::array(), layers = json::array(), heads = json::array(), scores = json::array();
+  for (const MaskedRow& m : masked) {
+    entries.push_back(m.entry);
+    layers.push_back(m.layer);
+    heads.push_back(m.kv_head);
+    scores.push_back(std::isfinite(m.score) ? json(m.score) : json(nullptr));
+  }
+  return {{"entries", entries}, {"layers", layers}, {"kv_heads", heads}, {"scores", scores}};
+}
+
+std::vector<double> scoresFromJson(const json& j) {
+  if (!j.contains("scores") || !j.at("scores").is_array()) throw Error("field 'masked.scores' must be a list of numbers");
+  std::vector<double> scores;
+  for (const json& v : j.at("scores")) {
+    if (!v.is_number() && !v.is_null()) throw Error("field 'masked.scores' must be a list of numbers, got " + jsonSnippet(v));
+    scores.push_back(v.is_null() ? std::nan("") : v.get<double>());
+  }
+  return scores;
+}
+
+std::vector<MaskedRow> maskedFromJson(const json& j) {
+  if (!j.is_object()) throw Error("field 'masked' must be an object of lists, got " + jsonSnippet(j));
+  const auto entries = field<std::vector<int64_t>>(j, "entries");
+  const auto layers = field<std::vector<int64_t>>(j, "layers");
+  const auto heads = field<std::vector<int64_t>>(j, "kv_heads");
+  const auto scores = scoresFromJson(j);
+  if (layers.size() != entries.size() || heads.size() != entries.size() || scores.size() != entries.size()) {
+    throw Error("field 'masked' lists differ in length (entries " + std::to_string(entries.size()) + ", layers " +
+                std::to_string(layers.size()) + ", kv_heads " + std::to_string(heads.size()) + ", scores " +
+                std::to_string(scores.size()) + ")");
+  }
+  std::vector<MaskedRow> masked;
+  for (size_t i = 0; i < entries.size(); ++i) masked.push_back({entries[i], layers[i], heads[i], scores[i]});
+  return masked;
+}
+
+}  // namespace
+
 json toJson(const CacheEvent& e) {
   json j = {{"cache", cacheRoleName(e.cache)},   {"round", e.round},
             {"phase", phaseName(e.phase)},       {"operation", cacheEventKindName(e.kind)},
@@ -88,6 +133,8 @@ json toJson(const CacheEvent& e) {
   // Only sliding windows set these; traces without them read as "all layers from 0".
   if (!e.expected_first.empty()) j["expected_first"] = e.expected_first;
   if (!e.layers.empty()) j["layers"] = e.layers;
+  if (!e.policy.empty()) j["policy"] = e.policy;
+  if (!e.masked.empty()) j["masked"] = maskedToJson(e.masked);
   return j;
 }
 
@@ -107,6 +154,8 @@ CacheEvent cacheEventFromJson(const json& j) {
   e.max_store_error = field<double>(j, "max_store_error");
   if (j.contains("expected_first")) e.expected_first = field<std::vector<int64_t>>(j, "expected_first");
   if (j.contains("layers")) e.layers = field<std::vector<int64_t>>(j, "layers");
+  if (j.contains("policy")) e.policy = field<std::string>(j, "policy");
+  if (j.contains("masked")) e.masked = maskedFromJson(j.at("masked"));
   return e;
 }
 

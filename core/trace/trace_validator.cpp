@@ -181,6 +181,7 @@ class TraceValidator {
       floatTensor(k, 3, where + " K/V rows");
       std::vector<int64_t>& known = shape[e.cache == CacheRole::Target ? 0 : 1];
       if (known.empty()) known = k.sizes().vec();
+      kv_heads_[e.cache == CacheRole::Target ? 0 : 1] = k.size(1);
       if (k.sizes().vec() != known || t_.ledger.values(e.row).sizes() != k.sizes())
         bad(where + " K/V rows have shape " + shapeOf(k) + ", unlike the other rows of its cache");
       if (k.size(0) != t_.layers(e.cache))
@@ -220,7 +221,26 @@ class TraceValidator {
             bad(where + " on the " + cacheRoleName(e.cache) + " cache names ledger entry " + str(entry) + " of the other cache");
         }
       }
+      checkMasked(layouts[c], e, where);
       replay(layouts[c], e, where);
+    }
+  }
+
+  // A policy's Evict masks rows the layer holds, in kv heads the model has;
+  // it moves none (replay checks the row counts).
+  void checkMasked(const CacheLayout& layout, const CacheEvent& e, const std::string& where) const {
+    if (!e.policy.empty() && e.kind != CacheEventKind::Evict)
+      bad(where + " names eviction policy '" + e.policy + "' but is a " + cacheEventKindName(e.kind));
+    const int64_t kv_heads = kv_heads_[e.cache == CacheRole::Target ? 0 : 1];
+    for (size_t i = 0; i < e.masked.size(); ++i) {
+      const MaskedRow& m = e.masked[i];
+      const std::string what = where + " masked row " + str(static_cast<int64_t>(i));
+      inRange(m.layer, 0, static_cast<int64_t>(layout.layers.size()) - 1, what + " layer");
+      inRange(m.kv_head, 0, kv_heads - 1, what + " kv head");
+      inRange(m.entry, 0, t_.ledger.size() - 1, what + " ledger entry");
+      const auto& rows = layout.layers[static_cast<size_t>(m.layer)];
+      if (std::find(rows.begin(), rows.end(), m.entry) == rows.end())
+        bad(what + " masks ledger entry " + str(m.entry) + " in layer " + str(m.layer) + ", which that layer does not hold");
     }
   }
 
@@ -260,6 +280,7 @@ class TraceValidator {
   const SessionRecord& t_;
   const std::string& path_;
   int64_t vocab_ = -1;  // from the logits, when the trace has any
+  int64_t kv_heads_[2] = {0, 0};  // per cache, from its ledger rows [layers, kv_heads, head_dim]
 };
 
 }  // namespace

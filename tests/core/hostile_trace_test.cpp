@@ -329,7 +329,7 @@ TEST_F(HostileTrace, MetadataNumbersOfTheWrongKind) {
       {"\"target_layers\":", "\"target_layers\":2.5,\"x\":", "record.target_layers must be an integer"},
       {"\"prompt_length\":", "\"prompt_length\":\"4\",\"x\":", "prompt_length must be an integer"},
       {"\"round\":1,", "\"round\":1.5,", "field 'round' must be an integer"},
-      {"\"version\":2", "\"version\":\"2\"", "version \"2\" is not supported"},
+      {"\"version\":3", "\"version\":\"3\"", "version \"3\" is not supported"},
       {"\"token_text\":{", "\"token_text\":{\"abc\":\"x\",", "token_text key 'abc' is not a token id"},
       {"\"token_bytes\":{", "\"token_bytes\":{\"7\":[300],", "must be an integer in [0, 255]"},
       {"\"sequence\":[", "\"sequence\":[-5,", "sequence[0] must be an integer"},

@@ -1,6 +1,7 @@
 #include "ui/context/RowHistory.h"
 
 #include <algorithm>
+#include <iomanip>
 #include <sstream>
 
 #include "core/inspect/row_identity.h"
@@ -14,6 +15,7 @@ const char* rowEffectName(RowEffect effect) {
     case RowEffect::Moved: return "moved";
     case RowEffect::Removed: return "removed";
     case RowEffect::Rivalled: return "another row written for its position";
+    case RowEffect::Masked: return "masked by an eviction policy";
   }
   return "?";
 }
@@ -49,6 +51,26 @@ bool rivals(const SessionSnapshot& s, const CacheEvent& e, int64_t entry) {
   });
 }
 
+// The kv heads of `layer` a policy's Evict masked `entry` in, with the scores.
+void maskedHeads(const CacheEvent& e, int64_t entry, int64_t layer, RowEvent& out) {
+  for (const MaskedRow& m : e.masked) {
+    if (m.entry != entry || m.layer != layer) continue;
+    out.kv_heads.push_back(m.kv_head);
+    out.scores.push_back(m.score);
+  }
+}
+
+// "policy h2o masked it in kv heads 0 (score 0.0123), 1 (score 0.004)"
+std::string maskedText(const RowEvent& e, bool evicted) {
+  std::ostringstream out;
+  out << "policy " << e.policy << " masked it in kv head" << (e.kv_heads.size() > 1 ? "s " : " ");
+  for (size_t i = 0; i < e.kv_heads.size(); ++i) {
+    out << (i ? ", " : "") << e.kv_heads[i] << " (score " << std::setprecision(4) << e.scores[i] << ")";
+  }
+  if (evicted) out << "; no head reads it any more: evicted";
+  return out.str();
+}
+
 std::optional<RowEffect> effectOf(const SessionSnapshot& s, const CacheEvent& e, int64_t entry, int64_t row_before,
                                   int64_t row_after) {
   if (contains(e.written, entry) && row_before < 0) return RowEffect::Born;
@@ -80,6 +102,7 @@ std::string describeCacheEvent(const CacheEvent& e) {
       << cacheRoleName(e.cache) << " " << rowCounts(e.rows_before) << " -> " << rowCounts(e.rows_after) << " rows, "
       << e.expected_rows << " required";
   if (!e.written.empty()) out << "; wrote " << e.written.size();
+  if (!e.masked.empty()) out << "; policy " << e.policy << " masked " << e.masked.size() << " (layer, kv head) rows";
   if (!e.removed.empty()) out << "; removed " << e.removed.size() << " (" << deathReasonName(e.reason) << ")";
   return out.str();
 }
@@ -105,9 +128,18 @@ RowHistory rowHistory(const SessionSnapshot& s, int64_t entry, int64_t layer) {
     const int64_t after = at();
     const std::optional<RowEffect> effect = effectOf(s, e, entry, before, after);
     if (!effect) continue;
-    history.events.push_back({static_cast<int64_t>(i), e.round, e.phase, e.kind, *effect, after,
-                              stateAfter(s, e, layer, rows, after), e.contract(layer).rows(), describeCacheEvent(e),
-                              e.fault_action});
+    RowEvent item{static_cast<int64_t>(i), e.round, e.phase, e.kind, *effect, after,
+                  stateAfter(s, e, layer, rows, after), e.contract(layer).rows(), describeCacheEvent(e),
+                  e.fault_action, "", {}, {}};
+    if (e.masksRows()) {
+      maskedHeads(e, entry, layer, item);
+      if (!item.kv_heads.empty()) {
+        item.effect = RowEffect::Masked;
+        item.policy = e.policy;
+        item.operation += "; " + maskedText(item, contains(e.removed, entry));
+      }
+    }
+    history.events.push_back(std::move(item));
     if (*effect == RowEffect::Removed) break;  // later operations no longer touch it in this layer
   }
   history.attention = attentionOf(s, target, entry, layer);

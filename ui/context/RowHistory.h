@@ -21,6 +21,7 @@ enum class RowEffect {
   Moved,      // an operation after which it sits in another physical row
   Removed,    // the operation that removed it from this layer
   Rivalled,   // an append that wrote another row for its position
+  Masked,     // an eviction policy masked it in some kv heads (it stays in its row)
 };
 const char* rowEffectName(RowEffect effect);
 
@@ -35,6 +36,11 @@ struct RowEvent {
   int64_t expected_rows = 0;
   std::string operation;             // the event in one line (describeCacheEvent)
   std::string fault_action;
+  // Masked: the policy, and the kv heads of this layer that stopped reading
+  // the row, with the policy's score of it in each.
+  std::string policy;
+  std::vector<int64_t> kv_heads;
+  std::vector<double> scores;
 };
 
 struct RowAttention {

@@ -85,6 +85,15 @@ void drawBinMarks(QCustomPlot* plot, QCPAxisRect* rect, const RowBinning& binnin
     addRect(plot, rect, StatusColumns::kWritten, top(first), StatusColumns::kPruned, bottom(end), Qt::NoPen,
             Palette::written());
   });
+  // Rows a policy masked in this kv head: greyed and cross-hatched (they stay
+  // in the cache, unread); a bin where only some are masked is hatched only.
+  forEachRun(binning.bins, [&](int b) { return mark(b).masked == 0 ? 0 : mark(b).masked == mark(b).rows ? 2 : 1; },
+             [&](int first, int end, int all) {
+               run_end = end;
+               const QColor grey = Palette::evicted();
+               if (all == 2) addRect(plot, rect, -0.5, top(first), cols - 0.5, bottom(end), Qt::NoPen, QColor(150, 150, 150, 170));
+               addRect(plot, rect, -0.5, top(first), cols - 0.5, bottom(end), QPen(grey, 1), QBrush(grey, Qt::DiagCrossPattern));
+             });
   // Removed rows: red in the last column, the values faded.
   forEachRun(binning.bins, [&](int b) { return mark(b).pruned ? 1 : 0; }, [&](int first, int end, int) {
     run_end = end;

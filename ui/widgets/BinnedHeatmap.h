@@ -4,7 +4,8 @@
 // the colour map holds one line per bin of the rows in view (so a 2,000-row
 // cache on 500 pixels drops no row, and the image stays small), and the
 // status columns left of dim 0 mark bins holding written, removed or wrong
-// rows. Consecutive bins with the same marks share one item (few items to
+// rows, and grey cross-hatching marks rows an eviction policy masked in the
+// shown kv head. Consecutive bins with the same marks share one item (few items to
 // draw even when a whole prefill is "written this round").
 #include <vector>
 

@@ -182,6 +182,27 @@ bool KvHeatmapView::eventFilter(QObject* watched, QEvent* event) {
 void KvHeatmapView::setAllHeads(bool all) { all_heads_->setChecked(all); }
 bool KvHeatmapView::allHeads() const { return all_heads_->isChecked(); }
 
+int KvHeatmapView::countMasked() const {
+  return static_cast<int>(std::count_if(matrix_.rows.begin(), matrix_.rows.end(),
+                                        [](const ViewRow& row) { return row.masked_by >= 0; }));
+}
+
+QString KvHeatmapView::evictionText(const ViewRow& row) const {
+  const auto& events = snapshot_->events.events();
+  if (row.masked_by < 0 || row.masked_by >= static_cast<int64_t>(events.size())) return {};
+  const CacheEvent& e = events[static_cast<size_t>(row.masked_by)];
+  for (const MaskedRow& m : e.masked) {
+    if (m.entry != row.entry || m.layer != layer_ || m.kv_head != head_) continue;
+    return tr(" \u00b7 EVICTED in kv head %1 by policy %2 at round %3 (%4), score %5")
+        .arg(head_)
+        .arg(QString::fromStdString(e.policy))
+        .arg(e.round)
+        .arg(QString::fromUtf8(phaseName(e.phase)))
+        .arg(m.score, 0, 'g', 4);
+  }
+  return {};
+}
+
 int KvHeatmapView::countStatus(RowStatus status) const {
   return static_cast<int>(std::count_if(matrix_.rows.begin(), matrix_.rows.end(),
                                         [&](const ViewRow& row) { return row.status == status; }));
@@ -592,6 +613,7 @@ QString KvHeatmapView::hoverFor(int r, int col) const {
     if (marks.bad > 0) {
       text += tr(" \u00b7 %1 %2").arg(marks.bad).arg(QString::fromUtf8(rowStateName(marks.state)).toUpper());
     }
+    if (marks.masked > 0) text += tr(" \u00b7 %1 evicted by a policy in this kv head").arg(marks.masked);
     if (col >= 0 && col < matrix_.cols) {
       const std::vector<float> line = binValues(matrix_, RowBinning{binning_.rows, binning_.binFirst(bin), binning_.rows_per_bin, 1});
       text += tr(" \u00b7 dim %1: %2 = %3").arg(col).arg(kv).arg(static_cast<double>(line[static_cast<size_t>(col)]), 0, 'f', 4);
@@ -608,6 +630,7 @@ QString KvHeatmapView::hoverFor(int r, int col) const {
                      .arg(displayToken(snapshot_->tokenText(entry.token)))
                      .arg(QString::fromUtf8(rowStatusName(row.status)));
   if (row.state != RowState::Ok) text += QStringLiteral(" \u00b7 %1").arg(QString::fromUtf8(rowStateName(row.state)).toUpper());
+  text += evictionText(row);
   if (col >= 0 && col < matrix_.cols) {
     text += QStringLiteral(" \u00b7 dim %1: %2 = %3")
                 .arg(col)

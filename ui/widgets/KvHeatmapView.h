@@ -7,7 +7,8 @@
 // the left mark rows written this round (green), removed this round (red),
 // and rows whose identity breaks the bookkeeping (the verdict's colour:
 // stale, duplicate, wrong position); a missing row is a dashed line at the
-// slot it belongs in.
+// slot it belongs in. Rows an eviction policy masked in the shown kv head
+// are greyed and cross-hatched (legend: "evicted (policy)").
 //
 // Real caches have thousands of rows: the wheel zooms around the pointer
 // (rows; Ctrl+wheel: dims), a drag pans, Fit (F, Home) shows everything,
@@ -89,6 +90,8 @@ class KvHeatmapView : public QWidget {
   const CacheMatrix& matrix() const { return matrix_; }
   int rowCount() const { return static_cast<int>(matrix_.rows.size()); }
   int countStatus(RowStatus status) const;
+  // Rows of the shown kv head an eviction policy masked (drawn grey, cross-hatched).
+  int countMasked() const;
   int countState(RowState state) const;
   const std::vector<RowVerdict>& missing() const { return missing_; }
   QCustomPlot* plot() const { return plot_; }
@@ -136,6 +139,8 @@ class KvHeatmapView : public QWidget {
   void followCursor(const Cursor& cursor);
   int rowAt(double y) const;
   QString hoverFor(int row, int col) const;
+  // " · EVICTED in kv head 1 by policy h2o at round 0 (prefill), score 0.012", or empty.
+  QString evictionText(const ViewRow& row) const;
   void onMouseMove(QMouseEvent* event);
   void onMousePress(QMouseEvent* event);
   void onMouseRelease(QMouseEvent* event);

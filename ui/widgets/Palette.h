@@ -19,6 +19,8 @@ struct Palette {
   static QColor written() { return QColor(40, 170, 60); }
   static QColor pruned() { return QColor(220, 40, 40); }
   static QColor selection() { return QColor(255, 170, 0); }
+  // Rows an eviction policy masked in the shown kv head (they stay, unread).
+  static QColor evicted() { return QColor(110, 110, 110); }
 
   // Row verdicts (RowState); Ok rows get no mark.
   static QColor rowState(RowState state) {

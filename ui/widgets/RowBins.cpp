@@ -53,6 +53,8 @@ std::vector<BinMarks> binMarks(const CacheMatrix& matrix, const RowBinning& binn
       const ViewRow& row = matrix.rows[static_cast<size_t>(r)];
       marks.written = marks.written || row.status == RowStatus::Written || row.status == RowStatus::WrittenPruned;
       marks.pruned = marks.pruned || row.status == RowStatus::Pruned || row.status == RowStatus::WrittenPruned;
+      ++marks.rows;
+      if (row.masked_by >= 0) ++marks.masked;
       if (row.state == RowState::Ok) continue;
       ++marks.bad;
       if (verdictSeverity(row.state) > verdictSeverity(marks.state)) marks.state = row.state;

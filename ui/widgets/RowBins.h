@@ -39,6 +39,8 @@ struct BinMarks {
   int bad = 0;                    // rows whose verdict is not Ok
   bool written = false;           // some row was written this round
   bool pruned = false;            // some row was removed this round
+  int masked = 0;                 // rows an eviction policy masked in the shown kv head
+  int rows = 0;                   // rows in the bin
 };
 
 // [bins, cols] row-major: per bin and column, the value of largest |x| of its rows.

@@ -22,12 +22,14 @@ KvCachePanel::KvCachePanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   kv_group_->addButton(v_button, 1);
   range_ = new ColorRangeControl;
   auto* legend = new QLabel(QStringLiteral("<span style='background:%1'>&nbsp;&nbsp;</span> written this round "
-                                           "<span style='background:%2'>&nbsp;&nbsp;</span> removed this round &nbsp; ")
-                                .arg(Palette::written().name(), Palette::pruned().name()) +
+                                           "<span style='background:%2'>&nbsp;&nbsp;</span> removed this round "
+                                           "<span style='background:%3'>&nbsp;&#9638;&nbsp;</span> evicted (policy) &nbsp; ")
+                                .arg(Palette::written().name(), Palette::pruned().name(), Palette::evicted().name()) +
                             Palette::rowStateLegend());
   legend->setToolTip(tr("Rows are physical cache rows, labelled 'position token' (r:p when a row does not hold its own\n"
                         "position). Wrong rows are hatched in their verdict's colour; a missing row is a dashed line\n"
-                        "where it belongs. Wheel: zoom rows around the pointer (Ctrl: dims); drag: pan; F or Home: fit.\n"
+                        "where it belongs. Rows an eviction policy masked in the shown kv head are grey and cross-hatched\n"
+                        "(they stay in the cache at their row, unread by that head; hover says which policy and round). Wheel: zoom rows around the pointer (Ctrl: dims); drag: pan; F or Home: fit.\n"
                         "When rows outnumber pixel lines, each line shows several rows (the value of largest |x|) and\n"
                         "carries the marks of any of them. The strip left of each heatmap is layer x kv head: click to go."));
   // One line under the heatmaps: K/V, the colour range and the legend (vertical room is for rows).
