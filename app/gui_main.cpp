@@ -19,9 +19,31 @@
 #include "ui/bench/Screenshot.h"
 #include "ui/lessons/LessonRunner.h"
 #include "ui/logging/LogBridge.h"
+#include "ui/widgets/CompressionSettingsForm.h"
 #include "ui/widgets/KvHeatmapView.h"
+#include "ui/windows/CompressionPanel.h"
 #include "ui/windows/KvCachePanel.h"
 #include "ui/windows/MainWindow.h"
+
+namespace {
+
+// --compression with --screenshot: the panel raised and given most of the
+// window (at presenter zoom, the whole right side), as one would show it.
+void arrangeForCompression(kvscope::ui::MainWindow& window) {
+  auto* panel = window.findChild<QDockWidget*>(QStringLiteral("compressionDock"));
+  auto* kv = window.findChild<QDockWidget*>(QStringLiteral("kvDock"));
+  auto* history = window.findChild<QDockWidget*>(QStringLiteral("rowHistoryDock"));
+  if (!panel || !kv || !history) return;
+  panel->raise();
+  if (window.presenterZoom() > 100 || window.width() < 1400) {
+    kv->hide();
+    if (window.tabifiedDockWidgets(history).isEmpty()) history->hide();
+    return;
+  }
+  window.resizeDocks({kv, panel}, {window.height() / 5, window.height() * 4 / 5}, Qt::Vertical);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -76,8 +98,18 @@ int main(int argc, char** argv) {
   QCommandLineOption presenter(QStringLiteral("presenter"), QStringLiteral("Presenter mode: zoom the window to 150%."));
   QCommandLineOption zoom(QStringLiteral("zoom"), QStringLiteral("Zoom the window's fonts and plots (100-200 percent)."),
                           QStringLiteral("percent"));
+  QCommandLineOption compression(QStringLiteral("compression"),
+                                 QStringLiteral("Open the Compression panel and run slot A (and B) on the first session's "
+                                                "prompt: POLICY:BUDGET or AXIS:SPARSITY, comma-separated, e.g. "
+                                                "h2o:0.25,streaming:0.25 or per-channel:0.7. With --screenshot: once "
+                                                "the panel shows the result, it gets most of the window."),
+                                 QStringLiteral("a[,b]"));
+  QCommandLineOption palette(QStringLiteral("screenshot-palette"),
+                             QStringLiteral("With --screenshot: save 256 colours (ordered dither), about a third of the "
+                                            "size, for images kept in docs/."));
   parser.addOptions({target, drafter, ngram, default_layout, prompt, prompt_file, max_new, rounds, select, position, fault,
-                     diff, bench, screenshot, kv_rows, steps_panel, lesson, lesson_page, presenter, zoom});
+                     diff, bench, screenshot, kv_rows, steps_panel, lesson, lesson_page, presenter, zoom, compression,
+                     palette});
   parser.process(app);
 
   kvscope::ui::LogBridge::install();
@@ -119,6 +151,23 @@ int main(int argc, char** argv) {
   options.run_diff = parser.isSet(diff);
   if (parser.isSet(lesson)) options.lesson = std::max(0, parser.value(lesson).toInt() - 1);
   if (parser.isSet(lesson_page)) options.lesson_page = std::max(0, parser.value(lesson_page).toInt() - 1);
+  if (parser.isSet(compression)) {
+    options.compression = parser.value(compression).split(QLatin1Char(','), Qt::SkipEmptyParts);
+    // Refuse bad words now, with the core's message, rather than in a dialog later.
+    kvscope::ui::CompressionSettingsForm check(QStringLiteral("check"), true);
+    QString error;
+    if (options.compression.isEmpty() || options.compression.size() > 2) {
+      error = QStringLiteral("give one or two settings, e.g. h2o:0.25,streaming:0.25");
+    }
+    for (const QString& spec : options.compression) {
+      kvscope::CompressionSpec parsed;
+      if (error.isEmpty() && check.applyShorthand(spec, &error) && !check.spec(&parsed, &error)) break;
+    }
+    if (!error.isEmpty()) {
+      std::fprintf(stderr, "kvscope: --compression: %s\n", qPrintable(error));
+      return 2;
+    }
+  }
   if (parser.isSet(presenter)) options.presenter_zoom = 150;
   if (parser.isSet(zoom)) options.presenter_zoom = parser.value(zoom).toInt();
   if (parser.isSet(bench)) {
@@ -150,6 +199,7 @@ int main(int argc, char** argv) {
     };
     const auto arrange = [&] {
       zoom();
+      if (parser.isSet(compression)) arrangeForCompression(window);
       if (!parser.isSet(steps_panel)) return;
       auto* steps = window.findChild<QDockWidget*>(QStringLiteral("attentionStepsDock"));
       auto* kv = window.findChild<QDockWidget*>(QStringLiteral("kvDock"));
@@ -167,6 +217,13 @@ int main(int argc, char** argv) {
         window.resizeDocks({kv, history}, {window.width() * 3 / 5, window.width() / 8}, Qt::Horizontal);
       }
     };
+    // The compression lab runs once the first session is ready: wait for its result.
+    QElapsedTimer compression_wait;
+    compression_wait.start();
+    while (parser.isSet(compression) && !window.compressionPanel()->lastRun() && compression_wait.elapsed() < 600000) {
+      QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+      QThread::msleep(5);
+    }
     // A lesson sets its page up after the models load: wait for it.
     QElapsedTimer lesson_wait;
     lesson_wait.start();
@@ -174,7 +231,8 @@ int main(int argc, char** argv) {
       QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
       QThread::msleep(5);
     }
-    if (!kvscope::ui::saveScreenshotWhenReady(window, parser.value(screenshot), options.initial_rounds, 600000, arrange)) {
+    if (!kvscope::ui::saveScreenshotWhenReady(window, parser.value(screenshot), options.initial_rounds, 600000, arrange,
+                                              parser.isSet(palette))) {
       std::fprintf(stderr, "screenshot: the session did not get ready or %s could not be written\n",
                    qPrintable(parser.value(screenshot)));
       return 1;

@@ -122,6 +122,17 @@ void summarise(CompressionResult& result, double nll_full, double nll_compressed
   }
 }
 
+// The compressed cache's K and V and the pruning masks, copied before the
+// decode steps append to (and TOVA evicts from) the cache.
+void recordCache(CompressionResult& result, const PrefillCompression& done, const KvCache& compressed) {
+  for (int64_t l = 0; l < compressed.numLayers(); ++l) {
+    result.keys.push_back(compressed.keys(l).to(torch::kFloat32).clone());      // [kv, T, D]
+    result.values.push_back(compressed.values(l).to(torch::kFloat32).clone());  // [kv, T, D]
+  }
+  result.k_keep = done.pruned.k_keep;
+  result.v_keep = done.pruned.v_keep;
+}
+
 // What the prefill compression did, into the result: budgets, removals,
 // scores, the positions kept and the bytes.
 void recordCompression(CompressionResult& result, const PrefillCompression& done, const KvCache& compressed,
@@ -199,7 +210,9 @@ CompressionResult runCompressionLab(const CausalLM& model, const CompressionInpu
   const auto prefill = idsTensor({input.prompt.begin(), input.prompt.end() - 1});  // [prefill_rows]
   ShadowedCaches caches{model.makeCache(), model.makeCache()};
   model.forward(prefill, 0, caches.full.get(), nullptr, 0);
-  recordCompression(result, prefillAndCompress(model, prefill, *caches.compressed, spec), *caches.compressed, spec);
+  const PrefillCompression done = prefillAndCompress(model, prefill, *caches.compressed, spec);
+  recordCompression(result, done, *caches.compressed, spec);
+  if (input.record_cache) recordCache(result, done, *caches.compressed);
 
   // The tokens both caches are fed: the last prompt token, then the continuation or greedy tokens.
   std::vector<int64_t> stream{input.prompt.back()};

@@ -27,6 +27,10 @@ struct CompressionInput {
   std::vector<int64_t> prompt;        // at least 2 tokens
   std::vector<int64_t> continuation;  // teacher-forced; empty: max_new greedy steps
   int64_t max_new = 16;               // without a continuation; 0: compress only
+  // Copy the compressed cache's K and V and the element-pruning masks into
+  // the result (CompressionResult::keys ...) for views that draw them. Off
+  // by default: a sweep keeps dozens of results.
+  bool record_cache = false;
 };
 
 struct CompressionStep {
@@ -62,6 +66,12 @@ struct CompressionResult {
   // not counted; demoted rows at their bit width plus a float32 scale).
   int64_t bytes_full = 0;
   int64_t bytes_kept = 0;
+  // With CompressionInput::record_cache: the compressed cache right after the
+  // prefill compression, before any decode step (otherwise empty).
+  std::vector<at::Tensor> keys;    // per layer [kv_heads, prefill_rows, head_dim] as stored: zeroed entries 0, evicted rows still there
+  std::vector<at::Tensor> values;  // per layer [kv_heads, prefill_rows, head_dim]
+  std::vector<at::Tensor> k_keep;  // per layer [kv_heads, prefill_rows, head_dim] bool: entries element pruning left; empty without pruning
+  std::vector<at::Tensor> v_keep;  // per layer [kv_heads, prefill_rows, head_dim] bool
 };
 
 // Runs the lab under InferenceMode. Throws Error for a prompt shorter than 2

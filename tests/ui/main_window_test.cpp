@@ -41,7 +41,7 @@ class MainWindowTest : public QObject {
     QCOMPARE(int64_t{window.kvCachePanel()->targetView()->rowCount()}, snapshot.prompt_length - 1);
     QCOMPARE(int64_t{window.kvCachePanel()->drafterView()->rowCount()}, snapshot.prompt_length - 1);
     QCOMPARE(int64_t{window.tokenStripPanel()->strip()->items().size()}, snapshot.prompt_length);
-    QCOMPARE(int(window.docks().size()), 10);  // with the Lessons dock
+    QCOMPARE(int(window.docks().size()), 11);  // with the Lessons and Compression docks
     QVERIFY(window.stepRoundAction()->isEnabled());
   }
 

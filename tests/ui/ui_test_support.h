@@ -9,6 +9,7 @@
 
 #include "ui/windows/AttentionPanel.h"
 #include "ui/windows/AttentionStepsPanel.h"
+#include "ui/windows/CompressionPanel.h"
 #include "ui/windows/KvCachePanel.h"
 #include "ui/windows/MainWindow.h"
 #include "ui/windows/RowHistoryPanel.h"
@@ -46,6 +47,7 @@ inline void flush(MainWindow& window) {
   window.attentionStepsPanel()->flushRefresh();
   window.rowHistoryPanel()->flushRefresh();
   window.diffPanel()->flushRefresh();
+  window.compressionPanel()->flushRefresh();
 }
 
 // Waits until the engine is idle and a snapshot newer than `before` arrived.

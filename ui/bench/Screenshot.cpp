@@ -2,6 +2,7 @@
 
 #include <QCoreApplication>
 #include <QDockWidget>
+#include <QImage>
 #include <QPixmap>
 #include <QThread>
 
@@ -21,7 +22,7 @@ void settle(int ms) {
 }  // namespace
 
 bool saveScreenshotWhenReady(MainWindow& window, const QString& path, int rounds, int timeout_ms,
-                             const std::function<void()>& arrange) {
+                             const std::function<void()>& arrange, bool palette) {
   if (!waitForRounds(window, rounds, timeout_ms)) return false;
   settle(300);  // queued selections (root cause, requested round) and layout
   for (QDockWidget* dock : window.docks()) {
@@ -32,7 +33,8 @@ bool saveScreenshotWhenReady(MainWindow& window, const QString& path, int rounds
     arrange();
     settle(300);
   }
-  return window.grab().save(path);
+  if (!palette) return window.grab().save(path);
+  return window.grab().toImage().convertToFormat(QImage::Format_Indexed8, Qt::OrderedDither).save(path);
 }
 
 }  // namespace kvscope::ui

@@ -11,9 +11,10 @@ class MainWindow;
 
 // Waits (running the event loop) for `rounds` rounds or the end of the
 // session, then saves the window. `arrange` runs once every panel is drawn,
-// just before the grab (e.g. to zoom the KV view). False on timeout or a
-// failed write.
+// just before the grab (e.g. to zoom the KV view). `palette`: saved with 256
+// colours (ordered dither), a third of the size, for images kept in docs/.
+// False on timeout or a failed write.
 bool saveScreenshotWhenReady(MainWindow& window, const QString& path, int rounds, int timeout_ms,
-                             const std::function<void()>& arrange = {});
+                             const std::function<void()>& arrange = {}, bool palette = false);
 
 }  // namespace kvscope::ui

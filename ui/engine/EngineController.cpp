@@ -10,6 +10,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
   qRegisterMetaType<kvscope::ui::SnapshotReason>("kvscope::ui::SnapshotReason");
   qRegisterMetaType<kvscope::ui::ExplanationPtr>("kvscope::ui::ExplanationPtr");
   qRegisterMetaType<kvscope::ui::WhatIfPtr>("kvscope::ui::WhatIfPtr");
+  qRegisterMetaType<kvscope::ui::CompressionRunPtr>("kvscope::ui::CompressionRunPtr");
   thread_.setObjectName(QStringLiteral("kvscope-engine"));
   worker_ = new EngineWorker(&cancel_, &phase_delay_ms_);
   worker_->moveToThread(&thread_);
@@ -31,6 +32,8 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
   connect(worker_, &EngineWorker::explained, this, &EngineController::explained);
   connect(worker_, &EngineWorker::whatIfReady, this, &EngineController::whatIfReady);
   connect(worker_, &EngineWorker::explainFailed, this, &EngineController::explainFailed);
+  connect(worker_, &EngineWorker::compressed, this, &EngineController::compressed);
+  connect(worker_, &EngineWorker::compressionFailed, this, &EngineController::compressionFailed);
   thread_.start();
 }
 
@@ -94,6 +97,10 @@ void EngineController::openTrace(const QString& path) {
 
 void EngineController::explain(const ExplainRequest& request, bool what_if) {
   post([worker = worker_, request, what_if] { worker->explain(request, what_if); });
+}
+
+void EngineController::compress(const CompressionRequest& request) {
+  post([worker = worker_, request] { worker->compress(request); });
 }
 
 }  // namespace kvscope::ui

@@ -38,6 +38,8 @@ class EngineController : public QObject {
   void openTrace(const QString& path);
   // Attention step by step / what if for one query (EngineWorker::explain).
   void explain(const ExplainRequest& request, bool what_if);
+  // The compression lab, one or two slots (EngineWorker::compress).
+  void compress(const kvscope::ui::CompressionRequest& request);
 
  signals:
   void busyChanged(bool busy, const QString& what);
@@ -52,6 +54,8 @@ class EngineController : public QObject {
   void explained(kvscope::ui::ExplanationPtr explanation);
   void whatIfReady(kvscope::ui::WhatIfPtr result);
   void explainFailed(const QString& message);
+  void compressed(kvscope::ui::CompressionRunPtr run);
+  void compressionFailed(qint64 request_id, const QString& message);
 
  private:
   template <typename Job>

@@ -142,4 +142,17 @@ void EngineWorker::explain(const ExplainRequest& request, bool what_if) {
   }
 }
 
+void EngineWorker::compress(const CompressionRequest& request) {
+  emit busyChanged(true, QStringLiteral("Compression lab"));
+  try {
+    const std::shared_ptr<const CausalLM> model = engine_->liveTarget();
+    if (!model) throw Error("compression lab: no live session (load models, or leave the replayed trace)");
+    emit compressed(std::make_shared<const CompressionRun>(runCompressionSlots(*model, request)));
+  } catch (const std::exception& error) {
+    spdlog::warn("compression lab: {}", error.what());
+    emit compressionFailed(request.id, QString::fromUtf8(error.what()));
+  }
+  emit busyChanged(false, QString());
+}
+
 }  // namespace kvscope::ui

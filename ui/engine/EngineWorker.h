@@ -10,6 +10,7 @@
 
 #include "core/inspect/attention_explanation.h"
 #include "core/inspect/session_controller.h"
+#include "ui/engine/CompressionJob.h"
 #include "ui/context/DebuggerContext.h"
 
 namespace kvscope::ui {
@@ -40,6 +41,11 @@ class EngineWorker : public QObject {
   // edit too). Quiet: no busyChanged (milliseconds on small models); errors
   // go to explainFailed, for the panel that asked, not to a dialog.
   void explain(const ExplainRequest& request, bool what_if);
+  // The compression lab on the live session's target (CompressionJob.h).
+  // Brackets itself with busyChanged (a long prompt takes seconds); its
+  // errors go to the panel that asked (compressed, or compressionFailed
+  // when there is no live target), not to a dialog.
+  void compress(const CompressionRequest& request);
 
  signals:
   void busyChanged(bool busy, const QString& what);
@@ -53,6 +59,8 @@ class EngineWorker : public QObject {
   void explained(kvscope::ui::ExplanationPtr explanation);
   void whatIfReady(kvscope::ui::WhatIfPtr result);
   void explainFailed(const QString& message);
+  void compressed(kvscope::ui::CompressionRunPtr run);
+  void compressionFailed(qint64 request_id, const QString& message);
 
  private:
   // Runs job, reports exceptions as failed(what, ...), brackets it with busyChanged.

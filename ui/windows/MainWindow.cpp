@@ -32,6 +32,7 @@
 #include "ui/widgets/KvHeatmapView.h"
 #include "ui/windows/AttentionPanel.h"
 #include "ui/windows/AttentionStepsPanel.h"
+#include "ui/windows/CompressionPanel.h"
 #include "ui/windows/DiffPanel.h"
 #include "ui/windows/DockLayoutMemory.h"
 #include "ui/windows/KvCachePanel.h"
@@ -61,6 +62,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   kv_ = new KvCachePanel(context_);
   attention_ = new AttentionPanel(context_);
   steps_ = new AttentionStepsPanel(context_);
+  compression_ = new CompressionPanel(context_);
   diff_ = new DiffPanel(context_);
   history_ = new RowHistoryPanel(context_);
   log_ = new LogPanel;
@@ -83,6 +85,9 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   connect(&controller_, &EngineController::explained, steps_, &AttentionStepsPanel::showExplanation);
   connect(&controller_, &EngineController::whatIfReady, steps_, &AttentionStepsPanel::showWhatIf);
   connect(&controller_, &EngineController::explainFailed, steps_, &AttentionStepsPanel::showFailure);
+  connect(compression_, &CompressionPanel::compressRequested, &controller_, &EngineController::compress);
+  connect(&controller_, &EngineController::compressed, compression_, &CompressionPanel::showRun);
+  connect(&controller_, &EngineController::compressionFailed, compression_, &CompressionPanel::showFailure);
   connect(diff_, &DiffPanel::runDiffRequested, this, &MainWindow::requestDiff);
   connect(diff_, &DiffPanel::auditRequested, this, [this](const Moment& moment) { controller_.auditAt(moment); });
   connect(session_, &SessionPanel::loadRequested, this, [this](const ModelSpec& spec) {
@@ -285,6 +290,7 @@ void MainWindow::buildLayout() {
   QDockWidget* attention = addPanel(attention_, tr("Verify Attention"), QStringLiteral("attentionDock"));
   QDockWidget* steps = addPanel(steps_, tr("Attention Step by Step"), QStringLiteral("attentionStepsDock"));
   QDockWidget* diff = addPanel(diff_, tr("Cache Diff"), QStringLiteral("diffDock"));
+  QDockWidget* compression = addPanel(compression_, tr("Compression"), QStringLiteral("compressionDock"));
   QDockWidget* history = addPanel(history_, tr("Row History"), QStringLiteral("rowHistoryDock"));
   QDockWidget* log = addPanel(log_, tr("Log"), QStringLiteral("logDock"));
   QDockWidget* lessons = addPanel(lessons_, tr("Lessons"), QStringLiteral("lessonsDock"));
@@ -315,7 +321,8 @@ void MainWindow::buildLayout() {
   splitDockWidget(kv, attention, Qt::Vertical);
   tabifyDockWidget(attention, steps);
   tabifyDockWidget(steps, diff);
-  tabifyDockWidget(diff, log);
+  tabifyDockWidget(diff, compression);  // an analysis of the session, like the diff
+  tabifyDockWidget(compression, log);
   if (compact_) tabifyDockWidget(timeline, tokens);  // after the splits: a tab group cannot be split
   if (narrow_) tabifyDockWidget(tokens, history);
   tabifyDockWidget(session, lessons);  // opened by the Lessons menu; the session form stays in front
@@ -574,6 +581,7 @@ void MainWindow::onSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
   if (reason == SnapshotReason::Diff && !had_cursor) {
     if (const Cursor cause = diff_->rootCauseCursor(); cause.valid()) context_.setCursor(cause);
   }
+  if (reason == SnapshotReason::NewSession && !options_.compression.isEmpty()) runRequestedCompression();
   if (pending_rounds_ > 0 && !finished) {
     --pending_rounds_;
     controller_.stepRound();
@@ -602,6 +610,18 @@ void MainWindow::selectRequestedRound() {
   }
   if (round >= 0) context_.goToRound(round);
   if (position >= 0) context_.selectPosition(position);
+}
+
+void MainWindow::runRequestedCompression() {
+  const QStringList specs = options_.compression;
+  options_.compression.clear();  // once
+  QString error;
+  if (!compression_->applyShorthands(specs, &error)) {
+    showError(tr("--compression"), error);
+    return;
+  }
+  raisePanel(compression_);
+  compression_->runCompression();
 }
 
 void MainWindow::stepBy(int delta) {

@@ -9,6 +9,7 @@
 #include <QByteArray>
 #include <QMainWindow>
 #include <QSize>
+#include <QStringList>
 
 #include <functional>
 
@@ -27,6 +28,7 @@ namespace kvscope::ui {
 
 class AttentionPanel;
 class AttentionStepsPanel;
+class CompressionPanel;
 class DiffPanel;
 class KvCachePanel;
 class LessonPanel;
@@ -54,6 +56,7 @@ struct MainWindowOptions {
   int lesson_page = 0;    // at this page
   int presenter_zoom = 0; // 100..200: zoom the window (0: the saved zoom)
   QSize size;             // the first size, which picks the dock layout (invalid: 1600x1000 bounded by the screen)
+  QStringList compression;  // once the first session is ready: set the Compression panel's slots ("h2o:0.25") and run them
 };
 
 class MainWindow : public QMainWindow {
@@ -70,6 +73,7 @@ class MainWindow : public QMainWindow {
   KvCachePanel* kvCachePanel() const { return kv_; }
   AttentionPanel* attentionPanel() const { return attention_; }
   AttentionStepsPanel* attentionStepsPanel() const { return steps_; }
+  CompressionPanel* compressionPanel() const { return compression_; }
   DiffPanel* diffPanel() const { return diff_; }
   RowHistoryPanel* rowHistoryPanel() const { return history_; }
   LogPanel* logPanel() const { return log_; }
@@ -149,6 +153,8 @@ class MainWindow : public QMainWindow {
   void stepRound();
   void onSnapshot(SnapshotPtr snapshot, SnapshotReason reason);
   void selectRequestedRound();
+  // --compression: the panel's slots set and run once, on the first session.
+  void runRequestedCompression();
   void raisePanel(QWidget* panel);
 
   DebuggerContext context_;
@@ -166,6 +172,7 @@ class MainWindow : public QMainWindow {
   KvCachePanel* kv_ = nullptr;
   AttentionPanel* attention_ = nullptr;
   AttentionStepsPanel* steps_ = nullptr;
+  CompressionPanel* compression_ = nullptr;
   DiffPanel* diff_ = nullptr;
   RowHistoryPanel* history_ = nullptr;
   LogPanel* log_ = nullptr;

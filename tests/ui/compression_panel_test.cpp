@@ -1,0 +1,263 @@
+// The Compression panel (issue 11) on the bundled target: what it draws is
+// read back from its plots and compared with runCompressionLab run here on a
+// model this test loads itself (not with the panel's own copy of the
+// result): the removed rows of the cursor's layer and kv head, in the mask
+// and in the scores; a layer / head change redraws them; entries zeroed by
+// element pruning; two slots give two curves with the core's KL; budget 1.0
+// removes nothing and gives KL 0; settings the core refuses show its
+// message and run nothing, and a bad slot B does not stop slot A.
+// libtorch first: Qt's `slots` macro would break its headers.
+#include <torch/torch.h>
+
+#include "core/inspect/compression_lab.h"
+#include "core/model/model_bundle.h"
+
+#include <QComboBox>
+#include <QDockWidget>
+#include <QSpinBox>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QtTest>
+#include <memory>
+#include <set>
+
+#include "tests/ui/ui_test_support.h"
+#include "ui/widgets/CompressionErrorPlot.h"
+#include "ui/widgets/CompressionMetricsPlot.h"
+#include "ui/widgets/CompressionSettingsForm.h"
+#include "ui/widgets/CompressionSlotView.h"
+
+using namespace kvscope;
+using namespace kvscope::ui;
+using namespace kvscope::ui::testing;
+
+namespace {
+
+// Long enough that a 25% budget leaves whole runs of removed rows (Genesis 1, the lab's sweep text).
+const char* kPrompt =
+    "In the beginning God created the heaven and the earth. And the earth was without form, and void; and "
+    "darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters. And God "
+    "said, Let there be light: and there was light.";
+constexpr int kSteps = 8;
+
+// The positions of [0, rows) not in `kept`: what the core says the policy removed.
+std::vector<int64_t> removedByCore(const CompressionResult& result, int64_t layer, int64_t kv_head) {
+  const std::vector<int64_t>& kept = result.kept[static_cast<size_t>(layer)][static_cast<size_t>(kv_head)];
+  const std::set<int64_t> held(kept.begin(), kept.end());
+  std::vector<int64_t> removed;
+  for (int64_t p = 0; p < result.prefill_rows; ++p) {
+    if (held.count(p) == 0) removed.push_back(p);
+  }
+  return removed;
+}
+
+QString list(const std::vector<int64_t>& v) {
+  QStringList parts;
+  for (int64_t x : v) parts << QString::number(x);
+  return parts.join(QLatin1Char(','));
+}
+
+}  // namespace
+
+class CompressionPanelTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() {
+    useTestSettings("compression_panel_test");
+    MainWindowOptions options;  // the bundled pair (else the fixture pair)
+    options.restore_layout = false;
+    options.prompt = QString::fromUtf8(kPrompt);
+    window_ = std::make_unique<MainWindow>(options);
+    window_->resize(1280, 720);
+    window_->show();
+    QTRY_VERIFY_WITH_TIMEOUT(window_->context().snapshot() != nullptr && !window_->controller().busy(), kTimeout);
+    window_->dock(QStringLiteral("compressionDock"))->raise();
+    bundle_ = std::make_unique<ModelBundle>(loadModelBundle(defaultModelDirectories().target_dir,
+                                                            torch::TensorOptions().dtype(torch::kFloat32)));
+    const SessionSnapshot& snapshot = *window_->context().snapshot();
+    prompt_.assign(snapshot.sequence.begin(), snapshot.sequence.begin() + snapshot.prompt_length);
+    QVERIFY2(prompt_.size() > 30, "the prompt should give the policy rows to remove");
+    panel()->maxNewBox()->setValue(kSteps);
+  }
+  void cleanupTestCase() { window_.reset(); }
+
+  // h2o at 25%: the mask and the scores show exactly the core's removed rows, per layer and kv head.
+  void removedRowsAreTheCores() {
+    QVERIFY(run({QStringLiteral("h2o:0.25")}));
+    const CompressionResult core = lab(CompressionSpec::evicting(EvictionPolicy::H2O, 0.25));
+    const SessionSnapshot& snapshot = *window_->context().snapshot();
+    select(0, 0);
+    const std::vector<int64_t> first = removedByCore(core, 0, 0);
+    QVERIFY(!first.empty());
+    checkShown(core, 0, 0);
+    if (QTest::currentTestFailed()) return;
+    QVERIFY2(panel()->slotView(0)->caption().contains(QStringLiteral("%1 of %2 rows removed").arg(first.size()).arg(core.prefill_rows)),
+             qPrintable(panel()->slotView(0)->caption()));
+
+    // Another layer and kv head (the shared cursor): the mask follows, and it is not the same set.
+    const int64_t layer = snapshot.target.layers - 1, head = snapshot.target.kv_heads - 1;
+    QVERIFY(removedByCore(core, layer, head) != first);
+    select(layer, head);
+    QCOMPARE(panel()->layerBox()->currentIndex(), int(layer));
+    QCOMPARE(panel()->headBox()->currentIndex(), int(head));
+    checkShown(core, layer, head);
+    if (QTest::currentTestFailed()) return;
+    // The panel's own pickers move the cursor of every panel.
+    panel()->layerBox()->setCurrentIndex(1);
+    emit panel()->layerBox()->activated(1);
+    flush(*window_);
+    QCOMPARE(window_->context().cursor().layer, int64_t{1});
+    checkShown(core, 1, head);
+  }
+
+  // Per-token pruning at 50% (dense window 4): the white cells are the core's zeroed K entries of kept rows.
+  void zeroedEntriesAreTheCores() {
+    CompressionSettingsForm* a = panel()->form(0);
+    QVERIFY(a->applyShorthand(QStringLiteral("per-token:0.5"), nullptr));
+    a->setDenseWindow(4);
+    panel()->form(1)->setEnabledSlot(false);
+    QVERIFY(runNow());
+    CompressionSpec spec;
+    spec.pruning = PruneSettings{};
+    spec.pruning->k_sparsity = spec.pruning->v_sparsity = 0.5;
+    spec.pruning->dense_window = 4;
+    CompressionInput input{prompt_, {}, kSteps};
+    input.record_cache = true;
+    const CompressionResult core = runCompressionLab(*bundle_->model, input, spec);
+    select(0, 1);
+    const int64_t zeroed = core.k_keep[0][1].logical_not().sum().item<int64_t>();
+    QVERIFY(zeroed > 0);
+    QCOMPARE(panel()->slotView(0)->shownZeroedEntries(), zeroed);
+    QVERIFY(panel()->slotView(0)->shownRemovedRows().empty());  // pruning removes no row
+    panel()->setShowingValues(true);
+    flush(*window_);
+    QCOMPARE(panel()->slotView(0)->shownZeroedEntries(), core.v_keep[0][1].logical_not().sum().item<int64_t>());
+    panel()->setShowingValues(false);
+    a->setDenseWindow(32);
+  }
+
+  // h2o vs streaming at 25%: two curves, each the core's KL per step, and they differ.
+  void twoSlotsGiveTwoCurves() {
+    QVERIFY(run({QStringLiteral("h2o:0.25"), QStringLiteral("streaming:0.25")}));
+    CompressionMetricsPlot* metrics = panel()->metricsPlot();
+    QCOMPARE(metrics->curveCount(), 2);
+    const CompressionResult h2o = lab(CompressionSpec::evicting(EvictionPolicy::H2O, 0.25));
+    const CompressionResult streaming = lab(CompressionSpec::evicting(EvictionPolicy::Streaming, 0.25));
+    for (const auto& [curve, core] : {std::pair{0, &h2o}, std::pair{1, &streaming}}) {
+      const std::vector<double> kl = metrics->klValues(curve), mass = metrics->massValues(curve);
+      QCOMPARE(kl.size(), core->steps.size());
+      for (size_t i = 0; i < kl.size(); ++i) {
+        QVERIFY2(std::abs(kl[i] - core->steps[i].kl) < 1e-9, qPrintable(QStringLiteral("curve %1 step %2").arg(curve).arg(i)));
+        QVERIFY(std::abs(mass[i] - core->steps[i].attention_mass) < 1e-9);
+      }
+    }
+    QVERIFY(metrics->klValues(0) != metrics->klValues(1));
+    // Slot B's mask is streaming's: the sinks kept, the middle gone.
+    select(0, 0);
+    QCOMPARE(panel()->slotView(1)->shownRemovedRows(), removedByCore(streaming, 0, 0));
+    QVERIFY(panel()->summaryTable()->item(0, 1)->text().startsWith(QString::number(streaming.kl_mean, 'g', 3)));
+    // The output error of both, on one scale: the core's numbers.
+    CompressionErrorPlot* error = panel()->errorPlot();
+    QVERIFY(std::abs(error->shownError(1, 2, 3) - streaming.output_error[2][3].item<double>()) < 1e-6);
+  }
+
+  // Budget 1.0: nothing removed anywhere, KL exactly 0, no output error.
+  void fullBudgetRemovesNothing() {
+    QVERIFY(run({QStringLiteral("snapkv:1.0")}));
+    const SessionSnapshot& snapshot = *window_->context().snapshot();
+    for (int64_t layer : {int64_t{0}, snapshot.target.layers - 1}) {
+      select(layer, snapshot.target.kv_heads - 1);
+      QVERIFY(panel()->slotView(0)->shownRemovedRows().empty());
+      QVERIFY(panel()->slotView(0)->shownRemovedScoreRows(0).empty());
+    }
+    QVERIFY(panel()->slotView(0)->caption().contains(QStringLiteral("0 of")));
+    QCOMPARE(panel()->metricsPlot()->curveCount(), 1);
+    for (double kl : panel()->metricsPlot()->klValues(0)) QCOMPARE(kl, 0.0);
+    QCOMPARE(panel()->errorPlot()->shownError(0, 0, 0), 0.0);
+  }
+
+  // Settings the core refuses: its message in the panel, nothing sent, no crash.
+  void badSettingsShowTheCoresMessage() {
+    CompressionSettingsForm* a = panel()->form(0);
+    panel()->form(1)->setEnabledSlot(false);
+    const struct {
+      const char* shorthand;
+      double k_sparsity;
+      const char* message;
+    } cases[] = {{"h2o:0", 0.5, "--budget must be a fraction of the rows in (0, 1], got 0"},
+                 {"streaming:1.5", 0.5, "--budget must be a fraction of the rows in (0, 1], got 1.5"},
+                 {"per-channel:0.5", 1.2, "--k-sparsity must be in [0, 1), got 1.2"}};
+    for (const auto& c : cases) {
+      QVERIFY(a->applyShorthand(QString::fromUtf8(c.shorthand), nullptr));
+      a->setSparsity(c.k_sparsity, 0.5);
+      QSignalSpy sent(panel(), &CompressionPanel::compressRequested);
+      panel()->runButton()->click();
+      flush(*window_);
+      QCOMPARE(sent.count(), 0);
+      QVERIFY2(panel()->statusText().contains(QString::fromUtf8(c.message)), qPrintable(panel()->statusText()));
+      QVERIFY2(panel()->slotView(0)->caption().contains(QString::fromUtf8(c.message)), qPrintable(panel()->slotView(0)->caption()));
+      QVERIFY(panel()->slotView(0)->shownRemovedRows().empty());
+    }
+    // A bad B does not stop A: A runs, B says why it did not.
+    QVERIFY(a->applyShorthand(QStringLiteral("h2o:0.25"), nullptr));
+    CompressionSettingsForm* b = panel()->form(1);
+    QVERIFY(b->applyShorthand(QStringLiteral("snapkv:0.5"), nullptr));
+    b->setKernel(4);
+    QVERIFY(runNow());
+    QVERIFY(panel()->statusText().contains(QStringLiteral("--kernel must be odd and >= 1, got 4")));
+    QCOMPARE(panel()->metricsPlot()->curveCount(), 1);
+    select(0, 0);
+    QCOMPARE(panel()->slotView(0)->shownRemovedRows(), removedByCore(lab(CompressionSpec::evicting(EvictionPolicy::H2O, 0.25)), 0, 0));
+    b->setKernel(5);
+    // A name the core does not know is refused with its list of names.
+    QString error;
+    QVERIFY(!a->applyShorthand(QStringLiteral("lru:0.5"), &error));
+    QVERIFY2(error.contains(QStringLiteral("--policy must be one of")), qPrintable(error));
+  }
+
+ private:
+  CompressionPanel* panel() const { return window_->compressionPanel(); }
+
+  CompressionResult lab(const CompressionSpec& spec) const {
+    CompressionInput input{prompt_, {}, kSteps};
+    return runCompressionLab(*bundle_->model, input, spec);
+  }
+
+  // Sets the slots from shorthands (one: B off) and runs them.
+  bool run(const QStringList& specs) {
+    QString error;
+    if (!panel()->applyShorthands(specs, &error)) {
+      qWarning() << error;
+      return false;
+    }
+    return runNow();
+  }
+
+  bool runNow() {
+    const CompressionRunPtr before = panel()->lastRun();
+    panel()->runButton()->click();
+    if (!QTest::qWaitFor([&] { return panel()->lastRun() != before && !panel()->pending(); }, kTimeout)) return false;
+    flush(*window_);
+    return true;
+  }
+
+  void select(int64_t layer, int64_t head) {
+    window_->context().setLayerHead(CacheRole::Target, layer, head);
+    flush(*window_);
+  }
+
+  void checkShown(const CompressionResult& core, int64_t layer, int64_t head) {
+    const std::vector<int64_t> expected = removedByCore(core, layer, head);
+    const std::vector<int64_t> shown = panel()->slotView(0)->shownRemovedRows();
+    QVERIFY2(shown == expected, qPrintable(QStringLiteral("layer %1 head %2: shown %3, core %4")
+                                               .arg(layer).arg(head).arg(list(shown), list(expected))));
+    QCOMPARE(panel()->slotView(0)->shownRemovedScoreRows(head), expected);
+  }
+
+  std::unique_ptr<MainWindow> window_;
+  std::unique_ptr<ModelBundle> bundle_;
+  std::vector<int64_t> prompt_;
+};
+
+QTEST_MAIN(CompressionPanelTest)
+#include "compression_panel_test.moc"

@@ -1,0 +1,304 @@
+#include "ui/widgets/CompressionSlotView.h"
+
+#include <QLabel>
+#include <QPainter>
+#include <QToolTip>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+
+#include <qcustomplot.h>
+
+#include "ui/widgets/HoverCellHighlight.h"
+#include "ui/widgets/PlotExport.h"
+
+namespace kvscope::ui {
+
+namespace {
+
+constexpr unsigned char kRemovedScoreAlpha = 70;  // a removed row's score shows faintly through the hatch
+
+// Grey diagonal hatching: what shows where a row's cells are transparent (removed).
+QBrush hatchBrush() {
+  QPixmap tile(8, 8);
+  tile.fill(QColor(205, 205, 205));
+  QPainter painter(&tile);
+  painter.setPen(QPen(QColor(120, 120, 120), 1.5));
+  painter.drawLine(0, 8, 8, 0);
+  painter.drawLine(-4, 4, 4, -4);
+  painter.drawLine(4, 12, 12, 4);
+  return QBrush(tile);
+}
+
+bool removed(RowFate fate) { return fate == RowFate::Evicted || fate == RowFate::EvictedDecoding; }
+
+QCPColorMap* addMap(QCPAxisRect* rect, QCPColorScale* scale, const QCPColorGradient& gradient) {
+  auto* map = new QCPColorMap(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+  map->setInterpolate(false);
+  if (scale) map->setColorScale(scale);
+  map->setGradient(gradient);  // after setColorScale, which adopts the scale's gradient
+  return map;
+}
+
+// The q-th quantile of v (sorted copy): a colour range that one huge score
+// (an attention sink) does not wash out.
+double quantile(std::vector<float> v, double q) {
+  if (v.empty()) return 0.0;
+  const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size() - 1)));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+}  // namespace
+
+CompressionSlotView::CompressionSlotView(const QString& slot, QWidget* parent) : QWidget(parent), slot_(slot) {
+  setObjectName(QStringLiteral("compressionSlot") + slot);
+  caption_ = new QLabel;
+  caption_->setObjectName(QStringLiteral("caption"));
+  caption_->setWordWrap(true);
+  caption_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  caption_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+  plot_ = new QCustomPlot;
+  plot_->setObjectName(QStringLiteral("compressionMask") + slot);
+  plot_->setMinimumSize(240, 200);
+  new HoverCellHighlight(plot_);
+  plot_->plotLayout()->clear();
+  scores_rect_ = new QCPAxisRect(plot_);
+  entries_rect_ = new QCPAxisRect(plot_);
+  entries_scale_ = new QCPColorScale(plot_);
+  // Inner sizes that keep cells visible between the axes (the layout test's 40 px).
+  scores_rect_->setMinimumSize(44, 60);
+  entries_rect_->setMinimumSize(64, 60);
+  plot_->plotLayout()->addElement(0, 0, scores_rect_);
+  plot_->plotLayout()->addElement(0, 1, entries_rect_);
+  plot_->plotLayout()->addElement(0, 2, entries_scale_);
+  plot_->plotLayout()->setColumnStretchFactors({1.0, 3.2, 0.1});
+  // The scores get no colour scale: they have no common unit across
+  // policies; the axis label says which way is high, the hover gives values.
+  entries_scale_->setBarWidth(8);
+  // Rows line up across the three columns.
+  auto* rows = new QCPMarginGroup(plot_);
+  scores_rect_->setMarginGroup(QCP::msTop | QCP::msBottom, rows);
+  entries_rect_->setMarginGroup(QCP::msTop | QCP::msBottom, rows);
+  entries_scale_->setMarginGroup(QCP::msTop | QCP::msBottom, rows);
+
+  for (QCPAxisRect* rect : {scores_rect_, entries_rect_}) {
+    rect->setupFullAxesBox(false);
+    rect->axis(QCPAxis::atLeft)->setRangeReversed(true);  // position 0 on top, as in the KV view
+    rect->setBackground(hatchBrush());
+  }
+  scores_rect_->axis(QCPAxis::atLeft)->setLabel(tr("prefill position"));
+  scores_rect_->axis(QCPAxis::atBottom)->setLabel(tr("score"));
+  scores_rect_->axis(QCPAxis::atBottom)->setTicker(QSharedPointer<QCPAxisTickerFixed>::create());
+  scores_rect_->axis(QCPAxis::atBottom)->ticker().staticCast<QCPAxisTickerFixed>()->setTickStep(1.0);
+  entries_rect_->axis(QCPAxis::atLeft)->setTickLabels(false);
+  entries_rect_->axis(QCPAxis::atBottom)->ticker()->setTickCount(4);  // readable when narrow or zoomed
+
+  QCPColorGradient scores_gradient(QCPColorGradient::gpHot);
+  scores_map_ = addMap(scores_rect_, nullptr, scores_gradient.inverted());  // high score: dark
+  QCPColorGradient entries_gradient(QCPColorGradient::gpPolar);  // the KV view's colours
+  entries_gradient.setNanHandling(QCPColorGradient::nhNanColor);
+  entries_gradient.setNanColor(Qt::white);  // zeroed by element pruning
+  entries_map_ = addMap(entries_rect_, entries_scale_, entries_gradient);
+
+  head_outline_ = new QCPItemRect(plot_);
+  head_outline_->setClipAxisRect(scores_rect_);
+  for (QCPItemPosition* corner : {head_outline_->topLeft, head_outline_->bottomRight}) {
+    corner->setAxes(scores_rect_->axis(QCPAxis::atBottom), scores_rect_->axis(QCPAxis::atLeft));
+  }
+  head_outline_->setPen(QPen(QColor(255, 170, 0), 3));  // the app's selection colour
+  head_outline_->setBrush(Qt::NoBrush);
+  head_outline_->setVisible(false);
+
+  plot_->setMouseTracking(true);
+  connect(plot_, &QCustomPlot::mouseMove, this, &CompressionSlotView::onHover);
+  installPlotExport(plot_, QStringLiteral("compression-") + slot);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(2);
+  layout->addWidget(caption_);
+  layout->addWidget(plot_, 1);
+  showMessage(QString(), tr("not run yet"));
+}
+
+QString CompressionSlotView::caption() const { return caption_->text(); }
+
+void CompressionSlotView::clearMaps() {
+  scores_map_->data()->clear();
+  entries_map_->data()->clear();
+  head_outline_->setVisible(false);
+}
+
+void CompressionSlotView::showMessage(const QString& label, const QString& why) {
+  summary_.reset();
+  clearMaps();
+  caption_->setText(QStringLiteral("<b>%1</b> %2").arg((slot_ + QLatin1Char(' ') + label).toHtmlEscaped(), why.toHtmlEscaped()));
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void CompressionSlotView::showSlot(std::shared_ptr<const CompressionSummary> summary, const QString& label,
+                                   int64_t layer, int64_t kv_head, bool values,
+                                   const std::function<QString(int64_t)>& token) {
+  if (!summary || !summary->contains(layer, kv_head)) {
+    showMessage(label, tr("has no layer %1, kv head %2").arg(layer).arg(kv_head));
+    return;
+  }
+  summary_ = std::move(summary);
+  layer_ = layer;
+  kv_head_ = kv_head;
+  values_ = values;
+  token_ = token;
+  const CompressionSummary& s = *summary_;
+  drawScores(s, layer, kv_head);
+  drawEntries(s, layer, kv_head, values);
+
+  const std::vector<int64_t> gone = s.removedPositions(layer, kv_head);
+  int64_t decoding = 0, demoted = 0;
+  for (int64_t r = 0; r < s.rows; ++r) {
+    decoding += s.fate(layer, kv_head, r) == RowFate::EvictedDecoding ? 1 : 0;
+    demoted += s.fate(layer, kv_head, r) == RowFate::Demoted ? 1 : 0;
+  }
+  // Layer and kv head are in the pickers and under the heatmap: the caption says what was removed.
+  QString text = tr("<b>%1 %2</b>: <b>%3 of %4 rows removed</b>")
+                     .arg(slot_, label.toHtmlEscaped())
+                     .arg(gone.size())
+                     .arg(s.rows);
+  if (decoding > 0) text += tr(" (%1 by decode steps)").arg(decoding);
+  if (demoted > 0) text += tr(", %1 demoted").arg(demoted);
+  if (s.hasPruning()) {
+    text += tr(", %1 of %2 %3 zeroed")
+                .arg(s.zeroedEntries(values, layer, kv_head))
+                .arg(s.rows * s.head_dim)
+                .arg(values ? QStringLiteral("V") : QStringLiteral("K"));
+  }
+  caption_->setText(text);
+  QStringList list;
+  for (int64_t p : gone) list << QString::number(p);
+  caption_->setToolTip(gone.empty() ? tr("no row removed") : tr("removed positions: %1").arg(list.join(QStringLiteral(", "))));
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void CompressionSlotView::drawScores(const CompressionSummary& s, int64_t layer, int64_t kv_head) {
+  QCPColorMapData* data = scores_map_->data();
+  data->clear();
+  data->setSize(static_cast<int>(s.kv_heads), static_cast<int>(s.rows));
+  data->setRange(QCPRange(0, static_cast<double>(s.kv_heads - 1)), QCPRange(0, static_cast<double>(std::max<int64_t>(s.rows - 1, 0))));
+  std::vector<float> layer_scores;
+  for (int64_t h = 0; h < s.kv_heads; ++h) {
+    for (int64_t r = 0; r < s.rows; ++r) {
+      const float score = s.score(layer, h, r);
+      layer_scores.push_back(score);
+      data->setCell(static_cast<int>(h), static_cast<int>(r), s.hasScores() ? score : 0.0);
+      if (removed(s.fate(layer, h, r))) data->setAlpha(static_cast<int>(h), static_cast<int>(r), kRemovedScoreAlpha);
+    }
+  }
+  // Scores span orders of magnitude (sinks): the top 5% saturate.
+  const double low = *std::min_element(layer_scores.begin(), layer_scores.end());
+  double high = quantile(layer_scores, 0.95);
+  if (!(high > low)) high = low + 1.0;
+  scores_map_->setDataRange(QCPRange(low, high));
+  scores_rect_->axis(QCPAxis::atBottom)->setLabel(s.hasScores() ? tr("score\n(dark: high)")
+                                                                 : tr("no eviction\nscores"));
+  scores_rect_->axis(QCPAxis::atBottom)->setRange(-0.5, static_cast<double>(s.kv_heads) - 0.5);
+  scores_rect_->axis(QCPAxis::atLeft)->setRange(-0.5, static_cast<double>(s.rows) - 0.5);
+  head_outline_->topLeft->setCoords(static_cast<double>(kv_head) - 0.5, -0.5);
+  head_outline_->bottomRight->setCoords(static_cast<double>(kv_head) + 0.5, static_cast<double>(s.rows) - 0.5);
+  head_outline_->setVisible(true);
+}
+
+void CompressionSlotView::drawEntries(const CompressionSummary& s, int64_t layer, int64_t kv_head, bool values) {
+  QCPColorMapData* data = entries_map_->data();
+  data->clear();
+  data->setSize(static_cast<int>(s.head_dim), static_cast<int>(s.rows));
+  data->setRange(QCPRange(0, static_cast<double>(std::max<int64_t>(s.head_dim - 1, 0))),
+                 QCPRange(0, static_cast<double>(std::max<int64_t>(s.rows - 1, 0))));
+  double extent = 0;
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const bool gone = removed(s.fate(layer, kv_head, r));
+    for (int64_t d = 0; d < s.head_dim; ++d) {
+      const bool zero = s.zeroed(values, layer, kv_head, r, d);
+      const double value = s.hasCache() && !zero ? s.entry(values, layer, kv_head, r, d) : std::nan("");
+      data->setCell(static_cast<int>(d), static_cast<int>(r), value);
+      if (gone) data->setAlpha(static_cast<int>(d), static_cast<int>(r), 0);  // the hatching shows through
+      else if (!zero) extent = std::max(extent, std::abs(value));
+    }
+  }
+  if (!(extent > 0)) extent = 1.0;
+  entries_map_->setDataRange(QCPRange(-extent, extent));  // symmetric: 0 is the gradient's middle
+  QCPAxis* x = entries_rect_->axis(QCPAxis::atBottom);
+  x->setLabel(s.hasCache() ? tr("%1 channel \u00b7 layer %2, kv head %3")
+                                 .arg(values ? QStringLiteral("V") : QStringLiteral("K"))
+                                 .arg(layer)
+                                 .arg(kv_head)
+                           : tr("no K/V recorded"));
+  x->setRange(-0.5, static_cast<double>(s.head_dim) - 0.5);
+  entries_rect_->axis(QCPAxis::atLeft)->setRange(-0.5, static_cast<double>(s.rows) - 0.5);
+  entries_scale_->setLabel(values ? QStringLiteral("V") : QStringLiteral("K"));
+}
+
+void CompressionSlotView::onHover(QMouseEvent* event) {
+  if (!summary_) return;
+  const CompressionSummary& s = *summary_;
+  const QPointF at = event->position();
+  QString text;
+  if (entries_rect_->rect().contains(at.toPoint())) {
+    const auto row = static_cast<int64_t>(std::lround(entries_rect_->axis(QCPAxis::atLeft)->pixelToCoord(at.y())));
+    const auto channel = static_cast<int64_t>(std::lround(entries_rect_->axis(QCPAxis::atBottom)->pixelToCoord(at.x())));
+    if (row >= 0 && row < s.rows && channel >= 0 && channel < s.head_dim) {
+      text = tr("position %1 %2, channel %3: %4 = %5 (%6%7)")
+                 .arg(row)
+                 .arg(token_ ? token_(row) : QString())
+                 .arg(channel)
+                 .arg(values_ ? QStringLiteral("V") : QStringLiteral("K"))
+                 .arg(static_cast<double>(s.entry(values_, layer_, kv_head_, row, channel)), 0, 'g', 4)
+                 .arg(QString::fromUtf8(rowFateName(s.fate(layer_, kv_head_, row))))
+                 .arg(s.zeroed(values_, layer_, kv_head_, row, channel) ? tr(", zeroed") : QString());
+    }
+  } else if (scores_rect_->rect().contains(at.toPoint())) {
+    const auto row = static_cast<int64_t>(std::lround(scores_rect_->axis(QCPAxis::atLeft)->pixelToCoord(at.y())));
+    const auto head = static_cast<int64_t>(std::lround(scores_rect_->axis(QCPAxis::atBottom)->pixelToCoord(at.x())));
+    if (row >= 0 && row < s.rows && head >= 0 && head < s.kv_heads) {
+      text = tr("position %1 %2, kv head %3: score %4 (%5)")
+                 .arg(row)
+                 .arg(token_ ? token_(row) : QString())
+                 .arg(head)
+                 .arg(static_cast<double>(s.score(layer_, head, row)), 0, 'g', 4)
+                 .arg(QString::fromUtf8(rowFateName(s.fate(layer_, head, row))));
+    }
+  }
+  if (text.isEmpty()) QToolTip::hideText();
+  else QToolTip::showText(event->globalPosition().toPoint(), text, plot_);
+}
+
+std::vector<int64_t> CompressionSlotView::shownRemovedRows() const {
+  std::vector<int64_t> rows;
+  QCPColorMapData* data = entries_map_->data();
+  for (int r = 0; r < data->valueSize(); ++r) {
+    if (data->keySize() > 0 && data->alpha(0, r) == 0) rows.push_back(r);
+  }
+  return rows;
+}
+
+int64_t CompressionSlotView::shownZeroedEntries() const {
+  int64_t count = 0;
+  QCPColorMapData* data = entries_map_->data();
+  for (int r = 0; r < data->valueSize(); ++r) {
+    for (int d = 0; d < data->keySize(); ++d) count += std::isnan(data->cell(d, r)) && data->alpha(d, r) != 0 ? 1 : 0;
+  }
+  return count;
+}
+
+std::vector<int64_t> CompressionSlotView::shownRemovedScoreRows(int64_t kv_head) const {
+  std::vector<int64_t> rows;
+  QCPColorMapData* data = scores_map_->data();
+  if (kv_head < 0 || kv_head >= data->keySize()) return rows;
+  for (int r = 0; r < data->valueSize(); ++r) {
+    if (data->alpha(static_cast<int>(kv_head), r) == kRemovedScoreAlpha) rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace kvscope::ui

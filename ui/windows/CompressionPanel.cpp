@@ -1,0 +1,391 @@
+#include "ui/windows/CompressionPanel.h"
+
+#include <QComboBox>
+#include <QEvent>
+#include <QFormLayout>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSignalBlocker>
+#include <QSpinBox>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include "ui/widgets/CompressionErrorPlot.h"
+#include "ui/widgets/CompressionMetricsPlot.h"
+#include "ui/widgets/CompressionSettingsForm.h"
+#include "ui/widgets/CompressionSlotView.h"
+#include "ui/widgets/PickerItems.h"
+
+namespace kvscope::ui {
+
+namespace {
+
+const std::array<QString, CompressionPanel::kSlots> kSlotNames = {QStringLiteral("A"), QStringLiteral("B")};
+
+// The slots' colours in every plot (A blue, B orange: apart for colour-blind eyes too).
+QColor slotColor(int slot) { return slot == 0 ? QColor(31, 119, 180) : QColor(230, 120, 20); }
+
+QScrollArea* scrolled(QWidget* content, bool horizontal) {
+  auto* area = new QScrollArea;
+  area->setWidget(content);
+  area->setWidgetResizable(true);
+  area->setFrameShape(QFrame::NoFrame);
+  if (!horizontal) area->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  return area;
+}
+
+QString number(double value, int digits = 4) { return QString::number(value, 'g', digits); }
+
+QString kilobytes(int64_t bytes) { return QStringLiteral("%1 KB").arg(static_cast<double>(bytes) / 1024.0, 0, 'f', 0); }
+
+QString share(double part, double whole) {
+  return QStringLiteral("%1%").arg(whole > 0 ? 100.0 * part / whole : 0.0, 0, 'f', 0);
+}
+
+// The summary table's column of one slot, in the row order of fillTable.
+QStringList summaryCells(const CompressionSummary& s) {
+  const double triples = static_cast<double>(s.layers * s.kv_heads * s.rows);
+  QString removed = QObject::tr("%1 (%2)").arg(s.rows_evicted).arg(share(static_cast<double>(s.rows_evicted), triples));
+  if (s.rows_evicted_decoding > 0) removed += QObject::tr(" + %1 decoding").arg(s.rows_evicted_decoding);
+  return {number(s.kl_mean, 3) + QStringLiteral(" / ") + number(s.kl_max, 2),
+          share(s.top1_agreement, 1.0),
+          number(s.attention_mass, 3),
+          s.perplexity_full > 0 ? number(s.perplexity_full, 3) + QStringLiteral(" \u2192 ") + number(s.perplexity_compressed, 3)
+                                : QObject::tr("(no scored step)"),
+          removed,
+          QStringLiteral("%1 / %2").arg(s.pruned_k).arg(s.pruned_v),
+          QStringLiteral("%1, %2").arg(share(static_cast<double>(s.bytes_kept), static_cast<double>(s.bytes_full)),
+                                        kilobytes(s.bytes_kept))};
+}
+
+}  // namespace
+
+CompressionPanel::CompressionPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(context, parent) {
+  setObjectName(QStringLiteral("compressionPanel"));
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  QScrollArea* settings = scrolled(buildSettings(), false);
+  settings->setMinimumWidth(230);
+  settings->setMaximumWidth(320);
+  layout->addWidget(settings);
+  layout->addWidget(scrolled(buildViews(), true), 1);
+  for (int i = 0; i < kSlots; ++i) {
+    connect(forms_[i], &CompressionSettingsForm::changed, this, [this, i] {
+      tabs_->setTabText(i, kSlotNames[i] + QStringLiteral(": ") +
+                               (forms_[i]->enabledSlot() ? forms_[i]->label() : tr("off")));
+    });
+    emit forms_[i]->changed();
+  }
+  forms_[1]->setPolicy(QStringLiteral("streaming"));  // a useful default pair: attention-based vs position-based
+}
+
+QWidget* CompressionPanel::buildSettings() {
+  auto* box = new QWidget;
+  tabs_ = new QTabWidget;
+  tabs_->setObjectName(QStringLiteral("compressionSlots"));
+  for (int i = 0; i < kSlots; ++i) {
+    forms_[i] = new CompressionSettingsForm(kSlotNames[i], i > 0);
+    tabs_->addTab(forms_[i], kSlotNames[i]);
+  }
+  max_new_ = new QSpinBox;
+  max_new_->setObjectName(QStringLiteral("compressionMaxNew"));
+  max_new_->setRange(0, 1024);
+  max_new_->setValue(32);
+  max_new_->setToolTip(tr("decode steps compared after the compression (greedy tokens of the full cache)"));
+  values_box_ = new QComboBox;
+  values_box_->addItems({QStringLiteral("K"), QStringLiteral("V")});
+  values_box_->setToolTip(tr("draw the keys or the values of the compressed cache"));
+  layer_box_ = new QComboBox;
+  layer_box_->setObjectName(QStringLiteral("compressionLayer"));
+  layer_box_->setToolTip(tr("layer (shared by every panel)"));
+  head_box_ = new QComboBox;
+  head_box_->setObjectName(QStringLiteral("compressionHead"));
+  head_box_->setToolTip(tr("kv head (shared by every panel)"));
+  run_ = new QPushButton(tr("Run A and B"));
+  run_->setObjectName(QStringLiteral("compressionRun"));
+  run_->setToolTip(tr("compress the session prompt's cache with each slot and compare every decode step with the "
+                      "full cache"));
+  status_ = new QLabel;
+  status_->setObjectName(QStringLiteral("compressionStatus"));
+  status_->setWordWrap(true);
+  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+  auto* form = new QFormLayout;
+  form->setContentsMargins(4, 0, 4, 0);
+  form->addRow(tr("decode steps"), max_new_);
+  form->addRow(tr("show"), values_box_);
+  form->addRow(tr("layer"), layer_box_);
+  form->addRow(tr("kv head"), head_box_);
+  auto* layout = new QVBoxLayout(box);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(tabs_);
+  layout->addLayout(form);
+  layout->addWidget(run_);
+  layout->addWidget(status_);
+  layout->addStretch(1);
+
+  connect(run_, &QPushButton::clicked, this, &CompressionPanel::runCompression);
+  connect(values_box_, &QComboBox::currentIndexChanged, this, [this] { drawSlots(); });
+  connect(layer_box_, &QComboBox::activated, this, [this](int layer) {
+    this->context().setLayerHead(CacheRole::Target, layer, kv_head_);
+  });
+  connect(head_box_, &QComboBox::activated, this, [this](int head) {
+    this->context().setLayerHead(CacheRole::Target, layer_, head);
+  });
+  return box;
+}
+
+QWidget* CompressionPanel::buildViews() {
+  auto* box = new QWidget;
+  for (int i = 0; i < kSlots; ++i) views_[i] = new CompressionSlotView(kSlotNames[i]);
+  metrics_ = new CompressionMetricsPlot;
+  error_plot_ = new CompressionErrorPlot;
+  table_ = new QTableWidget(0, kSlots);
+  table_->setObjectName(QStringLiteral("compressionSummary"));
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
+  table_->installEventFilter(this);  // presenter zoom changes its font: fit the rows again
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  table_->setMinimumWidth(240);
+  auto* legend = new QLabel(tr("<span style='background:#c8c8c8'>&nbsp;&#9636;&#9636;&nbsp;</span> hatched: row "
+                               "removed (attention no longer reads it) &nbsp; <b>white</b>: entry zeroed by pruning "
+                               "&nbsp; <span style='color:#ffaa00'>&#9646;</span> selected kv head"));
+  legend->setToolTip(tr("Left of each slot: the policy's score of every prefill row (one column per kv head, darker = "
+                        "more worth keeping; the top 5% saturate). Right: the compressed cache's K or V of the "
+                        "selected kv head."));
+  legend->setWordWrap(true);
+  legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+
+  auto* bottom_right = new QVBoxLayout;
+  bottom_right->addWidget(table_);
+  bottom_right->addWidget(error_plot_, 1);
+  auto* grid = new QGridLayout(box);
+  grid->setContentsMargins(0, 0, 0, 0);
+  grid->setSpacing(4);
+  grid->addWidget(legend, 0, 0, 1, 2);
+  grid->addWidget(views_[0], 1, 0);
+  grid->addWidget(views_[1], 1, 1);
+  grid->addWidget(metrics_, 2, 0);
+  grid->addLayout(bottom_right, 2, 1);
+  grid->setRowStretch(1, 3);
+  grid->setRowStretch(2, 2);
+  grid->setColumnStretch(0, 1);
+  grid->setColumnStretch(1, 1);
+  return box;
+}
+
+QString CompressionPanel::statusText() const { return status_->text(); }
+
+void CompressionPanel::setStatus(const QString& text, bool error) {
+  status_->setStyleSheet(error ? QStringLiteral("QLabel { color:#b00000; }") : QString());
+  status_->setText(text);
+}
+
+void CompressionPanel::setShowingValues(bool values) { values_box_->setCurrentIndex(values ? 1 : 0); }
+
+bool CompressionPanel::applyShorthands(const QStringList& specs, QString* error) {
+  if (specs.isEmpty() || specs.size() > kSlots) {
+    if (error) *error = tr("give one or two POLICY:BUDGET settings, got %1").arg(specs.size());
+    return false;
+  }
+  for (int i = 0; i < specs.size(); ++i) {
+    if (!forms_[i]->applyShorthand(specs[i], error)) return false;
+  }
+  if (specs.size() == 1) forms_[1]->setEnabledSlot(false);
+  return true;
+}
+
+bool CompressionPanel::promptTokens(std::vector<int64_t>* prompt, QString* why) const {
+  const SessionSnapshot* snapshot = context().snapshot();
+  if (!snapshot || snapshot->replay_only) {
+    *why = tr("no live session: load models (a replayed trace has no model to compress with)");
+    return false;
+  }
+  const auto length = static_cast<size_t>(std::min<int64_t>(snapshot->prompt_length,
+                                                             static_cast<int64_t>(snapshot->sequence.size())));
+  prompt->assign(snapshot->sequence.begin(), snapshot->sequence.begin() + static_cast<std::ptrdiff_t>(length));
+  return true;
+}
+
+void CompressionPanel::runCompression() {
+  CompressionRequest request;
+  QString why;
+  if (!promptTokens(&request.prompt, &why)) {
+    setStatus(why, true);
+    return;
+  }
+  request.max_new = max_new_->value();
+  QStringList errors;
+  for (int i = 0; i < kSlots; ++i) {
+    form_errors_[i].clear();
+    if (!forms_[i]->enabledSlot()) continue;
+    CompressionSlotRequest slot;
+    slot.slot = i;
+    slot.label = forms_[i]->label().toStdString();
+    QString error;
+    if (forms_[i]->spec(&slot.spec, &error)) {
+      request.settings.push_back(slot);
+    } else {
+      form_errors_[i] = error;
+      errors << kSlotNames[i] + QStringLiteral(": ") + error;
+    }
+  }
+  if (request.settings.empty()) {
+    run_result_.reset();
+    setStatus(errors.join(QLatin1Char('\n')), true);
+    scheduleRefresh();
+    return;
+  }
+  request.id = next_id_++;
+  pending_id_ = request.id;
+  run_prompt_ = request.prompt;
+  QString text = tr("running on the session prompt (%1 tokens, %2 rows compressed)\u2026")
+                     .arg(request.prompt.size())
+                     .arg(request.prompt.empty() ? 0 : request.prompt.size() - 1);
+  if (!errors.isEmpty()) text = errors.join(QLatin1Char('\n')) + QLatin1Char('\n') + text;
+  setStatus(text, !errors.isEmpty());
+  run_->setEnabled(false);
+  emit compressRequested(request);
+}
+
+void CompressionPanel::showRun(CompressionRunPtr run) {
+  if (!run || run->request.id != pending_id_) return;  // an answer to a request since replaced
+  pending_id_ = 0;
+  run_->setEnabled(true);
+  run_result_ = std::move(run);
+  QStringList errors, done;
+  for (const CompressionSlotResult& slot : run_result_->results) {
+    if (!slot.ok()) errors << QString::fromStdString(slot.label) + QStringLiteral(": ") + QString::fromStdString(slot.error);
+    else done << QString::fromStdString(slot.label);
+  }
+  for (int i = 0; i < kSlots; ++i) {
+    if (!form_errors_[i].isEmpty()) errors.prepend(kSlotNames[i] + QStringLiteral(": ") + form_errors_[i]);
+  }
+  QString text = done.isEmpty() ? QString()
+                                : tr("%1 on the session prompt (%2 tokens, %3 decode steps)")
+                                      .arg(done.join(QStringLiteral(" vs ")))
+                                      .arg(run_result_->request.prompt.size())
+                                      .arg(run_result_->request.max_new);
+  if (!errors.isEmpty()) text = errors.join(QLatin1Char('\n')) + (text.isEmpty() ? QString() : QStringLiteral("\n") + text);
+  setStatus(text, !errors.isEmpty());
+  scheduleRefresh();
+}
+
+void CompressionPanel::showFailure(qint64 request_id, const QString& message) {
+  if (request_id != pending_id_) return;
+  pending_id_ = 0;
+  run_->setEnabled(true);
+  run_result_.reset();
+  setStatus(message, true);
+  scheduleRefresh();
+}
+
+void CompressionPanel::syncPickers() {
+  const SessionSnapshot* snapshot = context().snapshot();
+  const Cursor& cursor = context().cursor();
+  // The lab runs on the target: follow the cursor while it is on the target cache.
+  if (cursor.cache == CacheRole::Target) {
+    layer_ = cursor.layer;
+    kv_head_ = cursor.head;
+  }
+  const int layers = snapshot ? static_cast<int>(snapshot->target.layers) : 0;
+  const int heads = snapshot ? static_cast<int>(snapshot->target.kv_heads) : 0;
+  syncPickerItems(layer_box_, layers);
+  syncPickerItems(head_box_, heads);
+  const QSignalBlocker block_layer(layer_box_), block_head(head_box_);
+  layer_box_->setCurrentIndex(static_cast<int>(layer_));
+  head_box_->setCurrentIndex(static_cast<int>(kv_head_));
+}
+
+QString CompressionPanel::tokenText(int64_t position) const {
+  const SessionSnapshot* snapshot = context().snapshot();
+  if (!snapshot || position < 0 || position >= static_cast<int64_t>(run_prompt_.size())) return {};
+  return QStringLiteral("'%1'").arg(QString::fromStdString(snapshot->tokenText(run_prompt_[static_cast<size_t>(position)])));
+}
+
+const CompressionSlotResult* CompressionPanel::resultOf(int slot) const {
+  if (!run_result_) return nullptr;
+  for (size_t j = 0; j < run_result_->results.size() && j < run_result_->request.settings.size(); ++j) {
+    if (run_result_->request.settings[j].slot == slot) return &run_result_->results[j];
+  }
+  return nullptr;
+}
+
+void CompressionPanel::drawSlots() {
+  const bool values = values_box_->currentIndex() == 1;
+  std::vector<CompressionMetricsPlot::Curve> curves;
+  std::vector<CompressionErrorPlot::Slot> errors(kSlots);
+  for (int i = 0; i < kSlots; ++i) {
+    if (!form_errors_[i].isEmpty()) {  // refused before sending: the core's message, nothing drawn
+      views_[i]->showMessage(forms_[i]->label(), form_errors_[i]);
+      continue;
+    }
+    const CompressionSlotResult* slot = resultOf(i);
+    if (slot == nullptr) {
+      views_[i]->showMessage(forms_[i]->enabledSlot() ? forms_[i]->label() : tr("off"),
+                             pending() ? tr("running\u2026") : tr("not run yet: press Run"));
+      continue;
+    }
+    const QString shown = QString::fromStdString(slot->label);
+    if (!slot->ok()) {
+      views_[i]->showMessage(shown, QString::fromStdString(slot->error));
+      continue;
+    }
+    // Aliasing: the view keeps the whole run alive while it shows this slot.
+    std::shared_ptr<const CompressionSummary> summary(run_result_, &slot->summary);
+    views_[i]->showSlot(summary, shown, layer_, kv_head_, values, [this](int64_t p) { return tokenText(p); });
+    curves.push_back({kSlotNames[i] + QLatin1Char(' ') + shown, slotColor(i), &slot->summary});
+    errors[static_cast<size_t>(i)] = {kSlotNames[i] + QLatin1Char(' ') + shown, &slot->summary};
+  }
+  metrics_->setCurves(curves);
+  error_plot_->setSlots(errors);
+  fillTable();
+}
+
+void CompressionPanel::fillTable() {
+  const QStringList rows = {tr("KL mean / max (nats)"), tr("top-1 agreement"), tr("attention mass kept"),
+                            tr("perplexity full \u2192 comp."), tr("rows removed (all)"), tr("K / V entries zeroed"),
+                            tr("bytes kept")};
+  table_->setRowCount(static_cast<int>(rows.size()));
+  table_->setVerticalHeaderLabels(rows);
+  fitTable();
+  QStringList headers;
+  for (int i = 0; i < kSlots; ++i) {
+    const CompressionSlotResult* slot = resultOf(i);
+    headers << kSlotNames[i];  // the captions and the legend name the settings
+    QStringList cells;
+    for (int r = 0; r < rows.size(); ++r) cells << QStringLiteral("\u2013");
+    if (slot && slot->ok()) cells = summaryCells(slot->summary);
+    for (int r = 0; r < static_cast<int>(cells.size()); ++r) {
+      auto* item = new QTableWidgetItem(cells[r]);
+      item->setForeground(slotColor(i).darker(130));
+      table_->setItem(r, i, item);
+    }
+  }
+  table_->setHorizontalHeaderLabels(headers);
+}
+
+void CompressionPanel::fitTable() {
+  // Every row shown without a scroll bar: the numbers are what the panel is read for.
+  table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 4);
+  const int height = table_->horizontalHeader()->sizeHint().height() + table_->verticalHeader()->length() +
+                     2 * table_->frameWidth();
+  table_->setFixedHeight(height);
+}
+
+bool CompressionPanel::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == table_ && event->type() == QEvent::FontChange) fitTable();
+  return ViewerPanel::eventFilter(watched, event);
+}
+
+void CompressionPanel::refresh() {
+  syncPickers();
+  drawSlots();
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,113 @@
+#pragma once
+// The Compression panel (issue 11): the KV compression lab on the live
+// session's prompt and target, for a researcher comparing eviction and
+// pruning policies and a teacher showing what a policy throws away.
+//
+// Two slots, A and B (B optional), each an eviction policy with its budget
+// and parameters and/or element pruning. Run sends both to the engine thread
+// (EngineWorker::compress); what comes back is drawn for the layer and kv
+// head of the shared cursor:
+//   - per slot, the layer's scores (kv heads x positions) and the selected
+//     kv head's K or V with the removed rows hatched and zeroed entries white
+//     (CompressionSlotView);
+//   - KL, top-1 misses and attention mass per decode step, A and B overlaid
+//     (CompressionMetricsPlot);
+//   - the summary numbers side by side and the layer x head output error
+//     (CompressionErrorPlot).
+// A setting the core refuses shows the core's message in the panel; the
+// other slot still runs.
+#include <QStringList>
+#include <array>
+
+#include "ui/engine/CompressionJob.h"
+#include "ui/windows/ViewerPanel.h"
+
+class QComboBox;
+class QLabel;
+class QPushButton;
+class QSpinBox;
+class QTabWidget;
+class QTableWidget;
+
+namespace kvscope::ui {
+
+class CompressionErrorPlot;
+class CompressionMetricsPlot;
+class CompressionSettingsForm;
+class CompressionSlotView;
+
+class CompressionPanel : public ViewerPanel {
+  Q_OBJECT
+ public:
+  static constexpr int kSlots = 2;
+
+  explicit CompressionPanel(DebuggerContext& context, QWidget* parent = nullptr);
+
+  CompressionSettingsForm* form(int slot) const { return forms_[static_cast<size_t>(slot)]; }
+  CompressionSlotView* slotView(int slot) const { return views_[static_cast<size_t>(slot)]; }
+  CompressionMetricsPlot* metricsPlot() const { return metrics_; }
+  CompressionErrorPlot* errorPlot() const { return error_plot_; }
+  QTableWidget* summaryTable() const { return table_; }
+  QPushButton* runButton() const { return run_; }
+  QSpinBox* maxNewBox() const { return max_new_; }
+  QComboBox* layerBox() const { return layer_box_; }
+  QComboBox* headBox() const { return head_box_; }
+  QString statusText() const;
+  // The last run shown (null before one arrives) and whether one is on its way.
+  CompressionRunPtr lastRun() const { return run_result_; }
+  bool pending() const { return pending_id_ != 0; }
+  void setShowingValues(bool values);
+
+  // Sets slot A (and B, when two are given; else B is off) from the
+  // --compression words ("h2o:0.25"). False with the message when one does not read.
+  bool applyShorthands(const QStringList& specs, QString* error);
+  // Runs the slots on the session's prompt (the Run button).
+  void runCompression();
+
+ signals:
+  void compressRequested(const kvscope::ui::CompressionRequest& request);
+
+ public slots:
+  void showRun(kvscope::ui::CompressionRunPtr run);
+  void showFailure(qint64 request_id, const QString& message);
+
+ protected:
+  void refresh() override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
+
+ private:
+  QWidget* buildSettings();
+  QWidget* buildViews();
+  bool promptTokens(std::vector<int64_t>* prompt, QString* why) const;
+  void setStatus(const QString& text, bool error);
+  void syncPickers();
+  void drawSlots();
+  // Slot `slot`'s part of the shown run (null: it did not run then).
+  const CompressionSlotResult* resultOf(int slot) const;
+  void fillTable();
+  void fitTable();
+  QString tokenText(int64_t position) const;
+
+  std::array<CompressionSettingsForm*, kSlots> forms_{};
+  std::array<CompressionSlotView*, kSlots> views_{};
+  QTabWidget* tabs_;
+  QSpinBox* max_new_;
+  QComboBox* values_box_;
+  QComboBox* layer_box_;
+  QComboBox* head_box_;
+  QPushButton* run_;
+  QLabel* status_;
+  CompressionMetricsPlot* metrics_;
+  CompressionErrorPlot* error_plot_;
+  QTableWidget* table_;
+
+  int64_t next_id_ = 1;
+  int64_t pending_id_ = 0;  // 0: nothing on its way
+  std::array<QString, kSlots> form_errors_;  // settings refused before sending (per slot)
+  CompressionRunPtr run_result_;
+  std::vector<int64_t> run_prompt_;  // the prompt the shown run used (row labels)
+  int64_t layer_ = 0;
+  int64_t kv_head_ = 0;
+};
+
+}  // namespace kvscope::ui
