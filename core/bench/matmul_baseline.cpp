@@ -16,7 +16,8 @@ bool isEmbedding(const std::string& name) {
 MatmulBaseline::MatmulBaseline(const CausalLM& model) {
   const ModelConfig& c = model.config();
   for (const auto& [name, tensor] : model.namedParameters()) {
-    if (tensor.dim() != 2 || name == "transformer.wpe.weight") continue;  // norms, biases, position table
+    const bool matrix = tensor.dim() == 2 || isPanels(tensor);
+    if (!matrix || name == "transformer.wpe.weight") continue;  // norms, biases, position table
     // The embedding is a row lookup; it is multiplied only as a tied lm_head.
     if (isEmbedding(name) && !c.tie_word_embeddings) continue;
     const bool in_out = c.arch == Architecture::Gpt2 && !isEmbedding(name) && name != "lm_head.weight";

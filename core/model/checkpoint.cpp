@@ -158,7 +158,7 @@ at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const
   // one strided element-wise copy of the whole tensor is several times slower.
   const int64_t rows = view.size(0), cols = view.size(1);
   constexpr int64_t kBlockRows = 64;  // a multiple of the panel width
-  if (packsIntoPanels(rows, target.dtype().toScalarType())) {
+  if (packsIntoPanels(rows, cols, target.dtype().toScalarType())) {
     at::Tensor panels = at::empty({rows / kPanelWidth, cols, kPanelWidth}, target);  // [P, in, 16]
     for (int64_t r = 0; r < rows; r += kBlockRows) {
       const int64_t n = std::min(kBlockRows, rows - r);  // a multiple of 16: rows is

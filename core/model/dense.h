@@ -2,20 +2,26 @@
 // The dense layers of every model, and the layouts their weights are stored
 // in for inference.
 //
-// Decoding is bound by reading the weights, and BLAS is slow on the products
-// a decoder makes most: 1 row (a decode step) and 2-16 rows (a speculative
-// verify pass; see core/model/few_rows.h for the measurements). So for
-// inference a dense weight [out, in] is stored as panels: [out / 16, in, 16],
-// panel p holding output columns 16p .. 16p + 15 for every input, so that
-// the few-row kernel reads each panel as one contiguous stream. Products of
-// more rows (a prefill) go to BLAS, 256 columns at a time unpacked from the
-// panels (a copy of 1/m of the product's work for m rows).
-//
-// Weights whose `out` is not a multiple of 16, in another dtype than
-// float32, or on a CPU without AVX2 are stored column-major instead (their
-// transpose contiguous), which BLAS's few-row products prefer over
-// row-major. Training keeps row-major [out, in] tensors with autograd: every
-// function here accepts all three layouts.
+// BLAS is slow on the products a decoder makes most: 1 row (a decode step)
+// and 2-16 rows (a speculative verify pass; see core/model/few_rows.h). For
+// inference a dense weight [out, in] is stored in one of two layouts:
+// - Panels [out / 16, in, 16], panel p holding output columns 16p .. 16p + 15
+//   for every input, for weights up to 2 MiB (which stay in cache): the few-row kernel reads each
+//   panel as one contiguous stream, for 1 to 16 rows. Products of more rows
+//   (a prefill) unpack the weight (a copy of 1/m of the product's work for m
+//   rows) and go to BLAS.
+// - Column-major [out, in] (its transpose contiguous) for larger weights,
+//   other dtypes than float32, widths that are not a multiple of 16 and CPUs
+//   without AVX2: one row goes to BLAS's gemv, 2-8 rows to the few-row
+//   kernel's strided walk, more rows to BLAS's sgemm, which prefers this
+//   layout to row-major. Why the size limit: a large weight is read from
+//   memory, not cache, and there gemv streams it faster than the kernel's
+//   several panels at once (0.5 B model, 2 threads: decode step 77 vs 88 ms
+//   all in panels), and a prefill would copy all of it per forward (64-token
+//   forward 374 vs 734 ms; 431 ms with only its 3.5 MB attention weights in
+//   panels).
+// Training keeps row-major [out, in] tensors with autograd: every function
+// here accepts all three layouts.
 #include <cstdint>
 #include <vector>
 
@@ -23,8 +29,11 @@
 
 namespace kvscope {
 
-// Whether packForInference stores a weight with `out` rows in `dtype` as panels.
-bool packsIntoPanels(int64_t out, c10::ScalarType dtype);
+// Weights over this size stay column-major for inference.
+constexpr int64_t kPanelMaxBytes = 2 << 20;
+
+// Whether packForInference stores a weight [out, in] of `dtype` as panels.
+bool packsIntoPanels(int64_t out, int64_t in, c10::ScalarType dtype);
 
 // weight [out, in] -> the same values in the inference layout: panels
 // [out / 16, in, 16] or column-major [out, in] (strides (1, out)).

@@ -42,8 +42,8 @@ TEST_P(FewRowsShapes, MatchesTheReferenceInEveryLayout) {
       {"[in, out]", FewRowsWeight::inOut(in_out.data_ptr<float>(), in, out)}};
   at::Tensor panels;
   if (out % kPanelWidth == 0) {
-    panels = packForInference(weight);  // [out / 16, in, 16]
-    ASSERT_TRUE(isPanels(panels));
+    // [out / 16, in, 16], whatever size packForInference would pack.
+    panels = weight.reshape({out / kPanelWidth, kPanelWidth, in}).transpose(1, 2).contiguous();
     layouts.emplace_back("panels", FewRowsWeight::panels(panels.data_ptr<float>(), in, out));
   }
   const int saved = at::get_num_threads();
@@ -100,6 +100,11 @@ TEST(DenseLayouts, PanelsHoldTheWeightsValues) {
   EXPECT_FALSE(isPanels(odd));
   EXPECT_TRUE(isInferenceLayout(odd));
   EXPECT_FALSE(isInferenceLayout(weight));  // row-major: the training layout
+  // A weight over kPanelMaxBytes stays column-major (BLAS's gemv streams it faster).
+  const int64_t rows_over = kPanelMaxBytes / (64 * 4) + 16;
+  auto large = packForInference(torch::zeros({rows_over, 64}));
+  EXPECT_FALSE(isPanels(large));
+  EXPECT_TRUE(isInferenceLayout(large));
 }
 
 TEST(DenseLayouts, EveryLayoutGivesLinearsResultForEveryRowCount) {
@@ -110,7 +115,7 @@ TEST(DenseLayouts, EveryLayoutGivesLinearsResultForEveryRowCount) {
   auto panels = packForInference(weight);
   auto column_major = columnMajor(weight);
   auto conv1d = weight.t().contiguous();  // [in, out] (GPT-2)
-  // 1 row (decode), 2..16 (verify: the kernel), 17..40 (BLAS; panels unpacked a slice at a time).
+  // 1 row (decode), 2..16 (verify: the kernel), 17..40 (BLAS; panels unpacked).
   for (int64_t rows : {1, 2, 3, 5, 8, 9, 16, 17, 40}) {
     auto x = torch::randn({rows, 80});
     auto expected = referenceProduct(x, weight) + bias;

@@ -103,6 +103,13 @@ class EvictionViewTest : public QObject {
           QCOMPARE(QString::fromStdString(e.policy), QStringLiteral("h2o"));
         }
         per_head.push_back(view.countMasked());
+        // KVSCOPE_UI_SHOTS=dir saves the view (for reviewing the marks by eye).
+        if (const QByteArray dir = qgetenv("KVSCOPE_UI_SHOTS"); !dir.isEmpty() && layer == 0) {
+          view.QWidget::show();
+          QVERIFY(QTest::qWaitForWindowExposed(&view));
+          view.plot()->replot();  // a queued replot would grab the previous head's pixels
+          QVERIFY(view.grab().save(QString::fromUtf8(dir) + "/evicted-head" + QString::number(head) + ".png"));
+        }
       }
       // Heads keep different rows: compare which, not only how many.
       view.show(snapshot, endCursor(*snapshot, layer, 0), false, ColorRange{});

@@ -179,6 +179,14 @@ bool KvHeatmapView::eventFilter(QObject* watched, QEvent* event) {
   return QWidget::eventFilter(watched, event);
 }
 
+// Rows an eviction policy masked in this kv head: still held (so counted in
+// "rows"), no longer read; said in the title so the hatching is not a mystery.
+QString KvHeatmapView::maskedText() const {
+  const int masked = countMasked();
+  if (masked == 0) return {};
+  return tr(" &middot; <b>%1 evicted by policy</b> (hatched: held, not read)").arg(masked);
+}
+
 void KvHeatmapView::setAllHeads(bool all) { all_heads_->setChecked(all); }
 bool KvHeatmapView::allHeads() const { return all_heads_->isChecked(); }
 
@@ -276,6 +284,7 @@ void KvHeatmapView::updateTitle() {
                       .arg(countStatus(RowStatus::Written) + countStatus(RowStatus::WrittenPruned))
                       .arg(countStatus(RowStatus::Pruned) + countStatus(RowStatus::WrittenPruned))
                       .arg(bad > 0 ? tr(" &middot; <b style='color:#c00'>%1 wrong</b>").arg(bad) : QString()) +
+                  maskedText() +
                   (focus_key_rows_.empty()
                        ? QString()
                        : tr(" &middot; <span style='color:%1'>query %2 reads %3 of its %4 rows here</span>")

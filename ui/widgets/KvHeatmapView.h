@@ -118,6 +118,7 @@ class KvHeatmapView : public QWidget {
   bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
+  QString maskedText() const;  // the title's words on masked rows (empty: none)
   QHBoxLayout* buildHeader();
   void buildPlot();
   void updateSelectors(const SessionSnapshot* snapshot, const Cursor& cursor);
