@@ -5,7 +5,10 @@
 // and in the scores; a layer / head change redraws them; entries zeroed by
 // element pruning; two slots give two curves with the core's KL; budget 1.0
 // removes nothing and gives KL 0; settings the core refuses show its
-// message and run nothing, and a bad slot B does not stop slot A.
+// message and run nothing, and a bad slot B does not stop slot A. At a
+// laptop's 1024x768 the summary's numbers are not elided, slot B is seen
+// whole (no horizontal scrolling), the KL legend fits its plot and the
+// output error's axis labels keep apart.
 // libtorch first: Qt's `slots` macro would break its headers.
 #include <torch/torch.h>
 
@@ -13,6 +16,10 @@
 #include "core/model/model_bundle.h"
 
 #include <QComboBox>
+#include <QHeaderView>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QToolButton>
 #include <QDockWidget>
 #include <QSpinBox>
 #include <QPushButton>
@@ -20,6 +27,8 @@
 #include <QtTest>
 #include <memory>
 #include <set>
+
+#include <qcustomplot.h>
 
 #include "tests/ui/ui_test_support.h"
 #include "ui/widgets/CompressionErrorPlot.h"
@@ -215,7 +224,88 @@ class CompressionPanelTest : public QObject {
     QVERIFY2(error.contains(QStringLiteral("--policy must be one of")), qPrintable(error));
   }
 
+  // 1024x768 (a laptop, the default layout): every summary cell shows its whole text and
+  // slot B's plot is seen whole, not behind a horizontal scroll bar; legend and labels fit.
+  void readsAt1024x768() {
+    // As --compression arranges it for a small screen: the KV Cache dock above it closed.
+    window_->resize(1024, 768);
+    window_->dock(QStringLiteral("kvDock"))->hide();
+    window_->dock(QStringLiteral("compressionDock"))->raise();
+    // The session column as wide as on a desktop's fonts (offscreen's are narrower): about 750 px are left.
+    window_->resizeDocks({window_->dock(QStringLiteral("sessionDock"))}, {340}, Qt::Horizontal);
+    QVERIFY(run({QStringLiteral("h2o:0.25"), QStringLiteral("streaming:0.25")}));
+    settle();
+    QVERIFY2(panel()->width() <= 780, qPrintable(QStringLiteral("panel %1 px wide").arg(panel()->width())));
+    QTableWidget* table = panel()->summaryTable();
+    QVERIFY(table->isVisible());
+    const QRect viewport = table->viewport()->rect();
+    for (int r = 0; r < table->rowCount(); ++r) {
+      for (int c = 0; c < table->columnCount(); ++c) {
+        const QTableWidgetItem* item = table->item(r, c);
+        QVERIFY(item != nullptr);
+        const QRect cell = table->visualItemRect(item);
+        const int need = QFontMetrics(item->font()).horizontalAdvance(item->text()) +
+                         2 * (table->style()->pixelMetric(QStyle::PM_FocusFrameHMargin, nullptr, table) + 1);
+        QVERIFY2(need <= cell.width() && viewport.contains(cell),
+                 qPrintable(QStringLiteral("row %1 column %2 '%3' needs %4 px, has %5 at x %6 (viewport %7)")
+                                .arg(r).arg(c).arg(item->text()).arg(need).arg(cell.width()).arg(cell.x()).arg(viewport.width())));
+      }
+    }
+    // Slot B's plot, clipped by everything it sits in (the results' scroll area): all of it is seen.
+    QCustomPlot* b = panel()->slotView(1)->plot();
+    QVERIFY(b->isVisible());
+    QRect seen(b->mapTo(window_.get(), QPoint(0, 0)), b->size());
+    const QRect whole = seen;
+    for (QWidget* parent = b->parentWidget(); parent && parent != window_.get(); parent = parent->parentWidget()) {
+      seen &= QRect(parent->mapTo(window_.get(), QPoint(0, 0)), parent->size());
+    }
+    QVERIFY2(seen == whole, qPrintable(QStringLiteral("slot B's plot %1,%2 %3x%4 is seen as %5,%6 %7x%8")
+                                           .arg(whole.x()).arg(whole.y()).arg(whole.width()).arg(whole.height())
+                                           .arg(seen.x()).arg(seen.y()).arg(seen.width()).arg(seen.height())));
+    for (QScrollArea* area : panel()->findChildren<QScrollArea*>()) {
+      if (area->isAncestorOf(b)) QVERIFY(!area->horizontalScrollBar()->isVisible());
+    }
+    // The KL legend inside its plot; the output error's two x labels apart.
+    QCustomPlot* metrics = panel()->metricsPlot()->plot();
+    QVERIFY2(metrics->legend->outerRect().width() <= metrics->width(),
+             qPrintable(QStringLiteral("legend %1 px in %2").arg(metrics->legend->outerRect().width()).arg(metrics->width())));
+    QCustomPlot* error = panel()->errorPlot()->plot();
+    const auto labelSpan = [](QCPAxisRect* rect) {
+      const QCPAxis* x = rect->axis(QCPAxis::atBottom);
+      const int width = QFontMetrics(x->labelFont()).horizontalAdvance(x->label());
+      return std::pair{rect->rect().center().x() - width / 2, rect->rect().center().x() + width / 2};
+    };
+    QVERIFY(error->axisRects().size() >= 2);
+    QVERIFY2(labelSpan(error->axisRects()[0]).second < labelSpan(error->axisRects()[1]).first,
+             qPrintable(error->axisRects()[0]->axis(QCPAxis::atBottom)->label()));
+    // The settings folded away to make that room; the button brings them back, the results then stack.
+    QVERIFY(panel()->settingsCollapsed());
+    auto* toggle = panel()->findChild<QToolButton*>(QStringLiteral("compressionSettingsToggle"));
+    QVERIFY(toggle != nullptr && toggle->isVisible());
+    toggle->click();
+    settle();
+    QVERIFY(!panel()->settingsCollapsed());
+    QVERIFY(panel()->runButton()->isVisible());
+    QVERIFY(panel()->stacked());
+    toggle->click();
+    settle();
+    QVERIFY(panel()->settingsCollapsed());
+    window_->dock(QStringLiteral("kvDock"))->show();
+    window_->resize(1280, 720);
+  }
+
  private:
+  // Lays out and draws now (plots replot on a queue).
+  void settle() {
+    for (int i = 0; i < 3; ++i) {
+      QTest::qWait(50);
+      flush(*window_);
+      for (QCustomPlot* plot : window_->findChildren<QCustomPlot*>()) {
+        if (plot->isVisible()) plot->replot(QCustomPlot::rpImmediateRefresh);
+      }
+    }
+  }
+
   CompressionPanel* panel() const { return window_->compressionPanel(); }
 
   CompressionResult lab(const CompressionSpec& spec) const {

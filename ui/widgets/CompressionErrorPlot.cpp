@@ -1,5 +1,7 @@
 #include "ui/widgets/CompressionErrorPlot.h"
 
+#include <QFontMetrics>
+#include <QStringList>
 #include <QVBoxLayout>
 
 #include <algorithm>
@@ -46,6 +48,9 @@ CompressionErrorPlot::CompressionErrorPlot(QWidget* parent) : QWidget(parent) {
   scale_->setMarginGroup(QCP::msTop | QCP::msBottom, margins);
   plot_->plotLayout()->setColumnStretchFactors({1.0, 1.0, 0.1});
   installPlotExport(plot_, QStringLiteral("compression-output-error"));
+  plot_->setToolTip(tr("attention-output error of every layer (rows) and query head (columns): A left, B right, "
+                       "one colour scale (darker: larger)"));
+  connect(plot_, &QCustomPlot::afterLayout, this, &CompressionErrorPlot::fitLabels);
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
@@ -55,6 +60,7 @@ CompressionErrorPlot::CompressionErrorPlot(QWidget* parent) : QWidget(parent) {
 
 void CompressionErrorPlot::setSlots(const std::vector<Slot>& shown) {
   double high = 0;
+  names_.assign(maps_.size(), QString());
   for (size_t i = 0; i < maps_.size(); ++i) {
     QCPColorMapData* data = maps_[i]->data();
     data->clear();
@@ -73,13 +79,39 @@ void CompressionErrorPlot::setSlots(const std::vector<Slot>& shown) {
         high = std::max(high, error);
       }
     }
-    x->setLabel(tr("%1: query head").arg(shown[i].label.left(1)));  // "A", "B": the captions name the settings
+    names_[i] = shown[i].label.left(1);  // "A", "B": the captions name the settings
+    x->setLabel(tr("%1: query head").arg(names_[i]));
     x->setRange(-0.5, static_cast<double>(s->heads) - 0.5);
     rects_[i]->axis(QCPAxis::atLeft)->setRange(-0.5, static_cast<double>(s->layers) - 0.5);
   }
   // One scale for both: the same colour is the same error. Budget 1.0 has none at all.
   for (QCPColorMap* map : maps_) map->setDataRange(QCPRange(0, high > 0 ? high : 1e-6));
   plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void CompressionErrorPlot::fitLabels() {
+  bool changed = false;
+  for (size_t i = 0; i < rects_.size() && i < names_.size(); ++i) {
+    if (names_[i].isEmpty()) continue;
+    QCPAxis* x = rects_[i]->axis(QCPAxis::atBottom);
+    const QFontMetrics metrics(x->labelFont());
+    const QRect inner = rects_[i]->rect(), outer = rects_[i]->outerRect();
+    // Centred under the inner rect, it must stay inside its own outer rect (the other map's label is beyond).
+    const int room = 2 * std::min(inner.center().x() - outer.left(), outer.right() - inner.center().x());
+    const QStringList labels = {tr("%1: query head").arg(names_[i]), tr("%1: head").arg(names_[i]), names_[i]};
+    QString chosen = labels.back();
+    for (const QString& label : labels) {
+      if (metrics.horizontalAdvance(label) <= room) {
+        chosen = label;
+        break;
+      }
+    }
+    if (x->label() != chosen) {
+      x->setLabel(chosen);
+      changed = true;
+    }
+  }
+  if (changed) plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
 double CompressionErrorPlot::shownError(int slot, int64_t layer, int64_t head) const {

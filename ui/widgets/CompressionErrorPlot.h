@@ -33,7 +33,11 @@ class CompressionErrorPlot : public QWidget {
   double shownError(int slot, int64_t layer, int64_t head) const;
 
  private:
+  // "A: query head", or "A: head" / "A" when the two maps are too narrow for it.
+  void fitLabels();
+
   QCustomPlot* plot_;
+  std::vector<QString> names_;  // per map: the slot's letter ("" when it shows nothing)
   std::vector<QCPAxisRect*> rects_;
   std::vector<QCPColorMap*> maps_;
   QCPColorScale* scale_;

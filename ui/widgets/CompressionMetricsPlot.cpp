@@ -56,6 +56,7 @@ CompressionMetricsPlot::CompressionMetricsPlot(QWidget* parent) : QWidget(parent
   plot_->plotLayout()->setRowStretchFactors({0.01, 1.0, 1.0});
   plot_->legend->setMargins(QMargins(4, 2, 4, 2));
   installPlotExport(plot_, QStringLiteral("compression-metrics"), [this] { return csv(); });
+  connect(plot_, &QCustomPlot::beforeReplot, this, &CompressionMetricsPlot::fitLegend);
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
@@ -109,6 +110,17 @@ void CompressionMetricsPlot::setCurves(const std::vector<Curve>& curves) {
   kl_rect->axis(QCPAxis::atLeft)->setRange(0, kl_max > 0 ? kl_max * 1.1 : 0.01);
   mass_rect_->axis(QCPAxis::atLeft)->setRange(std::max(0.0, mass_min - 0.05), 1.02);
   plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void CompressionMetricsPlot::fitLegend() {
+  QCPLegend* legend = plot_->legend;
+  const auto arrange = [legend](int wrap) {
+    if (legend->wrap() == wrap) return;
+    legend->setWrap(wrap);
+    legend->setFillOrder(QCPLegend::foColumnsFirst, true);  // re-places the items
+  };
+  arrange(2);
+  if (legend->minimumOuterSizeHint().width() > plot_->width()) arrange(1);
 }
 
 int CompressionMetricsPlot::curveCount() const {

@@ -37,6 +37,8 @@ class CompressionMetricsPlot : public QWidget {
 
  private:
   QString csv() const;
+  // The legend in two columns when they fit the plot's width, else in one.
+  void fitLegend();
 
   QCustomPlot* plot_;
   QCPAxisRect* mass_rect_;

@@ -1,5 +1,6 @@
 #include "ui/widgets/CompressionSlotView.h"
 
+#include <QFontMetrics>
 #include <QLabel>
 #include <QPainter>
 #include <QToolTip>
@@ -48,6 +49,14 @@ double quantile(std::vector<float> v, double q) {
   const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size() - 1)));
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
   return v[k];
+}
+
+// Width of a (multi-line) label in `font`.
+int labelWidth(const QFont& font, const QString& text) {
+  const QFontMetrics metrics(font);
+  int width = 0;
+  for (const QString& line : text.split(QLatin1Char('\n'))) width = std::max(width, metrics.horizontalAdvance(line));
+  return width;
 }
 
 }  // namespace
@@ -114,6 +123,7 @@ CompressionSlotView::CompressionSlotView(const QString& slot, QWidget* parent) :
 
   plot_->setMouseTracking(true);
   connect(plot_, &QCustomPlot::mouseMove, this, &CompressionSlotView::onHover);
+  connect(plot_, &QCustomPlot::afterLayout, this, &CompressionSlotView::fitLabels);
   installPlotExport(plot_, QStringLiteral("compression-") + slot);
 
   auto* layout = new QVBoxLayout(this);
@@ -200,8 +210,9 @@ void CompressionSlotView::drawScores(const CompressionSummary& s, int64_t layer,
   double high = quantile(layer_scores, 0.95);
   if (!(high > low)) high = low + 1.0;
   scores_map_->setDataRange(QCPRange(low, high));
-  scores_rect_->axis(QCPAxis::atBottom)->setLabel(s.hasScores() ? tr("score\n(dark: high)")
-                                                                 : tr("no eviction\nscores"));
+  scores_labels_ = s.hasScores() ? QStringList{tr("score\n(dark: high)"), tr("score")}
+                                 : QStringList{tr("no eviction\nscores"), tr("none")};
+  scores_rect_->axis(QCPAxis::atBottom)->setLabel(scores_labels_.front());
   scores_rect_->axis(QCPAxis::atBottom)->setRange(-0.5, static_cast<double>(s.kv_heads) - 0.5);
   scores_rect_->axis(QCPAxis::atLeft)->setRange(-0.5, static_cast<double>(s.rows) - 0.5);
   head_outline_->topLeft->setCoords(static_cast<double>(kv_head) - 0.5, -0.5);
@@ -229,20 +240,62 @@ void CompressionSlotView::drawEntries(const CompressionSummary& s, int64_t layer
   if (!(extent > 0)) extent = 1.0;
   entries_map_->setDataRange(QCPRange(-extent, extent));  // symmetric: 0 is the gradient's middle
   QCPAxis* x = entries_rect_->axis(QCPAxis::atBottom);
-  x->setLabel(s.hasCache() ? tr("%1 channel \u00b7 layer %2, kv head %3")
-                                 .arg(values ? QStringLiteral("V") : QStringLiteral("K"))
-                                 .arg(layer)
-                                 .arg(kv_head)
-                           : tr("no K/V recorded"));
+  const QString kv = values ? QStringLiteral("V") : QStringLiteral("K");
+  entries_labels_ = s.hasCache() ? QStringList{tr("%1 channel \u00b7 layer %2, kv head %3").arg(kv).arg(layer).arg(kv_head),
+                                               tr("%1 channel (L%2 H%3)").arg(kv).arg(layer).arg(kv_head),
+                                               tr("%1 channel").arg(kv)}
+                                 : QStringList{tr("no K/V recorded"), tr("no K/V")};
+  x->setLabel(entries_labels_.front());
   x->setRange(-0.5, static_cast<double>(s.head_dim) - 0.5);
   entries_rect_->axis(QCPAxis::atLeft)->setRange(-0.5, static_cast<double>(s.rows) - 0.5);
   entries_scale_->setLabel(values ? QStringLiteral("V") : QStringLiteral("K"));
 }
 
+void CompressionSlotView::fitLabels() {
+  if (scores_labels_.isEmpty() || entries_labels_.isEmpty()) return;
+  QCPAxis* scores = scores_rect_->axis(QCPAxis::atBottom);
+  QCPAxis* entries = entries_rect_->axis(QCPAxis::atBottom);
+  const int gap = QFontMetrics(entries->labelFont()).averageCharWidth();
+  // Each label is centred under its inner rect; the pair fits when they keep a gap and stay on the widget.
+  const auto span = [](QCPAxisRect* rect, int width) {
+    const int centre = rect->rect().center().x();
+    return std::pair{centre - width / 2, centre + (width + 1) / 2};
+  };
+  QString chosen_scores = scores_labels_.back(), chosen_entries = entries_labels_.back();
+  bool found = false;
+  for (const QString& s : scores_labels_) {
+    const auto [s_left, s_right] = span(scores_rect_, labelWidth(scores->labelFont(), s));
+    if (s_left < 0) continue;
+    for (const QString& e : entries_labels_) {
+      const auto [e_left, e_right] = span(entries_rect_, labelWidth(entries->labelFont(), e));
+      if (s_right + gap <= e_left && e_right <= plot_->width()) {
+        chosen_scores = s;
+        chosen_entries = e;
+        found = true;
+        break;
+      }
+    }
+    if (found) break;
+  }
+  if (scores->label() == chosen_scores && entries->label() == chosen_entries) return;
+  scores->setLabel(chosen_scores);
+  entries->setLabel(chosen_entries);
+  plot_->replot(QCustomPlot::rpQueuedReplot);  // the bottom margin may change with the lines
+}
+
 void CompressionSlotView::onHover(QMouseEvent* event) {
+  const QPointF at = event->position();
+  // Below an inner rect: the axis label, whole (it may be shortened to fit).
+  for (const auto& [rect, labels] : {std::pair{scores_rect_, &scores_labels_}, std::pair{entries_rect_, &entries_labels_}}) {
+    const QRect inner = rect->rect(), outer = rect->outerRect();
+    if (!labels->isEmpty() && at.y() > inner.bottom() && at.y() <= outer.bottom() && at.x() >= outer.left() &&
+        at.x() <= outer.right()) {
+      QToolTip::showText(event->globalPosition().toPoint(), QString(labels->front()).replace(QLatin1Char('\n'), QLatin1Char(' ')), plot_);
+      return;
+    }
+  }
   if (!summary_) return;
   const CompressionSummary& s = *summary_;
-  const QPointF at = event->position();
   QString text;
   if (entries_rect_->rect().contains(at.toPoint())) {
     const auto row = static_cast<int64_t>(std::lround(entries_rect_->axis(QCPAxis::atLeft)->pixelToCoord(at.y())));

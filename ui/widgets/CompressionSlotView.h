@@ -10,6 +10,7 @@
 // Plain data in (a CompressionSummary); nothing here runs a model.
 #include <QColor>
 #include <QString>
+#include <QStringList>
 #include <QWidget>
 #include <functional>
 #include <memory>
@@ -52,6 +53,9 @@ class CompressionSlotView : public QWidget {
   void drawEntries(const CompressionSummary& s, int64_t layer, int64_t kv_head, bool values);
   void clearMaps();
   void onHover(QMouseEvent* event);
+  // The longest x-axis labels that do not run into each other (short ones
+  // when the plot is narrow or zoomed; the hover over a label gives it whole).
+  void fitLabels();
 
   QString slot_;
   QLabel* caption_;
@@ -68,6 +72,8 @@ class CompressionSlotView : public QWidget {
   int64_t kv_head_ = 0;
   bool values_ = false;
   std::function<QString(int64_t)> token_;
+  QStringList scores_labels_;   // longest first: the first is the whole meaning
+  QStringList entries_labels_;
 };
 
 }  // namespace kvscope::ui

@@ -8,12 +8,18 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QResizeEvent>
 #include <QScrollArea>
 #include <QSignalBlocker>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTableWidget>
+#include <QToolButton>
 #include <QVBoxLayout>
+
+#include <algorithm>
+
+#include <qcustomplot.h>
 
 #include "ui/widgets/CompressionErrorPlot.h"
 #include "ui/widgets/CompressionMetricsPlot.h"
@@ -38,6 +44,10 @@ QScrollArea* scrolled(QWidget* content, bool horizontal) {
   if (!horizontal) area->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   return area;
 }
+
+// Widths in text lines (the font's height), so presenter zoom moves the thresholds with the text.
+constexpr int kFoldSettingsBelow = 64;  // the settings column folds away below this panel width
+constexpr int kStackResultsBelow = 40;  // the results stack (A over B) below this width for them
 
 QString number(double value, int digits = 4) { return QString::number(value, 'g', digits); }
 
@@ -69,11 +79,14 @@ CompressionPanel::CompressionPanel(DebuggerContext& context, QWidget* parent) : 
   setObjectName(QStringLiteral("compressionPanel"));
   auto* layout = new QHBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
-  QScrollArea* settings = scrolled(buildSettings(), false);
-  settings->setMinimumWidth(230);
-  settings->setMaximumWidth(320);
-  layout->addWidget(settings);
-  layout->addWidget(scrolled(buildViews(), true), 1);
+  settings_area_ = scrolled(buildSettings(), false);
+  settings_area_->setObjectName(QStringLiteral("compressionSettings"));
+  settings_area_->setMinimumWidth(230);
+  settings_area_->setMaximumWidth(320);
+  layout->addWidget(settings_area_);
+  views_area_ = scrolled(buildViews(), true);
+  views_area_->setObjectName(QStringLiteral("compressionResults"));
+  layout->addWidget(views_area_, 1);
   for (int i = 0; i < kSlots; ++i) {
     connect(forms_[i], &CompressionSettingsForm::changed, this, [this, i] {
       tabs_->setTabText(i, kSlotNames[i] + QStringLiteral(": ") +
@@ -82,6 +95,7 @@ CompressionPanel::CompressionPanel(DebuggerContext& context, QWidget* parent) : 
     emit forms_[i]->changed();
   }
   forms_[1]->setPolicy(QStringLiteral("streaming"));  // a useful default pair: attention-based vs position-based
+  relayout();
 }
 
 QWidget* CompressionPanel::buildSettings() {
@@ -150,8 +164,12 @@ QWidget* CompressionPanel::buildViews() {
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
   table_->installEventFilter(this);  // presenter zoom changes its font: fit the rows again
+  // A and B equally wide, each wide enough for its numbers (fitTable sets the minimum width).
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
-  table_->setMinimumWidth(240);
+  table_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  table_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  table_->setTextElideMode(Qt::ElideNone);
+  table_->setWordWrap(false);
   auto* legend = new QLabel(tr("<span style='background:#c8c8c8'>&nbsp;&#9636;&#9636;&nbsp;</span> hatched: row "
                                "removed (attention no longer reads it) &nbsp; <b>white</b>: entry zeroed by pruning "
                                "&nbsp; <span style='color:#ffaa00'>&#9646;</span> selected kv head"));
@@ -161,22 +179,95 @@ QWidget* CompressionPanel::buildViews() {
   legend->setWordWrap(true);
   legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
 
-  auto* bottom_right = new QVBoxLayout;
+  // The legend's row: the settings' fold button, a small Run while they are folded away.
+  settings_toggle_ = new QToolButton;
+  settings_toggle_->setObjectName(QStringLiteral("compressionSettingsToggle"));
+  settings_toggle_->setAutoRaise(true);
+  connect(settings_toggle_, &QToolButton::clicked, this, [this] {
+    user_collapsed_ = collapsed_ ? 0 : 1;
+    relayout();
+  });
+  run_compact_ = new QToolButton;
+  run_compact_->setObjectName(QStringLiteral("compressionRunCompact"));
+  run_compact_->setText(tr("Run"));
+  run_compact_->setToolTip(run_->toolTip());
+  connect(run_compact_, &QToolButton::clicked, this, &CompressionPanel::runCompression);
+  legend_ = new QWidget;
+  auto* header = new QHBoxLayout(legend_);
+  header->setContentsMargins(0, 0, 0, 0);
+  header->addWidget(settings_toggle_);
+  header->addWidget(run_compact_);
+  header->addWidget(legend, 1);
+
+  summary_box_ = new QWidget;
+  auto* bottom_right = new QVBoxLayout(summary_box_);
+  bottom_right->setContentsMargins(0, 0, 0, 0);
   bottom_right->addWidget(table_);
   bottom_right->addWidget(error_plot_, 1);
-  auto* grid = new QGridLayout(box);
-  grid->setContentsMargins(0, 0, 0, 0);
-  grid->setSpacing(4);
-  grid->addWidget(legend, 0, 0, 1, 2);
-  grid->addWidget(views_[0], 1, 0);
-  grid->addWidget(views_[1], 1, 1);
-  grid->addWidget(metrics_, 2, 0);
-  grid->addLayout(bottom_right, 2, 1);
-  grid->setRowStretch(1, 3);
-  grid->setRowStretch(2, 2);
-  grid->setColumnStretch(0, 1);
-  grid->setColumnStretch(1, 1);
+  grid_ = new QGridLayout(box);
+  grid_->setContentsMargins(0, 0, 0, 0);
+  grid_->setSpacing(4);
+  arrangeResults(false);
   return box;
+}
+
+void CompressionPanel::arrangeResults(bool stacked) {
+  if (arranged_ && stacked == stacked_) return;
+  arranged_ = true;
+  stacked_ = stacked;
+  QWidget* parts[] = {legend_, views_[0], views_[1], metrics_, summary_box_};
+  for (QWidget* part : parts) grid_->removeWidget(part);
+  for (int r = 0; r < 5; ++r) grid_->setRowStretch(r, 0);
+  if (stacked) {
+    // One column: A over B (each as wide as the panel), then the metrics, the summary, the output error.
+    for (int r = 0; r < 5; ++r) grid_->addWidget(parts[r], r, 0);
+    grid_->setRowStretch(1, 3);
+    grid_->setRowStretch(2, 3);
+    grid_->setRowStretch(3, 2);
+    grid_->setRowStretch(4, 2);
+    grid_->setColumnStretch(1, 0);
+  } else {
+    grid_->addWidget(legend_, 0, 0, 1, 2);
+    grid_->addWidget(views_[0], 1, 0);
+    grid_->addWidget(views_[1], 1, 1);
+    grid_->addWidget(metrics_, 2, 0);
+    grid_->addWidget(summary_box_, 2, 1);
+    grid_->setRowStretch(1, 3);
+    grid_->setRowStretch(2, 2);
+    grid_->setColumnStretch(1, 1);
+  }
+  grid_->setColumnStretch(0, 1);
+}
+
+void CompressionPanel::relayout() {
+  const int line = fontMetrics().height();
+  const int automatic = width() < kFoldSettingsBelow * line ? 1 : 0;
+  if (automatic != auto_collapsed_) user_collapsed_ = -1;  // a new size class: the width decides again
+  auto_collapsed_ = automatic;
+  collapsed_ = (user_collapsed_ >= 0 ? user_collapsed_ : automatic) == 1;
+  settings_area_->setVisible(!collapsed_);
+  run_compact_->setVisible(collapsed_);
+  settings_toggle_->setText(collapsed_ ? tr("\u25b8 settings") : QStringLiteral("\u25c2"));  // tooltip: what it does
+  settings_toggle_->setToolTip(collapsed_ ? tr("show the slots' settings, the decode steps and the layer / head pickers")
+                                          : tr("fold the settings away (more room for the results)"));
+  // Plots as tall as their (zoomed) labels need; what does not fit the height scrolls.
+  for (CompressionSlotView* view : views_) view->plot()->setMinimumHeight(std::max(200, 13 * line));
+  metrics_->setMinimumHeight(std::max(220, 16 * line));
+  error_plot_->setMinimumHeight(std::max(150, 10 * line));
+  const int settings = collapsed_ ? 0
+                                  : std::clamp(settings_area_->sizeHint().width(), settings_area_->minimumWidth(),
+                                               settings_area_->maximumWidth());
+  arrangeResults(width() - settings < kStackResultsBelow * line);
+}
+
+void CompressionPanel::resizeEvent(QResizeEvent* event) {
+  ViewerPanel::resizeEvent(event);
+  relayout();
+}
+
+void CompressionPanel::changeEvent(QEvent* event) {
+  ViewerPanel::changeEvent(event);
+  if (event->type() == QEvent::FontChange) relayout();  // presenter zoom
 }
 
 QString CompressionPanel::statusText() const { return status_->text(); }
@@ -184,6 +275,7 @@ QString CompressionPanel::statusText() const { return status_->text(); }
 void CompressionPanel::setStatus(const QString& text, bool error) {
   status_->setStyleSheet(error ? QStringLiteral("QLabel { color:#b00000; }") : QString());
   status_->setText(text);
+  run_compact_->setToolTip(text.isEmpty() ? run_->toolTip() : text);
 }
 
 void CompressionPanel::setShowingValues(bool values) { values_box_->setCurrentIndex(values ? 1 : 0); }
@@ -250,6 +342,7 @@ void CompressionPanel::runCompression() {
   if (!errors.isEmpty()) text = errors.join(QLatin1Char('\n')) + QLatin1Char('\n') + text;
   setStatus(text, !errors.isEmpty());
   run_->setEnabled(false);
+  run_compact_->setEnabled(false);
   emit compressRequested(request);
 }
 
@@ -257,6 +350,7 @@ void CompressionPanel::showRun(CompressionRunPtr run) {
   if (!run || run->request.id != pending_id_) return;  // an answer to a request since replaced
   pending_id_ = 0;
   run_->setEnabled(true);
+  run_compact_->setEnabled(true);
   run_result_ = std::move(run);
   QStringList errors, done;
   for (const CompressionSlotResult& slot : run_result_->results) {
@@ -280,6 +374,7 @@ void CompressionPanel::showFailure(qint64 request_id, const QString& message) {
   if (request_id != pending_id_) return;
   pending_id_ = 0;
   run_->setEnabled(true);
+  run_compact_->setEnabled(true);
   run_result_.reset();
   setStatus(message, true);
   scheduleRefresh();
@@ -353,7 +448,6 @@ void CompressionPanel::fillTable() {
                             tr("bytes kept")};
   table_->setRowCount(static_cast<int>(rows.size()));
   table_->setVerticalHeaderLabels(rows);
-  fitTable();
   QStringList headers;
   for (int i = 0; i < kSlots; ++i) {
     const CompressionSlotResult* slot = resultOf(i);
@@ -368,6 +462,7 @@ void CompressionPanel::fillTable() {
     }
   }
   table_->setHorizontalHeaderLabels(headers);
+  fitTable();
 }
 
 void CompressionPanel::fitTable() {
@@ -376,6 +471,14 @@ void CompressionPanel::fitTable() {
   const int height = table_->horizontalHeader()->sizeHint().height() + table_->verticalHeader()->length() +
                      2 * table_->frameWidth();
   table_->setFixedHeight(height);
+  // Wide enough that no cell is elided: the row names plus two columns as wide as the widest cell.
+  const auto* view = static_cast<const QAbstractItemView*>(table_);  // QTableView hides sizeHintForColumn
+  int column = 0;
+  for (int c = 0; c < table_->columnCount(); ++c) {
+    column = std::max({column, view->sizeHintForColumn(c), table_->horizontalHeader()->sectionSizeHint(c)});
+  }
+  table_->setMinimumWidth(table_->verticalHeader()->sizeHint().width() + table_->columnCount() * (column + 2) +
+                          2 * table_->frameWidth());
 }
 
 bool CompressionPanel::eventFilter(QObject* watched, QEvent* event) {

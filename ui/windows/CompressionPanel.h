@@ -16,6 +16,11 @@
 //     (CompressionErrorPlot).
 // A setting the core refuses shows the core's message in the panel; the
 // other slot still runs.
+//
+// Small sizes (a 1024x768 laptop, presenter zoom): below about 64 text lines
+// of width the settings column folds away (a button brings it back, a small
+// Run stays), and below about 40 the results stack in one column (A over B,
+// then the metrics, the summary and the output error) and scroll vertically.
 #include <QStringList>
 #include <array>
 
@@ -28,6 +33,9 @@ class QPushButton;
 class QSpinBox;
 class QTabWidget;
 class QTableWidget;
+class QGridLayout;
+class QScrollArea;
+class QToolButton;
 
 namespace kvscope::ui {
 
@@ -53,6 +61,11 @@ class CompressionPanel : public ViewerPanel {
   QComboBox* layerBox() const { return layer_box_; }
   QComboBox* headBox() const { return head_box_; }
   QString statusText() const;
+  // The settings column folded away (small widths; the button beside the legend toggles it).
+  bool settingsCollapsed() const { return collapsed_; }
+  // The results in one column (A over B) rather than two.
+  bool stacked() const { return stacked_; }
+  QScrollArea* resultsArea() const { return views_area_; }
   // The last run shown (null before one arrives) and whether one is on its way.
   CompressionRunPtr lastRun() const { return run_result_; }
   bool pending() const { return pending_id_ != 0; }
@@ -74,6 +87,8 @@ class CompressionPanel : public ViewerPanel {
  protected:
   void refresh() override;
   bool eventFilter(QObject* watched, QEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
+  void changeEvent(QEvent* event) override;
 
  private:
   QWidget* buildSettings();
@@ -86,6 +101,9 @@ class CompressionPanel : public ViewerPanel {
   const CompressionSlotResult* resultOf(int slot) const;
   void fillTable();
   void fitTable();
+  // Folds the settings and stacks the results to fit the panel's width and font.
+  void relayout();
+  void arrangeResults(bool stacked);
   QString tokenText(int64_t position) const;
 
   std::array<CompressionSettingsForm*, kSlots> forms_{};
@@ -100,6 +118,18 @@ class CompressionPanel : public ViewerPanel {
   CompressionMetricsPlot* metrics_;
   CompressionErrorPlot* error_plot_;
   QTableWidget* table_;
+  QScrollArea* settings_area_;
+  QScrollArea* views_area_;
+  QGridLayout* grid_;
+  QWidget* legend_;
+  QWidget* summary_box_;  // the table over the output error
+  QToolButton* settings_toggle_;
+  QToolButton* run_compact_;  // Run while the settings are folded away
+  bool collapsed_ = false;
+  bool stacked_ = false;
+  bool arranged_ = false;
+  int auto_collapsed_ = -1;  // the width's choice when last laid out (-1: never)
+  int user_collapsed_ = -1;  // the button's choice, kept until the width's choice changes (-1: none)
 
   int64_t next_id_ = 1;
   int64_t pending_id_ = 0;  // 0: nothing on its way
