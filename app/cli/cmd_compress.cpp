@@ -168,40 +168,50 @@ Baseline greedyBaseline(const CausalLM& target, const std::vector<int64_t>& prom
   return baseline;
 }
 
+// How the speculation rows run: gamma and the drafting cache's layout.
+struct SpeculationSettings {
+  int64_t gamma = 4;
+  DraftCacheLayout layout = DraftCacheLayout::Compacted;
+};
+
 SpeculationRow speculate(const std::string& label, const CausalLM& target, const std::vector<int64_t>& prompt,
-                         const CompressionSpec& spec, int64_t gamma, const Baseline& baseline,
+                         const CompressionSpec& spec, const SpeculationSettings& settings, const Baseline& baseline,
                          const CausalLM* drafter = nullptr) {
   SpeculationRow row{label, {}, 0, baseline.seconds};
-  const int64_t max_new = static_cast<int64_t>(baseline.tokens.size());
-  row.seconds = secondsOf([&] { row.result = runSelfSpeculation(target, prompt, spec, gamma, max_new, drafter); });
+  SelfSpeculationOptions options;
+  options.gamma = settings.gamma;
+  options.max_new = static_cast<int64_t>(baseline.tokens.size());
+  options.layout = settings.layout;
+  row.seconds = secondsOf([&] { row.result = runSelfSpeculation(target, prompt, spec, options, drafter); });
   if (row.result.tokens != baseline.tokens) {
     throw Error("speculation with " + label + " did not reproduce the target's greedy output (a bug)");
   }
   return row;
 }
 
-std::vector<SpeculationRow> speculationSweep(const ModelBundle& bundle, const ModelBundle* drafter,
-                                             const std::vector<int64_t>& prompt, int64_t gamma, int64_t max_new) {
-  const Baseline baseline = greedyBaseline(*bundle.model, prompt, max_new);
+struct SweepSpeculation {
+  SpeculationSettings settings;
+  int64_t max_new = 128;
+  const ModelBundle* drafter = nullptr;
+};
+
+std::vector<SpeculationRow> speculationSweep(const ModelBundle& bundle, const std::vector<int64_t>& prompt,
+                                             const SweepSpeculation& sweep) {
+  const Baseline baseline = greedyBaseline(*bundle.model, prompt, sweep.max_new);
   std::vector<SpeculationRow> rows;
-  rows.push_back(speculate("target, full cache", *bundle.model, prompt, {}, gamma, baseline));
-  if (drafter != nullptr) {
-    rows.push_back(speculate("bundled drafter", *bundle.model, prompt, {}, gamma, baseline, drafter->model.get()));
+  rows.push_back(speculate("target, full cache", *bundle.model, prompt, {}, sweep.settings, baseline));
+  if (sweep.drafter != nullptr) {
+    rows.push_back(speculate("bundled drafter", *bundle.model, prompt, {}, sweep.settings, baseline,
+                             sweep.drafter->model.get()));
   }
   for (EvictionPolicy policy : allEvictionPolicies()) {
     for (double budget : {0.25, 0.5}) {
       const CompressionSpec spec = CompressionSpec::evicting(policy, budget);
-      rows.push_back(speculate("target, " + describeSpec(spec), *bundle.model, prompt, spec, gamma, baseline));
+      rows.push_back(speculate("target, " + describeSpec(spec), *bundle.model, prompt, spec, sweep.settings, baseline));
     }
   }
   return rows;
 }
-
-struct SweepSpeculation {
-  int64_t gamma = 4;
-  int64_t max_new = 128;
-  const ModelBundle* drafter = nullptr;
-};
 
 int runSweep(const ModelBundle& bundle, const CompressionInput& input, const PruneSettings& base,
              const SweepSpeculation& speculation, bool json) {
@@ -224,12 +234,12 @@ int runSweep(const ModelBundle& bundle, const CompressionInput& input, const Pru
       }
     }
   }
-  const auto speculation_rows =
-      speculationSweep(bundle, speculation.drafter, input.prompt, speculation.gamma, speculation.max_new);
+  const auto speculation_rows = speculationSweep(bundle, input.prompt, speculation);
   nlohmann::json result = sweepJson(eviction, pruning);
   result["self_speculation"] = nlohmann::json::array();
   for (const SpeculationRow& row : speculation_rows) result["self_speculation"].push_back(speculationJson(row));
-  result["gamma"] = speculation.gamma;
+  result["gamma"] = speculation.settings.gamma;
+  result["draft_cache"] = draftCacheLayoutName(speculation.settings.layout);
   result["model"] = bundle.dir;
   result["prompt_tokens"] = input.prompt.size();
   result["steps"] = eviction.empty() ? 0 : eviction.front().result.steps.size();
@@ -238,7 +248,7 @@ int runSweep(const ModelBundle& bundle, const CompressionInput& input, const Pru
               << " tokens (prefill " << input.prompt.size() - 1 << " rows compressed), "
               << eviction.front().result.steps.size() << " teacher-forced steps\n\n";
     printSweep(std::cout, eviction, pruning);
-    printSpeculation(std::cout, speculation.gamma, speculation_rows);
+    printSpeculation(std::cout, speculation.settings.gamma, speculation_rows);
   }
   printJson(result);
   return 0;
@@ -247,15 +257,17 @@ int runSweep(const ModelBundle& bundle, const CompressionInput& input, const Pru
 // One compression against the full-cache shadow; with a gamma, also
 // self-speculation with the same compression on the drafting copy of the cache.
 int runOne(const ModelBundle& bundle, const CompressionInput& input, const CompressionSpec& spec,
-           std::optional<int64_t> gamma, bool json) {
+           std::optional<SpeculationSettings> speculation, bool json) {
   const CompressionResult result = runCompressionLab(*bundle.model, input, spec);
   nlohmann::json out = compressionJson(spec, result);
   if (!json) printCompression(std::cout, spec, result);
-  if (gamma) {
+  if (speculation) {
     const Baseline baseline = greedyBaseline(*bundle.model, input.prompt, std::max<int64_t>(input.max_new, 1));
-    const SpeculationRow row = speculate("target, " + describeSpec(spec), *bundle.model, input.prompt, spec, *gamma, baseline);
+    const SpeculationRow row =
+        speculate("target, " + describeSpec(spec), *bundle.model, input.prompt, spec, *speculation, baseline);
     out["self_speculation"] = speculationJson(row);
-    if (!json) printSpeculation(std::cout, *gamma, {row});
+    out["draft_cache"] = draftCacheLayoutName(speculation->layout);
+    if (!json) printSpeculation(std::cout, speculation->gamma, {row});
   }
   printJson(out);
   return 0;
@@ -272,6 +284,9 @@ int runCompress(Args& args) {
   const bool has_max_new = args.value("max-new").has_value();
   input.max_new = args.integer("max-new", 16);
   const auto gamma = args.value("gamma") ? std::optional<int64_t>(args.integer("gamma", 4)) : std::nullopt;
+  const auto layout = args.value("draft-cache");
+  if (layout && !gamma && !sweep) throw Error("--draft-cache is for --gamma G or --sweep (the self-speculation rows)");
+  const DraftCacheLayout draft_cache = parseDraftCacheLayout(layout.value_or("compacted"));
   const auto drafter_dir = args.value("drafter");
   const bool has_prompt = args.value("prompt") || args.value("prompt-ids");
   if (!sweep && !spec.eviction && !spec.pruning) {
@@ -290,11 +305,13 @@ int runCompress(Args& args) {
     // The bundled drafter is the baseline next to self-speculation when the target is bundled too.
     std::optional<ModelBundle> drafter;
     if (drafter_dir || bundled) drafter = loadModelBundle(drafter_dir.value_or(bundledModelDirectory("drafter")), computeOptions());
-    SweepSpeculation speculation{gamma.value_or(4), has_max_new ? input.max_new : 128, drafter ? &*drafter : nullptr};
+    SweepSpeculation speculation{{gamma.value_or(4), draft_cache}, has_max_new ? input.max_new : 128,
+                                 drafter ? &*drafter : nullptr};
     return runSweep(bundle, input, spec.pruning.value_or(PruneSettings{}), speculation, json);
   }
   if (drafter_dir) throw Error("--drafter is for --sweep (the baseline next to self-speculation)");
-  return runOne(bundle, input, spec, gamma, json);
+  const auto speculation = gamma ? std::optional<SpeculationSettings>(SpeculationSettings{*gamma, draft_cache}) : std::nullopt;
+  return runOne(bundle, input, spec, speculation, json);
 }
 
 const CommandRegistrar kRegister{"compress",
@@ -303,12 +320,14 @@ const CommandRegistrar kRegister{"compress",
     "           [--budget FRACTION (default 0.5) | --budget-rows N] [--sinks N] [--window N] [--kernel K] [--seed S]\n"
     "           [--demote 8|4 (keep dropped rows as int8/int4 copies instead of evicting them)]\n"
     "           [--element per-token|per-channel --k-sparsity X --v-sparsity X --score magnitude|output-aware\n"
-    "           --dense-window N] [--gamma G] [--json]\n"
+    "           --dense-window N] [--gamma G [--draft-cache compacted|masked|rerotated]] [--json]\n"
     "           compresses the prompt's cache and compares every next step with a full-cache shadow (KL,\n"
     "           top-1, attention mass, perplexity, bytes); --gamma G also drafts with the compressed cache and\n"
-    "           verifies with the full one (alpha). compress --sweep [--prompt ...] [--gamma G] [--drafter DIR]:\n"
-    "           every policy at budgets 25/50/75%, pruning at 50/70% sparsity, and self-speculation at 25/50%\n"
-    "           next to the bundled drafter, as tables (bundled models by default)",
+    "           verifies with the full one (alpha, speedup; the drafting copy compacts to the kept rows unless\n"
+    "           --draft-cache masked; rerotated also moves kept keys to contiguous positions). compress --sweep\n"
+    "           [--prompt ...] [--gamma G] [--drafter DIR] [--draft-cache ...]: every policy at budgets 25/50/75%,\n"
+    "           pruning at 50/70% sparsity, and self-speculation at 25/50% next to the bundled drafter, as tables\n"
+    "           (bundled models by default)",
     runCompress};
 
 }  // namespace

@@ -7,9 +7,11 @@
 
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
+#include "app/cli/compressed_drafting.h"
 #include "app/cli/session_setup.h"
 #include "app/cli/token_printer.h"
 #include "core/decode/autoregressive.h"
+#include "core/error.h"
 #include "core/inspect/trace_capture.h"
 #include "core/trace/trace_file.h"
 #include "core/trace/trace_json.h"
@@ -80,6 +82,8 @@ nlohmann::json budgetJson(const RecordBudget& budget) {
 }
 
 int runRun(Args& args) {
+  if (args.value("drafter-compressed")) return runCompressedDrafting(args);
+  if (args.value("draft-cache")) throw Error("--draft-cache is for --drafter-compressed POLICY:BUDGET");
   const bool json = args.flag("json");
   const auto trace_path = args.value("trace");
   const bool baseline = !args.flag("no-baseline");
@@ -141,7 +145,12 @@ const CommandRegistrar kRegister{
     "           [--bookkeeping exact|seed] [--ignore-eos] [--fault NAME] [--trace out.kvtrace] [--trace-budget MB]\n"
     "           [--evict POLICY:BUDGET[:every=N]] [--no-baseline] [--json]\n"
     "           --evict: token eviction on the target's cache after the prefill (and every N rounds), e.g.\n"
-    "           h2o:0.25:every=4 or streaming:64:sinks=4; policies as in `compress`; traces carry the Evict events",
+    "           h2o:0.25:every=4 or streaming:64:sinks=4; policies as in `compress`; traces carry the Evict events\n"
+    "       run [--target DIR] --drafter-compressed POLICY:BUDGET[:sinks=N...] [--draft-cache compacted|masked|rerotated]\n"
+    "           (--prompt TEXT | --prompt-ids 1,2,3) [--gamma G] [--max-new N] [--ignore-eos] [--no-baseline] [--json]\n"
+    "           the target drafts for itself over its cache compressed by the policy (compacted: only the kept rows;\n"
+    "           masked: the keep mask; rerotated: kept keys moved to contiguous positions, RoPE models) and verifies\n"
+    "           over the full cache: greedy, the output is the target's; prints alpha, tokens/s and the speedup",
     runRun};
 
 }  // namespace

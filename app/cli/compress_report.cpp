@@ -197,20 +197,22 @@ json speculationJson(const SpeculationRow& row) {
           {"rounds", r.rounds},       {"drafted", r.drafted},
           {"accepted", r.accepted},   {"tokens", r.tokens},
           {"seconds", row.seconds},   {"baseline_seconds", row.baseline_seconds},
+          {"draft_rows", r.draft_rows}, {"full_rows", r.full_rows},
+          {"draft_seconds", r.draft_seconds}, {"verify_seconds", r.verify_seconds},
           {"speedup", row.seconds > 0 ? row.baseline_seconds / row.seconds : 0.0}};
 }
 
 void printSpeculation(std::ostream& out, int64_t gamma, const std::vector<SpeculationRow>& rows) {
   out << "\nCompressed-cache self-speculation (greedy, gamma " << gamma
       << "; verification over the full cache, so the output is the target's):\n\n"
-      << "| drafter                            | alpha | tokens / verify | measured speedup |\n"
-      << "|------------------------------------|------:|----------------:|-----------------:|\n";
+      << "| drafter                            | alpha | tokens / verify | measured speedup | rows a draft reads |\n"
+      << "|------------------------------------|------:|----------------:|-----------------:|-------------------:|\n";
   for (const SpeculationRow& row : rows) {
     const SelfSpeculationResult& r = row.result;
     const double per_verify = r.rounds > 0 ? double(r.accepted + r.rounds) / double(r.rounds) : 0;
     out << "| " << std::left << std::setw(34) << row.label << std::right << " | " << format("%5.2f", r.alpha) << " | "
         << format("%15.2f", per_verify) << " | " << format("%15.2fx", row.seconds > 0 ? row.baseline_seconds / row.seconds : 0)
-        << " |\n";
+        << " | " << std::setw(18) << std::to_string(r.draft_rows) + " of " + std::to_string(r.full_rows) << " |\n";
   }
 }
 

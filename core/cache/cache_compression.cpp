@@ -18,16 +18,19 @@ at::Tensor layerAttention(const std::vector<at::Tensor>& attention, int64_t laye
   return layer < static_cast<int64_t>(attention.size()) ? attention[layer] : at::Tensor();
 }
 
-// The rows `removed` ([kv, T] bool) marks, as records with their scores.
-void recordRemoved(std::vector<RemovedRow>& out, int64_t layer, int64_t first_position, const at::Tensor& removed,
+// The rows `removed` ([kv, T] bool) marks, as records with their scores and
+// the positions the rows hold (positions: [kv, T], KvCache::rowPositions).
+void recordRemoved(std::vector<RemovedRow>& out, int64_t layer, const at::Tensor& positions, const at::Tensor& removed,
                    const at::Tensor& scores, int64_t step) {
   const auto dropped = removed.nonzero();  // [count, 2]: (kv head, row), in order
   const auto score_values = scores.to(torch::kFloat64).contiguous();  // [kv, T]
+  const auto position_values = positions.contiguous();                // [kv, T]
   const auto at = dropped.accessor<int64_t, 2>();
   const auto score_of = score_values.accessor<double, 2>();
+  const auto position_of = position_values.accessor<int64_t, 2>();
   for (int64_t i = 0; i < dropped.size(0); ++i) {
     const int64_t head = at[i][0], row = at[i][1];
-    out.push_back({layer, head, first_position + row, score_of[head][row], step});
+    out.push_back({layer, head, position_of[head][row], score_of[head][row], step});
   }
 }
 
@@ -72,7 +75,7 @@ PolicyEviction evictByPolicy(KvCache& cache, const EvictionSettings& settings, c
     } else {
       cache.evictRows(l, decision.keep);
     }
-    recordRemoved(done.removed, l, 0, removed, decision.scores, -1);
+    recordRemoved(done.removed, l, cache.rowPositions(l), removed, decision.scores, -1);
   }
   return done;
 }
@@ -92,7 +95,7 @@ std::vector<RemovedRow> tovaStep(KvCache& cache, const std::vector<at::Tensor>& 
     }
     if (keep.all().item<bool>()) continue;
     cache.evictRows(l, keep);
-    recordRemoved(removed, l, cache.firstPosition(l), keep.logical_not(), scores, step);
+    recordRemoved(removed, l, cache.rowPositions(l), keep.logical_not(), scores, step);
   }
   return removed;
 }

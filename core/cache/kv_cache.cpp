@@ -31,6 +31,11 @@ int64_t KvCache::capacity(int64_t layer) const { return layerAt(layer).k.size(1)
 
 int64_t KvCache::firstPosition(int64_t layer) const { return layerAt(layer).first_position; }
 
+int64_t KvCache::endPosition(int64_t layer) const {
+  const Layer& l = layerAt(layer);
+  return l.first_position + l.compacted_away + l.length;
+}
+
 bool KvCache::uniformLength() const {
   return std::all_of(layers_.begin(), layers_.end(),
                      [&](const Layer& l) { return l.length == layers_.front().length; });
@@ -40,14 +45,22 @@ void KvCache::ensureCapacity(Layer& layer, int64_t needed) {
   const int64_t capacity = layer.k.size(1);
   if (needed <= capacity) return;
   // Geometric growth: amortised O(1) per appended row.
-  const int64_t grown = std::max(needed, 2 * capacity);
-  auto k = torch::zeros({kv_heads_, grown, head_dim_}, storage_);
+  reallocate(layer, std::max(needed, 2 * capacity));
+}
+
+void KvCache::reallocate(Layer& layer, int64_t capacity) {
+  auto k = torch::zeros({kv_heads_, capacity, head_dim_}, storage_);  // [kv_heads, capacity, head_dim]
   auto v = torch::zeros_like(k);
   k.narrow(1, 0, layer.length).copy_(layer.k.narrow(1, 0, layer.length));
   v.narrow(1, 0, layer.length).copy_(layer.v.narrow(1, 0, layer.length));
   layer.k = k;
   layer.v = v;
-  if (layer.keep.defined()) growKeepMask(layer, grown);
+  if (layer.keep.defined()) growKeepMask(layer, capacity);
+  if (layer.positions.defined()) {
+    auto positions = torch::zeros({kv_heads_, capacity}, torch::kInt64);  // [kv_heads, capacity]
+    positions.narrow(1, 0, layer.length).copy_(layer.positions.narrow(1, 0, layer.length));
+    layer.positions = positions;
+  }
 }
 
 void KvCache::growKeepMask(Layer& layer, int64_t capacity) {
@@ -75,6 +88,10 @@ void KvCache::append(int64_t layer_index, const at::Tensor& k, const at::Tensor&
   layer.k.narrow(1, layer.length, n).copy_(k_written);
   layer.v.narrow(1, layer.length, n).copy_(v_written);
   if (layer.keep.defined()) layer.keep.narrow(1, layer.length, n).fill_(true);
+  if (layer.positions.defined()) {  // appended after a compaction: contiguous from the end position
+    const int64_t end = layer.first_position + layer.compacted_away + layer.length;
+    layer.positions.narrow(1, layer.length, n).copy_(torch::arange(end, end + n, torch::kInt64).unsqueeze(0));
+  }
   layer.length += n;
 }
 
@@ -95,7 +112,23 @@ void KvCache::cropLayer(int64_t layer_index, int64_t new_length) {
     throw Error("KvCache::crop: cannot crop layer " + std::to_string(layer_index) + " of length " +
                 std::to_string(layer.length) + " to " + std::to_string(new_length));
   }
+  if (new_length < layer.gathered) {
+    throw Error("KvCache::crop: layer " + std::to_string(layer_index) + " was compacted to " +
+                std::to_string(layer.gathered) + " rows whose positions differ per kv head; cannot crop it to " +
+                std::to_string(new_length) + " rows");
+  }
   layer.length = new_length;
+}
+
+void KvCache::cropToPosition(int64_t end_position) {
+  for (int64_t l = 0; l < numLayers(); ++l) {
+    const int64_t surplus = endPosition(l) - end_position;  // rows appended at positions >= end_position
+    if (surplus < 0) {
+      throw Error("KvCache::cropToPosition: layer " + std::to_string(l) + " holds positions up to " +
+                  std::to_string(endPosition(l)) + ", cannot keep positions up to " + std::to_string(end_position));
+    }
+    cropLayer(l, length(l) - surplus);
+  }
 }
 
 void KvCache::crop(int64_t new_length) {
@@ -103,11 +136,25 @@ void KvCache::crop(int64_t new_length) {
 }
 
 void KvCache::clear() {
-  crop(0);
   for (Layer& layer : layers_) {
+    layer.length = 0;
     layer.first_position = 0;
+    layer.compacted_away = 0;
+    layer.gathered = 0;
     layer.keep = at::Tensor();
+    layer.positions = at::Tensor();
   }
+}
+
+KvCache KvCache::clone() const {
+  KvCache copy = *this;  // shares the tensors; each is replaced by its own copy below
+  for (Layer& layer : copy.layers_) {
+    layer.k = layer.k.clone();
+    layer.v = layer.v.clone();
+    if (layer.keep.defined()) layer.keep = layer.keep.clone();
+    if (layer.positions.defined()) layer.positions = layer.positions.clone();
+  }
+  return copy;
 }
 
 void KvCache::evictFront(int64_t layer_index, int64_t count) {
@@ -118,6 +165,8 @@ void KvCache::evictFront(int64_t layer_index, int64_t count) {
                 std::to_string(layer_index) + " of length " + std::to_string(layer.length));
   }
   if (count == 0) return;
+  require(!layer.positions.defined(), "KvCache::evictFront: layer " + std::to_string(layer_index) +
+                                          " was compacted; dropping rows from its front is not supported");
   const int64_t kept = layer.length - count;
   // Source and destination overlap when kept > count; copy through a temporary.
   if (kept > 0) {
@@ -158,6 +207,62 @@ int64_t KvCache::keptRows(int64_t layer, int64_t kv_head) const {
                                                    std::to_string(kv_heads_) + " kv heads)");
   if (!l.keep.defined()) return l.length;
   return l.keep[kv_head].narrow(0, 0, l.length).sum().item<int64_t>();
+}
+
+void KvCache::compact(int64_t layer_index) {
+  layerAt(layer_index);
+  Layer& layer = layers_[layer_index];
+  if (!layer.keep.defined()) return;
+  const auto keep = layer.keep.narrow(1, 0, layer.length);  // [kv, T] bool
+  const auto counts = keep.sum(1);                           // [kv]
+  const int64_t kept = counts[0].item<int64_t>();
+  if (!counts.eq(kept).all().item<bool>()) {
+    std::string listed;
+    for (int64_t h = 0; h < kv_heads_; ++h) listed += (h > 0 ? ", " : "") + std::to_string(counts[h].item<int64_t>());
+    throw Error("KvCache::compact: the kv heads of layer " + std::to_string(layer_index) +
+                " keep different numbers of rows (" + listed + "); a compacted layer needs one count per layer");
+  }
+  // nonzero() lists (head, row) pairs head by head, rows ascending: each
+  // head's kept rows in position order.
+  const auto rows = keep.nonzero().select(1, 1).reshape({kv_heads_, kept});                      // [kv, kept]
+  const auto by_row = rows.unsqueeze(2).expand({kv_heads_, kept, head_dim_});                    // [kv, kept, D]
+  const auto k = layer.k.narrow(1, 0, layer.length).gather(1, by_row);                            // [kv, kept, D]
+  const auto v = layer.v.narrow(1, 0, layer.length).gather(1, by_row);                            // [kv, kept, D]
+  const auto positions = rowPositions(layer_index).gather(1, rows);                               // [kv, kept]
+  // Fresh storage with the kept rows and the same room for appends: the
+  // removed rows' memory is freed, not just skipped.
+  const int64_t capacity = std::max<int64_t>(kept + layer.k.size(1) - layer.length, 1);
+  layer.compacted_away += layer.length - kept;
+  layer.length = 0;
+  layer.keep = at::Tensor();
+  layer.positions = at::Tensor();
+  reallocate(layer, capacity);
+  layer.positions = torch::zeros({kv_heads_, capacity}, torch::kInt64);  // [kv, capacity]
+  layer.k.narrow(1, 0, kept).copy_(k);
+  layer.v.narrow(1, 0, kept).copy_(v);
+  layer.positions.narrow(1, 0, kept).copy_(positions);
+  layer.length = kept;
+  layer.gathered = kept;
+}
+
+bool KvCache::compacted(int64_t layer) const { return layerAt(layer).positions.defined(); }
+
+at::Tensor KvCache::rowPositions(int64_t layer) const {
+  const Layer& l = layerAt(layer);
+  if (l.positions.defined()) return l.positions.narrow(1, 0, l.length);
+  return torch::arange(l.first_position, l.first_position + l.length, torch::kInt64)
+      .unsqueeze(0)
+      .expand({kv_heads_, l.length});  // [kv, T]
+}
+
+void KvCache::renumberRows(int64_t layer_index, int64_t first_position) {
+  layerAt(layer_index);
+  require(first_position >= 0, "KvCache::renumberRows: the first position must be >= 0");
+  Layer& layer = layers_[layer_index];
+  layer.positions = at::Tensor();
+  layer.first_position = first_position;
+  layer.compacted_away = 0;
+  layer.gathered = 0;
 }
 
 }  // namespace kvscope

@@ -16,6 +16,15 @@
 // no weight (the same attention as a cache without it), and row r still holds
 // position firstPosition + r in every head. What a compacting cache would hold
 // is the kept rows (keptRows).
+//
+// A cache that nobody logs or replays (the drafting copy of compressed-cache
+// self-speculation) can compact instead: compact() gathers each kv head's
+// kept rows to the front, so attention computes over them only. Rows then no
+// longer hold one position per row index: rowPositions() says which position
+// each row of each kv head holds (keys keep the rotary position they were
+// written with), and rows appended later follow at the end with contiguous
+// positions. A Session's caches never compact: its event log and trace
+// replay rely on rows not moving.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -45,7 +54,7 @@ class KvCache {
   // clear: row 0 holds this position. 0 for layers that never evict.
   int64_t firstPosition(int64_t layer) const;
   // The position the layer's next appended row is written for.
-  int64_t endPosition(int64_t layer) const { return firstPosition(layer) + length(layer); }
+  int64_t endPosition(int64_t layer) const;
 
   // Writes k, v ([kv_heads, n, head_dim]) at rows [length, length + n) of the
   // layer and advances its length by n.
@@ -56,9 +65,16 @@ class KvCache {
   at::Tensor values(int64_t layer) const;
 
   // Keeps the first new_length rows of every layer (0 <= new_length <= length).
+  // A compacted layer refuses to cut into its gathered rows.
   void crop(int64_t new_length);
   void cropLayer(int64_t layer, int64_t new_length);
+  // Keeps the rows of positions before end_position in every layer: the
+  // rollback after a rejected draft, by position, so it also holds for a
+  // compacted cache (whose rows appended after compaction are contiguous).
+  void cropToPosition(int64_t end_position);
   void clear();
+  // A deep copy (storage, masks, positions and fault switches).
+  KvCache clone() const;
   // Drops the first `count` rows of a layer (0 <= count <= length); the rest
   // move to the front in order. A sliding window's cache evicts this way.
   void evictFront(int64_t layer, int64_t count);
@@ -76,6 +92,24 @@ class KvCache {
   // Rows of `kv_head` attention still reads (length when nothing was evicted).
   int64_t keptRows(int64_t layer, int64_t kv_head) const;
 
+  // Gathers the rows each kv head still reads (keepMask) to the front of the
+  // layer, in position order, and frees the others: the layer becomes
+  // [kv_heads, kept, head_dim] with no mask, and attention over it equals
+  // attention over the masked layer. Every kv head must keep the same number
+  // of rows (a budgeted eviction does); otherwise throws Error naming the
+  // counts. No-op while nothing is masked. A compacted layer refuses
+  // evictFront (a sliding window's row order no longer holds).
+  void compact(int64_t layer);
+  // Whether the layer's rows were gathered by compact() (and not renumbered since).
+  bool compacted(int64_t layer) const;
+  // [kv_heads, length] int64: the position each row holds, per kv head
+  // (firstPosition + r for every head of a layer that never compacted).
+  at::Tensor rowPositions(int64_t layer) const;
+  // After the layer's keys were re-rotated to contiguous positions
+  // (core/model/key_rerotation.h): row r of every kv head now holds position
+  // first_position + r, and the next row is written for first_position + length.
+  void renumberRows(int64_t layer, int64_t first_position);
+
   // Fault injection (core/cache/fault_policy.h) acts on cache writes through
   // these two switches; a correct engine never sets them.
   // Which of an append's n rows are written, in which physical order (indices
@@ -91,12 +125,17 @@ class KvCache {
     at::Tensor k;  // [kv_heads, capacity, head_dim]
     at::Tensor v;  // [kv_heads, capacity, head_dim]
     at::Tensor keep;  // [kv_heads, capacity] bool once a row was evicted; undefined before
+    at::Tensor positions;  // [kv_heads, capacity] int64 once compacted; undefined before
     int64_t length = 0;
     int64_t first_position = 0;
+    int64_t compacted_away = 0;  // rows compaction removed from each kv head
+    int64_t gathered = 0;        // rows [0, gathered) were gathered by compaction (positions differ per head)
   };
   void ensureCapacity(Layer& layer, int64_t needed);
   const Layer& layerAt(int64_t layer) const;
   static void growKeepMask(Layer& layer, int64_t capacity);
+  // The layer's storage (K, V, positions) re-allocated with `capacity` rows, keeping the valid ones.
+  void reallocate(Layer& layer, int64_t capacity);
 
   int64_t kv_heads_;
   int64_t head_dim_;

@@ -10,7 +10,9 @@
 // Only the target's cache is compressed: the drafter is a separate model with
 // its own cache, and verification over the compressed target decides what is
 // emitted. Removed rows keep the rotary position they were written with (as
-// kvpress does); re-rotating kept keys and compacting the cache are not done.
+// kvpress does). A session's caches never compact or re-rotate (the event log
+// and trace replay rely on rows not moving); the drafting copy of
+// compressed-cache self-speculation does (core/inspect/draft_cache.h).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -44,11 +44,12 @@ std::vector<Probe> evidencePoints(const CompressionSpec& spec) {
 }  // namespace
 
 PrefillCompression prefillAndCompress(const CausalLM& model, const at::Tensor& tokens, KvCache& cache,
-                                      const CompressionSpec& spec) {
+                                      const CompressionSpec& spec, KvCache* uncompressed) {
   spec.validate();
   if (spec.eviction) refuseSlidingWindows(model.config());
   AllLayersRecorder evidence(evidencePoints(spec));
   model.forward(tokens, 0, &cache, &evidence, 0);
+  if (uncompressed != nullptr) *uncompressed = cache.clone();
   const auto attention = evidence.perLayer(Probe::AttentionWeights);  // [heads, n, T] per layer
   PrefillCompression done;
   if (spec.eviction) {

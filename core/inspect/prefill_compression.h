@@ -36,9 +36,11 @@ struct PrefillCompression {
 };
 
 // Feeds tokens ([n] ids at positions 0..n-1) into the empty `cache` and
-// compresses it as `spec` says. Throws Error for eviction on a model with
+// compresses it as `spec` says. `uncompressed`, when given, receives a copy
+// of the cache between the two (self-speculation verifies over it: one
+// prefill serves both caches). Throws Error for eviction on a model with
 // sliding-window layers (not supported yet).
 PrefillCompression prefillAndCompress(const CausalLM& model, const at::Tensor& tokens, KvCache& cache,
-                                      const CompressionSpec& spec);
+                                      const CompressionSpec& spec, KvCache* uncompressed = nullptr);
 
 }  // namespace kvscope

@@ -3,38 +3,57 @@
 // greedy and self-contained: the target drafts for itself over a compressed
 // copy of its cache and verifies over the full cache, so the output is
 // exactly the target's greedy output; what compression costs shows as alpha,
-// the share of drafts accepted.
+// the share of drafts accepted, and what it saves as the draft's time.
 //
 // Bookkeeping as in DESIGN.md: at round start both caches hold every token
 // but the last; the draft cache feeds the last token and its own drafts one
 // at a time, the full cache verifies [last, d1..d_gamma] in one forward, and
-// both are cropped back to the accepted sequence (the draft cache catches up
-// on a token it never fed when every draft was accepted).
+// both are cut back to the accepted sequence by position (the draft cache
+// catches up on a token it never fed when every draft was accepted).
 //
-// The compressed cache is compressed once, after the prefill; rows written
-// while decoding are kept. Eviction here is a keep mask (KvCache), which
-// hides rows without skipping their arithmetic, so the draft forward costs
-// what the full one does: no speedup is measured until the cache compacts.
+// The drafting cache is compressed once, after the prefill; rows written
+// while decoding are kept. By default it then compacts (KvCache::compact):
+// it holds only the kept rows, so a draft step's attention reads budget rows
+// instead of the whole prefix. The draft still runs the target's weights,
+// which cost the same at any budget: the saving is attention's share only.
 #include <cstdint>
 #include <vector>
 
-#include "core/inspect/prefill_compression.h"
+#include "core/inspect/draft_cache.h"
 
 namespace kvscope {
+
+struct SelfSpeculationOptions {
+  int64_t gamma = 4;
+  int64_t max_new = 64;
+  DraftCacheLayout layout = DraftCacheLayout::Compacted;
+  std::vector<int64_t> eos_ids;  // stop after the first of these is emitted; empty: always max_new tokens
+};
 
 struct SelfSpeculationResult {
   std::vector<int64_t> tokens;  // generated after the prompt
   int64_t rounds = 0;
   int64_t drafted = 0;
   int64_t accepted = 0;
-  double alpha = 0;  // accepted / drafted
+  double alpha = 0;               // accepted / drafted
+  int64_t draft_rows = 0;         // rows layer 0 of the drafting cache held after the compression (kv head 0)
+  int64_t full_rows = 0;          // rows the full cache held then (the prefill)
+  double draft_seconds = 0;       // time in draft forwards (catch-up included)
+  double verify_seconds = 0;      // time in verify forwards (the prefills not included)
+  bool stopped_at_eos = false;
 };
 
-// Generates max_new tokens (prompt of at least 2 tokens, gamma >= 1) under
-// InferenceMode. `drafter` drafts over its own cache, compressed by spec;
-// nullptr: the target itself (self-speculation). With an empty spec and the
-// bundled drafter this is plain greedy speculative decoding, the baseline.
-// Throws Error for bad arguments or settings.
+// Generates options.max_new tokens (prompt of at least 2 tokens, gamma >= 1)
+// under InferenceMode. `drafter` drafts over its own cache, compressed by
+// spec; nullptr: the target itself (self-speculation). With an empty spec
+// and the bundled drafter this is plain greedy speculative decoding, the
+// baseline. Throws Error for bad arguments or settings (a re-rotated layout
+// on a model without rotary keys, a compression a compacted cache cannot hold).
+SelfSpeculationResult runSelfSpeculation(const CausalLM& target, const std::vector<int64_t>& prompt,
+                                         const CompressionSpec& spec, const SelfSpeculationOptions& options,
+                                         const CausalLM* drafter = nullptr);
+
+// The same with a compacted drafting cache and no EOS (the sweeps and tests).
 SelfSpeculationResult runSelfSpeculation(const CausalLM& target, const std::vector<int64_t>& prompt,
                                          const CompressionSpec& spec, int64_t gamma, int64_t max_new,
                                          const CausalLM* drafter = nullptr);
