@@ -15,6 +15,10 @@ class Error : public std::runtime_error {
 // Throws Error("<context>: <problem>").
 [[noreturn]] void fail(const std::string& context, const std::string& problem);
 
+// A number as a message shows it: "%g" (0.25, 1e-05, 32), so a setting the
+// user typed reads back as typed.
+std::string formatNumber(double value);
+
 // Throws Error(message) unless the condition holds.
 inline void require(bool condition, const std::string& message) {
   if (!condition) throw Error(message);

@@ -1,7 +1,6 @@
 #include "core/cache/element_pruning.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
 
 #include <torch/torch.h>
@@ -10,17 +9,6 @@
 #include "core/error.h"
 
 namespace kvscope {
-
-namespace {
-
-// 1.5 -> "1.5" (std::to_string would print "1.500000").
-std::string formatNumber(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
-
-}  // namespace
 
 const char* pruneAxisName(PruneAxis axis) { return axis == PruneAxis::PerToken ? "per-token" : "per-channel"; }
 

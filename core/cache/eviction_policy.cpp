@@ -1,7 +1,6 @@
 #include "core/cache/eviction_policy.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
 #include <limits>
 
@@ -16,13 +15,6 @@ namespace kvscope {
 namespace {
 
 constexpr int64_t kSnapkvDefaultWindow = 16;
-
-// 1.5 -> "1.5" (std::to_string would print "1.500000").
-std::string formatNumber(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
 
 struct PolicyName {
   EvictionPolicy policy;

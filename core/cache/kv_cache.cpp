@@ -89,7 +89,7 @@ void KvCache::append(int64_t layer_index, const at::Tensor& k, const at::Tensor&
   layer.v.narrow(1, layer.length, n).copy_(v_written);
   if (layer.keep.defined()) layer.keep.narrow(1, layer.length, n).fill_(true);
   if (layer.positions.defined()) {  // appended after a compaction: contiguous from the end position
-    const int64_t end = layer.first_position + layer.compacted_away + layer.length;
+    const int64_t end = endPosition(layer_index);
     layer.positions.narrow(1, layer.length, n).copy_(torch::arange(end, end + n, torch::kInt64).unsqueeze(0));
   }
   layer.length += n;

@@ -1,7 +1,6 @@
 #include "core/decode/session_eviction.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 
 #include <torch/torch.h>
@@ -64,12 +63,6 @@ void parseParameter(const std::string& part, const std::string& whole, SessionEv
   else if (name == "kernel") s.kernel = value;
   else if (name == "seed") s.seed = static_cast<uint64_t>(value);
   else badEvict(whole, "unknown parameter '" + name + "'");
-}
-
-std::string formatNumber(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
 }
 
 }  // namespace
