@@ -14,6 +14,7 @@
 
 #include "core/decode/threads.h"
 #include "core/cache/fault.h"
+#include "core/decode/session_eviction.h"
 #include "core/error.h"
 #include "ui/bench/HeatmapBenchmark.h"
 #include "ui/bench/Screenshot.h"
@@ -74,6 +75,14 @@ int main(int argc, char** argv) {
                               QStringLiteral("position"));
   QCommandLineOption fault(QStringLiteral("fault"), QStringLiteral("Inject a cache fault (see kvscope-cli faults)."),
                            QStringLiteral("name"));
+  QCommandLineOption evict(QStringLiteral("evict"),
+                           QStringLiteral("Evict in the first session's target cache: POLICY:BUDGET[:every=N][:sinks=N]..., "
+                                          "as kvscope-cli run --evict (e.g. h2o:0.25:every=4)."),
+                           QStringLiteral("spec"));
+  QCommandLineOption speculate(QStringLiteral("self-speculate"),
+                               QStringLiteral("With --compression: the self-speculation gamma of each slot (0: off; "
+                                              "default 4)."),
+                               QStringLiteral("gamma"));
   QCommandLineOption diff(QStringLiteral("diff"), QStringLiteral("Start with the cached-vs-uncached diff."));
   QCommandLineOption prompt(QStringLiteral("prompt"), QStringLiteral("The prompt of the first session."), QStringLiteral("text"));
   QCommandLineOption max_new(QStringLiteral("max-new"), QStringLiteral("Tokens to generate."), QStringLiteral("n"));
@@ -109,7 +118,7 @@ int main(int argc, char** argv) {
                                             "size, for images kept in docs/."));
   parser.addOptions({target, drafter, ngram, default_layout, prompt, prompt_file, max_new, rounds, select, position, fault,
                      diff, bench, screenshot, kv_rows, steps_panel, lesson, lesson_page, presenter, zoom, compression,
-                     palette});
+                     palette, evict, speculate});
   parser.process(app);
 
   kvscope::ui::LogBridge::install();
@@ -145,6 +154,23 @@ int main(int argc, char** argv) {
       kvscope::parseFault(options.fault.toStdString());
     } catch (const kvscope::Error& error) {
       std::fprintf(stderr, "kvscope: --fault: %s\n", error.what());
+      return 2;
+    }
+  }
+  options.eviction = parser.value(evict);
+  if (!options.eviction.isEmpty()) {
+    try {
+      kvscope::parseSessionEviction(options.eviction.toStdString());
+    } catch (const kvscope::Error& error) {
+      std::fprintf(stderr, "kvscope: --evict: %s\n", error.what());
+      return 2;
+    }
+  }
+  if (parser.isSet(speculate)) {
+    bool ok = false;
+    options.compression_speculate_gamma = parser.value(speculate).toInt(&ok);
+    if (!ok || options.compression_speculate_gamma < 0 || options.compression_speculate_gamma > 16) {
+      std::fprintf(stderr, "kvscope: --self-speculate must be a gamma in [0, 16], got '%s'\n", qPrintable(parser.value(speculate)));
       return 2;
     }
   }

@@ -4,7 +4,7 @@
 #include <iostream>
 #include <sstream>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/error.h"
 #include "core/model/bundled_models.h"

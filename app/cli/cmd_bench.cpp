@@ -6,7 +6,7 @@
 #include <fstream>
 #include <iostream>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "app/cli/bench_summary.h"
 #include "app/cli/cli_common.h"

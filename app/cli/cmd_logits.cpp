@@ -1,5 +1,5 @@
 // kvscope-cli logits --model DIR --ids 1,2,3 --mode nocache|cached|prefill_then_step
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"

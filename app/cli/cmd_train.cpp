@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"

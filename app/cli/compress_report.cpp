@@ -4,7 +4,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace kvscope::cli {
 

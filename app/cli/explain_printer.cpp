@@ -1,6 +1,6 @@
 #include "app/cli/explain_printer.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/cache/eviction_scores.h"
 #include "core/cache/row_demotion.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/cache/eviction_scores.h"
 #include "core/error.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/cache/eviction_scores.h"
 #include "core/cache/row_selection.h"

@@ -4,7 +4,7 @@
 #include <random>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/error.h"
 

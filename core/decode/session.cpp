@@ -535,7 +535,7 @@ void Session::runDraft() {
     const auto& ngram = static_cast<const NgramDrafter&>(*drafter_);
     r.drafts = ngram.propose(record_.sequence, r.gamma);
     for (int64_t d : r.drafts) {
-      q_rows.push_back(torch::nn::functional::one_hot(torch::tensor(d), vocab).to(torch::kFloat32));
+      q_rows.push_back(at::one_hot(torch::tensor(d), vocab).to(torch::kFloat32));
       r.q_draft.push_back(1.0);
     }
   } else if (r.gamma > 0 && drafter_) {

@@ -4,7 +4,7 @@
 #include <string>
 #include <thread>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace kvscope {
 

@@ -1,6 +1,6 @@
 #include "core/inspect/attention_explanation.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/inspect/attention_steps.h"
 #include "core/inspect/what_if.h"

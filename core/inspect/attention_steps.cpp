@@ -2,7 +2,7 @@
 
 #include "core/model/dense.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <limits>

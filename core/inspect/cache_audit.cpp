@@ -2,7 +2,7 @@
 
 #include "core/inspect/row_identity.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 #include "core/inspect/cache_diff.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <nlohmann/json.hpp>
 

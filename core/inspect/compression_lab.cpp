@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/cache/row_demotion.h"
 #include "core/decode/autoregressive.h"

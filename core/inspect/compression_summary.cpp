@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/error.h"
 

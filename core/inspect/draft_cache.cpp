@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/error.h"
 #include "core/model/key_rerotation.h"

@@ -43,6 +43,8 @@ class DraftCache {
   int64_t fed() const { return cache_->endPosition(0) + shift_; }
   // The position the model must be fed at for sequence position p.
   int64_t positionOf(int64_t sequence_position) const { return sequence_position - shift_; }
+  // How far the copy's positions sit before the sequence's (0 unless re-rotated).
+  int64_t shift() const { return shift_; }
   // Feeds sequence[fed() .. end) so the cache holds `end` tokens.
   void catchUp(const CausalLM& model, const std::vector<int64_t>& sequence, int64_t end);
   // Drops the rows of sequence positions >= end (rejected drafts).

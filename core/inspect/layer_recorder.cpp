@@ -1,6 +1,6 @@
 #include "core/inspect/layer_recorder.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <string>
 

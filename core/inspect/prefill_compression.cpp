@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/error.h"
 #include "core/inspect/all_layers_recorder.h"

@@ -1,6 +1,6 @@
 #include "core/inspect/root_cause.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <sstream>

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/decode/autoregressive.h"
 #include "core/error.h"
@@ -98,6 +98,7 @@ SelfSpeculationResult runSelfSpeculation(const CausalLM& target, const std::vect
     const auto verify_start = Clock::now();
     const int64_t accepted = verifyAndAccept(target, *full, sequence, drafts);
     result.verify_seconds += secondsSince(verify_start);
+    if (options.record) result.rounds_log.push_back({L, drafts, accepted, sequence.back()});
     // Both caches must hold every token but the new last one: L + accepted tokens.
     full->crop(L + accepted);
     draft.cropTo(L + accepted);
@@ -109,6 +110,16 @@ SelfSpeculationResult runSelfSpeculation(const CausalLM& target, const std::vect
   const int64_t end = std::min<int64_t>(goal, static_cast<int64_t>(sequence.size()));
   result.tokens.assign(sequence.begin() + static_cast<int64_t>(prompt.size()), sequence.begin() + end);
   result.alpha = result.drafted > 0 ? static_cast<double>(result.accepted) / static_cast<double>(result.drafted) : 0;
+  if (options.record) {
+    // Both caches as of the last token: every token but the last (an EOS cut
+    // may have dropped some the full cache verified; a fully accepted round
+    // left the drafting copy one short), so row p of one is row p of the other.
+    const int64_t held = static_cast<int64_t>(sequence.size()) - 1;
+    full->crop(std::min(held, full->length(0)));
+    draft.cropTo(held);
+    draft.catchUp(model, sequence, held);
+    result.caches = compareDraftCache(*full, draft.cache(), draft.shift(), static_cast<int64_t>(prompt.size()) - 1);
+  }
   return result;
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/inspect/draft_cache.h"
+#include "core/inspect/draft_cache_comparison.h"
 
 namespace kvscope {
 
@@ -28,6 +29,17 @@ struct SelfSpeculationOptions {
   int64_t max_new = 64;
   DraftCacheLayout layout = DraftCacheLayout::Compacted;
   std::vector<int64_t> eos_ids;  // stop after the first of these is emitted; empty: always max_new tokens
+  // Keep each round's drafts and outcome and, at the end, both caches side
+  // by side (SelfSpeculationResult::rounds_log, ::caches): what the GUI shows.
+  bool record = false;
+};
+
+// One round as it happened (SelfSpeculationOptions::record).
+struct SelfSpeculationRound {
+  int64_t first_position = 0;   // the sequence position of the first draft
+  std::vector<int64_t> drafts;  // what the compressed cache proposed
+  int64_t accepted = 0;         // how many of them the full cache's verify accepted
+  int64_t target_token = 0;     // the target's token after the accepted drafts (correction or bonus)
 };
 
 struct SelfSpeculationResult {
@@ -41,6 +53,8 @@ struct SelfSpeculationResult {
   double draft_seconds = 0;       // time in draft forwards (catch-up included)
   double verify_seconds = 0;      // time in verify forwards (the prefills not included)
   bool stopped_at_eos = false;
+  std::vector<SelfSpeculationRound> rounds_log;  // with options.record
+  DraftCacheComparison caches;                   // with options.record: both caches after the last round
 };
 
 // Generates options.max_new tokens (prompt of at least 2 tokens, gamma >= 1)

@@ -172,6 +172,7 @@ void SessionController::startSession(const SessionSpec& spec) {
   options.bookkeeping = parseBookkeeping(spec.bookkeeping);
   options.ignore_eos = spec.ignore_eos;
   options.fault = parseFault(spec.fault);
+  if (!spec.eviction.empty()) options.eviction = parseSessionEviction(spec.eviction);
   options.validate();
   std::vector<int64_t> prompt = state_->tokenizer->encode(spec.prompt);
   require(!prompt.empty(), "starting a session: the prompt encodes to no tokens");

@@ -45,6 +45,9 @@ struct SessionSpec {
   std::string bookkeeping = "exact";  // "exact" | "seed"
   bool ignore_eos = false;
   std::string fault = "none";  // a name from allFaults() (core/cache/fault.h)
+  // Token eviction on the target's cache: "" for none, else
+  // "POLICY:BUDGET[:every=N][:sinks=N]..." (parseSessionEviction).
+  std::string eviction;
 };
 
 struct LoadResult {

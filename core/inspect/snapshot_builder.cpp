@@ -1,6 +1,6 @@
 #include "core/inspect/snapshot_builder.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <sstream>
 

@@ -1,6 +1,6 @@
 #include "core/inspect/what_if.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <memory>

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/error.h"
 #include "core/model/rope.h"

@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/error.h"
 #include "core/model/causal_lm.h"

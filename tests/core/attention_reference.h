@@ -5,7 +5,7 @@
 // attention code is used. GPT-2, Llama, Mistral (sliding window) and Gemma 2
 // (embedding scale, (1 + gain) norm, query_pre_attn_scalar, soft-capping,
 // sliding window on even layers).
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <string>

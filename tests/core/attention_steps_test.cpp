@@ -5,7 +5,7 @@
 // the Llama family (GQA, sliding windows, Gemma 2's scale and soft-cap,
 // Qwen3's q/k norms, Phi-3's longrope).
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <cstdio>

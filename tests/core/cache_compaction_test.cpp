@@ -6,7 +6,7 @@
 // their positions per kv head; a mask that leaves kv heads with different
 // counts, and crops into the gathered rows, are refused.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <string>
 #include <vector>

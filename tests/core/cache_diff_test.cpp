@@ -2,7 +2,7 @@
 // lockstep diff and located by the audit at the round, layer and position
 // where it acted; without faults nothing diverges over a whole context.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/cache/fault.h"
 #include "core/error.h"

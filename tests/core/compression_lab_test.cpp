@@ -5,7 +5,7 @@
 // budget 1.0 gives KL exactly 0 for every policy; the removal records match
 // the kept sets; element pruning zeroes exactly what it says.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <map>
 #include <set>

@@ -3,7 +3,7 @@
 // small hand-computed cases where the kept set is known. Attention weights
 // are dyadic fractions, so every sum is exact in float32 and ties are real ties.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <numeric>
 #include <string>

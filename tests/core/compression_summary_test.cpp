@@ -4,7 +4,7 @@
 // scores, K/V and zeroed entries are the result's tensors element for
 // element, and the recorded cache is opt-in.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <set>
 #include <vector>

@@ -2,7 +2,7 @@
 // precision reference, the weight layouts of core/model/dense.h, and the
 // dense layers that route decode and verify sized inputs to the kernel.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/model/dense.h"
 #include "core/model/few_rows.h"

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/model/causal_lm.h"
 #include "core/model/scoring.h"

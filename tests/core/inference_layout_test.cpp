@@ -5,7 +5,7 @@
 // layOutForInference: checked on every family, with the row-major (training)
 // construction as the reference, and the logits must be identical.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <set>
 #include <string>

@@ -4,7 +4,7 @@
 // and the position), also per kv head after a compaction and with pyramid's
 // per-layer row counts; models without rotary keys are refused by name.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <string>
 #include <vector>

@@ -1,6 +1,6 @@
 // KV cache storage, and cached vs uncached forwards over a long sequence.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <filesystem>
 

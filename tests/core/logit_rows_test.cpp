@@ -1,7 +1,7 @@
 // forward(..., logit_rows): the head runs on the last rows only, and what it
 // returns equals those rows of the full forward; the cache fills the same.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "session_test_support.h"
 

@@ -1,7 +1,7 @@
 // Bad model directories and bad forward arguments: each gives an Error that
 // names the file (or argument) and the problem; nothing crashes.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <filesystem>
 #include <fstream>

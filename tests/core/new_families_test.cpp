@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/decode/session.h"
 #include "core/error.h"

@@ -2,7 +2,7 @@
 // within SessionOptions::trace_budget_mb, dropping the oldest rounds' attention
 // first, then their logits; the newest round, the tokens and the ledger stay.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <filesystem>
 #include <map>

@@ -4,7 +4,7 @@
 // first acted and the rows it left wrong; without a fault the root cause is
 // null and every recorded moment audits clean (identities and values).
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/cache/fault.h"
 #include "core/decode/session.h"

@@ -5,7 +5,7 @@
 // the kept rows; an uncompressed self-draft is accepted throughout;
 // compression costs acceptance; EOS stops as plain decoding does.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <string>
 #include <vector>

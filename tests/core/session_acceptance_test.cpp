@@ -1,7 +1,7 @@
 // The accept step on hand-made distributions: acceptGreedy's exact-match rule
 // and acceptSampled's min(1, p/q) rule, residual and bonus token.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "chi_square.h"
 #include "core/decode/drafter.h"

@@ -5,7 +5,7 @@
 // with the caches (live count, positions 0..len-1 once each, tokens,
 // bit-identical K/V rows), and every accepted count n in [0, gamma] occurs.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <gtest/gtest-spi.h>
 

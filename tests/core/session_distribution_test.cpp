@@ -6,7 +6,7 @@
 // fail the same test: the first *draft* token (drawn from the drafter's q)
 // against p, and the emitted tokens against q.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <chrono>
 

@@ -7,7 +7,7 @@
 // trace round trip, and a trace whose masked rows point nowhere is refused;
 // the diff calls the drift an intended eviction, not a cache bug.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <unistd.h>
 
 #include <functional>

@@ -3,7 +3,7 @@
 // gamma in {1, 2, 4, 8}, both drafters, cache on and off; and it reproduces
 // Hugging Face's reference runs in tests/fixtures/greedy round by round.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cctype>
 #include <iostream>

@@ -2,7 +2,7 @@
 // the cache on and off, the seed bookkeeping variant, refused drafters,
 // context and option errors, adaptive gamma, EOS, cancellation and metrics.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <atomic>
 

@@ -2,7 +2,7 @@
 // Shared helpers of the session_*_test.cpp files: fixture models loaded once
 // per process, seeded prompts, and the per-round cache bookkeeping check.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <filesystem>
 #include <fstream>

@@ -3,7 +3,7 @@
 // logits / attention bit for bit), and a truncated, corrupted or foreign file
 // gives an Error naming the path and the problem.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <unistd.h>
 
 #include "core/error.h"

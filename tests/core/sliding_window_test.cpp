@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/cache/fault.h"
 #include "core/decode/autoregressive.h"

@@ -2,7 +2,7 @@
 // lower the loss and write a directory the loader reads back, resuming
 // continues from the checkpoint, and the bundled pair loads and runs.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <filesystem>
 #include <fstream>

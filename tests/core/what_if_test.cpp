@@ -4,7 +4,7 @@
 // removing keys renormalises the remaining weights; zeroing V channels moves
 // only those channels of the output.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cstdio>

@@ -4,7 +4,7 @@
 // and the rest renormalised, the query follows the shared cursor, and GPT-2
 // says it has no rotary embedding.
 // libtorch first: Qt's `slots` macro would break its headers.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/inspect/attention_steps.h"
 #include "core/model/model_bundle.h"

@@ -10,9 +10,10 @@
 // whole (no horizontal scrolling), the KL legend fits its plot and the
 // output error's axis labels keep apart.
 // libtorch first: Qt's `slots` macro would break its headers.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/inspect/compression_lab.h"
+#include "core/inspect/self_speculation.h"
 #include "core/model/model_bundle.h"
 
 #include <QComboBox>
@@ -35,6 +36,7 @@
 #include "ui/widgets/CompressionMetricsPlot.h"
 #include "ui/widgets/CompressionSettingsForm.h"
 #include "ui/widgets/CompressionSlotView.h"
+#include "ui/widgets/SelfSpeculationView.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -168,6 +170,58 @@ class CompressionPanelTest : public QObject {
     // The output error of both, on one scale: the core's numbers.
     CompressionErrorPlot* error = panel()->errorPlot();
     QVERIFY(std::abs(error->shownError(1, 2, 3) - streaming.output_error[2][3].item<double>()) < 1e-6);
+  }
+
+  // Self-speculation with each slot (gamma 4, the panel's default): the
+  // drafting cache's hatched rows are exactly the rows runSelfSpeculation, run
+  // here, left out of it, and within the prompt they are the lab's removed
+  // rows (two computations of one policy agree); every generated position's
+  // origin adds up to the core's accepted drafts and rounds; the summary
+  // table gives alpha; gamma 0 hides the views.
+  void selfSpeculationShowsBothCaches() {
+    QCOMPARE(panel()->speculationGammaBox()->value(), 4);
+    QVERIFY(run({QStringLiteral("h2o:0.25"), QStringLiteral("streaming:0.25")}));
+    const SessionSnapshot& snapshot = *window_->context().snapshot();
+    SelfSpeculationOptions options;
+    options.gamma = 4;
+    options.max_new = kSteps;
+    options.record = true;
+    const SelfSpeculationResult core =
+        runSelfSpeculation(*bundle_->model, prompt_, CompressionSpec::evicting(EvictionPolicy::H2O, 0.25), options);
+    const CompressionResult lab_h2o = lab(CompressionSpec::evicting(EvictionPolicy::H2O, 0.25));
+    SelfSpeculationView* view = panel()->speculationView(0);
+    QVERIFY(view->isVisible());
+    for (const auto& [layer, head] : {std::pair<int64_t, int64_t>{0, 0}, {snapshot.target.layers - 1, snapshot.target.kv_heads - 1}}) {
+      select(layer, head);
+      std::vector<int64_t> expected;
+      for (int64_t p = 0; p < core.caches.positions; ++p) {
+        if (!core.caches.holds(layer, head, p)) expected.push_back(p);
+      }
+      QVERIFY(!expected.empty());
+      const std::vector<int64_t> shown = view->shownRemovedRows();
+      QVERIFY2(shown == expected, qPrintable(QStringLiteral("layer %1 head %2: shown %3, core %4")
+                                                 .arg(layer).arg(head).arg(list(shown), list(expected))));
+      QCOMPARE(shown, removedByCore(lab_h2o, layer, head));
+    }
+    QCOMPARE(view->shownOutcomes(DraftOutcome::Accepted), core.accepted);
+    // The last round's own token is not in the caches yet (they hold every token but the last).
+    QCOMPARE(view->shownOutcomes(DraftOutcome::Correction) + view->shownOutcomes(DraftOutcome::Bonus), core.rounds - 1);
+    QCOMPARE(view->shownOutcomes(DraftOutcome::Prompt), int64_t(prompt_.size()));  // the last prompt token is in the caches too
+    const QString alpha = QString::number(core.alpha, 'f', 2);
+    QVERIFY2(view->caption().contains(QStringLiteral("alpha %1").arg(alpha)), qPrintable(view->caption()));
+    const int last = panel()->summaryTable()->rowCount() - 1;
+    QVERIFY(panel()->summaryTable()->item(last, 0)->text().startsWith(alpha));
+    // Slot B too, with its own (streaming) removed rows.
+    QVERIFY(panel()->speculationView(1)->isVisible());
+    QCOMPARE(panel()->speculationView(1)->shownRemovedRows(),
+             removedByCore(lab(CompressionSpec::evicting(EvictionPolicy::Streaming, 0.25)), snapshot.target.layers - 1,
+                           snapshot.target.kv_heads - 1));
+
+    panel()->speculationGammaBox()->setValue(0);
+    QVERIFY(runNow());
+    QVERIFY(!view->isVisible());
+    QCOMPARE(panel()->summaryTable()->item(last, 0)->text(), QStringLiteral("\u2013"));
+    panel()->speculationGammaBox()->setValue(4);
   }
 
   // Budget 1.0: nothing removed anywhere, KL exactly 0, no output error.

@@ -4,7 +4,7 @@
 // round), heads differ, a trace round trip shows the same marks, and the row
 // history of a masked entry lists the Evict event with its heads and scores.
 // torch before Qt: Qt's keyword macros (slots, emit) clash with libtorch headers.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <QtTest>
 #include <unistd.h>

@@ -184,6 +184,38 @@ class MainWindowTest : public QObject {
     QCOMPARE(window.timelinePanel()->barCount(), 1);
   }
 
+  // The Session panel's Evict field starts a session whose target cache the
+  // policy compresses after the prefill: the KV view hatches the masked rows
+  // (as many as the cache stopped reading); a spec the core refuses shows its
+  // message and the running session survives.
+  void evictFieldStartsAnEvictingSession() {
+    MainWindow window(fixtureOptions());
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    QCOMPARE(window.kvCachePanel()->targetView()->countMasked(), 0);
+    window.sessionPanel()->setEviction(QStringLiteral("streaming:0.5"));
+    const SessionSpec spec = window.sessionPanel()->sessionSpec();
+    QCOMPARE(spec.eviction, std::string("streaming:0.5"));
+    const auto* before = window.context().snapshot();
+    window.sessionPanel()->findChild<QPushButton*>(QStringLiteral("startSession"))->click();
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != before && !window.controller().busy(), kTimeout);
+    flush(window);
+    const int64_t rows = window.context().snapshot()->prompt_length - 1;
+    // Streaming at 50%: the first 4 (sinks) and the most recent rows stay, round(rows / 2) in all.
+    QCOMPARE(int64_t{window.kvCachePanel()->targetView()->countMasked()}, rows - (rows + 1) / 2);
+    stepRound(window);  // an evicting session steps like any other
+    QCOMPARE(window.context().cursor().round, int64_t{1});
+
+    window.sessionPanel()->setEviction(QStringLiteral("lru:0.5"));
+    // (Start would first ask to save the stepped session: go to the engine as Start does after that.)
+    window.controller().startSession(window.sessionPanel()->sessionSpec());
+    QTRY_VERIFY_WITH_TIMEOUT(errorDialog() != nullptr, kTimeout);
+    QVERIFY2(errorDialog()->informativeText().contains(QStringLiteral("lru")), qPrintable(errorDialog()->informativeText()));
+    errorDialog()->accept();
+    QTRY_VERIFY(errorDialog() == nullptr);
+    stepRound(window);
+    QCOMPARE(window.context().cursor().round, int64_t{2});
+  }
+
   void smallMultiplesShowEveryKvHead() {
     MainWindow window(fixtureOptions());
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr, kTimeout);

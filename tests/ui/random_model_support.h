@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/model/model_config.h"
 #include "core/model/tokenizer/tokenizer.h"

@@ -1,8 +1,26 @@
 #include "ui/engine/CompressionJob.h"
 
+#include <algorithm>
 #include <exception>
 
 namespace kvscope::ui {
+
+namespace {
+
+void speculate(const CausalLM& model, const CompressionRequest& request, const CompressionSpec& spec,
+               CompressionSlotResult& result) {
+  SelfSpeculationOptions options;
+  options.gamma = request.speculate_gamma;
+  options.max_new = std::max<int64_t>(request.max_new, 1);
+  options.record = true;
+  try {
+    result.speculation = std::make_shared<const SelfSpeculationResult>(runSelfSpeculation(model, request.prompt, spec, options));
+  } catch (const std::exception& error) {
+    result.speculation_error = error.what();
+  }
+}
+
+}  // namespace
 
 CompressionRun runCompressionSlots(const CausalLM& model, const CompressionRequest& request) {
   CompressionRun run;
@@ -19,6 +37,7 @@ CompressionRun runCompressionSlots(const CausalLM& model, const CompressionReque
     } catch (const std::exception& error) {
       result.error = error.what();
     }
+    if (request.speculate_gamma > 0 && result.ok()) speculate(model, request, slot.spec, result);
     run.results.push_back(std::move(result));
   }
   return run;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/inspect/compression_summary.h"
+#include "core/inspect/self_speculation.h"
 
 namespace kvscope::ui {
 
@@ -22,6 +23,10 @@ struct CompressionRequest {
   int64_t id = 0;                // the panel drops answers to requests it has replaced
   std::vector<int64_t> prompt;   // token ids: the prefill is all but the last
   int64_t max_new = 16;          // greedy steps of the full cache compared after the compression
+  // > 0: each slot also drafts for the target over its compressed cache with
+  // this gamma for max_new tokens (compressed-cache self-speculation, recorded
+  // for SelfSpeculationView); 0: not run.
+  int64_t speculate_gamma = 0;
   std::vector<CompressionSlotRequest> settings;  // one per slot to run
 };
 
@@ -29,6 +34,9 @@ struct CompressionSlotResult {
   std::string label;
   std::string error;  // the core's Error message; empty when the run succeeded
   CompressionSummary summary;
+  // With CompressionRequest::speculate_gamma: the recorded run, or why the core refused it.
+  std::shared_ptr<const SelfSpeculationResult> speculation;
+  std::string speculation_error;
   bool ok() const { return error.empty(); }
 };
 
@@ -39,8 +47,8 @@ struct CompressionRun {
 using CompressionRunPtr = std::shared_ptr<const CompressionRun>;
 
 // Runs every slot on `model` (on the engine thread), each with its K/V
-// recorded for the views. A slot's exception becomes its error text: one bad
-// slot does not hide the other's result.
+// recorded for the views, and self-speculation when asked. A slot's exception
+// becomes its error text: one bad slot does not hide the other's result.
 CompressionRun runCompressionSlots(const CausalLM& model, const CompressionRequest& request);
 
 }  // namespace kvscope::ui

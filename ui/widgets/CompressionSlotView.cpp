@@ -2,7 +2,6 @@
 
 #include <QFontMetrics>
 #include <QLabel>
-#include <QPainter>
 #include <QToolTip>
 #include <QVBoxLayout>
 
@@ -13,24 +12,13 @@
 
 #include "ui/widgets/HoverCellHighlight.h"
 #include "ui/widgets/PlotExport.h"
+#include "ui/widgets/RowHatch.h"
 
 namespace kvscope::ui {
 
 namespace {
 
 constexpr unsigned char kRemovedScoreAlpha = 70;  // a removed row's score shows faintly through the hatch
-
-// Grey diagonal hatching: what shows where a row's cells are transparent (removed).
-QBrush hatchBrush() {
-  QPixmap tile(8, 8);
-  tile.fill(QColor(205, 205, 205));
-  QPainter painter(&tile);
-  painter.setPen(QPen(QColor(120, 120, 120), 1.5));
-  painter.drawLine(0, 8, 8, 0);
-  painter.drawLine(-4, 4, 4, -4);
-  painter.drawLine(4, 12, 12, 4);
-  return QBrush(tile);
-}
 
 bool removed(RowFate fate) { return fate == RowFate::Evicted || fate == RowFate::EvictedDecoding; }
 
@@ -96,7 +84,7 @@ CompressionSlotView::CompressionSlotView(const QString& slot, QWidget* parent) :
   for (QCPAxisRect* rect : {scores_rect_, entries_rect_}) {
     rect->setupFullAxesBox(false);
     rect->axis(QCPAxis::atLeft)->setRangeReversed(true);  // position 0 on top, as in the KV view
-    rect->setBackground(hatchBrush());
+    rect->setBackground(removedRowHatch());
   }
   scores_rect_->axis(QCPAxis::atLeft)->setLabel(tr("prefill position"));
   scores_rect_->axis(QCPAxis::atBottom)->setLabel(tr("score"));

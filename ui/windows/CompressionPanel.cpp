@@ -26,6 +26,7 @@
 #include "ui/widgets/CompressionSettingsForm.h"
 #include "ui/widgets/CompressionSlotView.h"
 #include "ui/widgets/PickerItems.h"
+#include "ui/widgets/SelfSpeculationView.h"
 
 namespace kvscope::ui {
 
@@ -111,6 +112,13 @@ QWidget* CompressionPanel::buildSettings() {
   max_new_->setRange(0, 1024);
   max_new_->setValue(32);
   max_new_->setToolTip(tr("decode steps compared after the compression (greedy tokens of the full cache)"));
+  gamma_ = new QSpinBox;
+  gamma_->setObjectName(QStringLiteral("compressionSpeculateGamma"));
+  gamma_->setRange(0, 16);
+  gamma_->setValue(4);
+  gamma_->setSpecialValueText(tr("off"));
+  gamma_->setToolTip(tr("also let the target draft for itself over each slot's compressed cache, gamma tokens a "
+                        "round, and verify over the full cache (the output stays the target's); off: 0"));
   values_box_ = new QComboBox;
   values_box_->addItems({QStringLiteral("K"), QStringLiteral("V")});
   values_box_->setToolTip(tr("draw the keys or the values of the compressed cache"));
@@ -132,6 +140,7 @@ QWidget* CompressionPanel::buildSettings() {
   auto* form = new QFormLayout;
   form->setContentsMargins(4, 0, 4, 0);
   form->addRow(tr("decode steps"), max_new_);
+  form->addRow(tr("self-speculate \u03b3"), gamma_);
   form->addRow(tr("show"), values_box_);
   form->addRow(tr("layer"), layer_box_);
   form->addRow(tr("kv head"), head_box_);
@@ -156,7 +165,10 @@ QWidget* CompressionPanel::buildSettings() {
 
 QWidget* CompressionPanel::buildViews() {
   auto* box = new QWidget;
-  for (int i = 0; i < kSlots; ++i) views_[i] = new CompressionSlotView(kSlotNames[i]);
+  for (int i = 0; i < kSlots; ++i) {
+    views_[i] = new CompressionSlotView(kSlotNames[i]);
+    spec_views_[i] = new SelfSpeculationView(kSlotNames[i]);
+  }
   metrics_ = new CompressionMetricsPlot;
   error_plot_ = new CompressionErrorPlot;
   table_ = new QTableWidget(0, kSlots);
@@ -215,16 +227,18 @@ void CompressionPanel::arrangeResults(bool stacked) {
   if (arranged_ && stacked == stacked_) return;
   arranged_ = true;
   stacked_ = stacked;
-  QWidget* parts[] = {legend_, views_[0], views_[1], metrics_, summary_box_};
+  QWidget* parts[] = {legend_, views_[0], views_[1], metrics_, summary_box_, spec_views_[0], spec_views_[1]};
+  constexpr int kParts = 7;
   for (QWidget* part : parts) grid_->removeWidget(part);
-  for (int r = 0; r < 5; ++r) grid_->setRowStretch(r, 0);
+  for (int r = 0; r < kParts; ++r) grid_->setRowStretch(r, 0);
   if (stacked) {
-    // One column: A over B (each as wide as the panel), then the metrics, the summary, the output error.
-    for (int r = 0; r < 5; ++r) grid_->addWidget(parts[r], r, 0);
-    grid_->setRowStretch(1, 3);
-    grid_->setRowStretch(2, 3);
-    grid_->setRowStretch(3, 2);
-    grid_->setRowStretch(4, 2);
+    // One column: A over B (each as wide as the panel), then the metrics, the summary, the output error,
+    // then A's and B's self-speculation.
+    const int stretch[kParts] = {0, 3, 3, 2, 2, 3, 3};
+    for (int r = 0; r < kParts; ++r) {
+      grid_->addWidget(parts[r], r, 0);
+      grid_->setRowStretch(r, stretch[r]);
+    }
     grid_->setColumnStretch(1, 0);
   } else {
     grid_->addWidget(legend_, 0, 0, 1, 2);
@@ -232,8 +246,11 @@ void CompressionPanel::arrangeResults(bool stacked) {
     grid_->addWidget(views_[1], 1, 1);
     grid_->addWidget(metrics_, 2, 0);
     grid_->addWidget(summary_box_, 2, 1);
+    grid_->addWidget(spec_views_[0], 3, 0);
+    grid_->addWidget(spec_views_[1], 3, 1);
     grid_->setRowStretch(1, 3);
     grid_->setRowStretch(2, 2);
+    grid_->setRowStretch(3, 3);
     grid_->setColumnStretch(1, 1);
   }
   grid_->setColumnStretch(0, 1);
@@ -252,6 +269,7 @@ void CompressionPanel::relayout() {
                                           : tr("fold the settings away (more room for the results)"));
   // Plots as tall as their (zoomed) labels need; what does not fit the height scrolls.
   for (CompressionSlotView* view : views_) view->plot()->setMinimumHeight(std::max(200, 13 * line));
+  for (SelfSpeculationView* view : spec_views_) view->plot()->setMinimumHeight(std::max(220, 15 * line));
   metrics_->setMinimumHeight(std::max(220, 16 * line));
   error_plot_->setMinimumHeight(std::max(150, 10 * line));
   const int settings = collapsed_ ? 0
@@ -312,6 +330,7 @@ void CompressionPanel::runCompression() {
     return;
   }
   request.max_new = max_new_->value();
+  request.speculate_gamma = gamma_->value();
   QStringList errors;
   for (int i = 0; i < kSlots; ++i) {
     form_errors_[i].clear();
@@ -421,6 +440,7 @@ void CompressionPanel::drawSlots() {
       continue;
     }
     const CompressionSlotResult* slot = resultOf(i);
+    drawSpeculation(i, slot, values);
     if (slot == nullptr) {
       views_[i]->showMessage(forms_[i]->enabledSlot() ? forms_[i]->label() : tr("off"),
                              pending() ? tr("running\u2026") : tr("not run yet: press Run"));
@@ -442,10 +462,39 @@ void CompressionPanel::drawSlots() {
   fillTable();
 }
 
+QString CompressionPanel::sequenceTokenText(const SelfSpeculationResult& result, int64_t position) const {
+  const SessionSnapshot* snapshot = context().snapshot();
+  const auto prompt = static_cast<int64_t>(run_prompt_.size());
+  if (position < prompt) return tokenText(position);
+  const int64_t generated = position - prompt;
+  if (!snapshot || generated >= static_cast<int64_t>(result.tokens.size())) return {};
+  return QStringLiteral("'%1'").arg(QString::fromStdString(snapshot->tokenText(result.tokens[static_cast<size_t>(generated)])));
+}
+
+void CompressionPanel::drawSpeculation(int slot, const CompressionSlotResult* result, bool values) {
+  SelfSpeculationView* view = spec_views_[static_cast<size_t>(slot)];
+  const QString label = forms_[slot]->enabledSlot() ? forms_[slot]->label() : tr("off");
+  const bool asked = run_result_ ? run_result_->request.speculate_gamma > 0 : gamma_->value() > 0;
+  view->setVisible(asked);
+  if (!asked) return;
+  if (!form_errors_[slot].isEmpty()) return view->showMessage(label, form_errors_[slot]);
+  if (result == nullptr) {
+    return view->showMessage(label, pending() ? tr("running\u2026") : tr("self-speculation not run yet: press Run"));
+  }
+  const QString shown = QString::fromStdString(result->label);
+  if (!result->ok()) return view->showMessage(shown, QString::fromStdString(result->error));
+  if (!result->speculation) {
+    return view->showMessage(shown, tr("self-speculation refused: %1").arg(QString::fromStdString(result->speculation_error)));
+  }
+  const SelfSpeculationResult& r = *result->speculation;
+  view->showResult(result->speculation, shown, layer_, kv_head_, values,
+                   [this, &r, keep = result->speculation](int64_t p) { return sequenceTokenText(r, p); });
+}
+
 void CompressionPanel::fillTable() {
   const QStringList rows = {tr("KL mean / max (nats)"), tr("top-1 agreement"), tr("attention mass kept"),
                             tr("perplexity full \u2192 comp."), tr("rows removed (all)"), tr("K / V entries zeroed"),
-                            tr("bytes kept")};
+                            tr("bytes kept"), tr("self-spec. alpha (rounds)")};
   table_->setRowCount(static_cast<int>(rows.size()));
   table_->setVerticalHeaderLabels(rows);
   QStringList headers;
@@ -454,7 +503,11 @@ void CompressionPanel::fillTable() {
     headers << kSlotNames[i];  // the captions and the legend name the settings
     QStringList cells;
     for (int r = 0; r < rows.size(); ++r) cells << QStringLiteral("\u2013");
-    if (slot && slot->ok()) cells = summaryCells(slot->summary);
+    if (slot && slot->ok()) {
+      cells = summaryCells(slot->summary);
+      cells << (slot->speculation ? QStringLiteral("%1 (%2)").arg(slot->speculation->alpha, 0, 'f', 2).arg(slot->speculation->rounds)
+                                  : QStringLiteral("\u2013"));
+    }
     for (int r = 0; r < static_cast<int>(cells.size()); ++r) {
       auto* item = new QTableWidgetItem(cells[r]);
       item->setForeground(slotColor(i).darker(130));

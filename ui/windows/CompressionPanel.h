@@ -13,7 +13,11 @@
 //   - KL, top-1 misses and attention mass per decode step, A and B overlaid
 //     (CompressionMetricsPlot);
 //   - the summary numbers side by side and the layer x head output error
-//     (CompressionErrorPlot).
+//     (CompressionErrorPlot);
+//   - with "self-speculate" on, per slot the target drafting for itself over
+//     the slot's compressed cache and verifying over the full one: both caches
+//     side by side, removed rows hatched, each generated token's origin
+//     (SelfSpeculationView), and alpha in the summary table.
 // A setting the core refuses shows the core's message in the panel; the
 // other slot still runs.
 //
@@ -43,6 +47,7 @@ class CompressionErrorPlot;
 class CompressionMetricsPlot;
 class CompressionSettingsForm;
 class CompressionSlotView;
+class SelfSpeculationView;
 
 class CompressionPanel : public ViewerPanel {
   Q_OBJECT
@@ -53,6 +58,9 @@ class CompressionPanel : public ViewerPanel {
 
   CompressionSettingsForm* form(int slot) const { return forms_[static_cast<size_t>(slot)]; }
   CompressionSlotView* slotView(int slot) const { return views_[static_cast<size_t>(slot)]; }
+  SelfSpeculationView* speculationView(int slot) const { return spec_views_[static_cast<size_t>(slot)]; }
+  // Gamma of the self-speculation run with each slot (0: off).
+  QSpinBox* speculationGammaBox() const { return gamma_; }
   CompressionMetricsPlot* metricsPlot() const { return metrics_; }
   CompressionErrorPlot* errorPlot() const { return error_plot_; }
   QTableWidget* summaryTable() const { return table_; }
@@ -105,9 +113,14 @@ class CompressionPanel : public ViewerPanel {
   void relayout();
   void arrangeResults(bool stacked);
   QString tokenText(int64_t position) const;
+  // A token of the prompt or of what slot `result` generated while self-speculating.
+  QString sequenceTokenText(const SelfSpeculationResult& result, int64_t position) const;
+  void drawSpeculation(int slot, const CompressionSlotResult* result, bool values);
 
   std::array<CompressionSettingsForm*, kSlots> forms_{};
   std::array<CompressionSlotView*, kSlots> views_{};
+  std::array<SelfSpeculationView*, kSlots> spec_views_{};
+  QSpinBox* gamma_;
   QTabWidget* tabs_;
   QSpinBox* max_new_;
   QComboBox* values_box_;

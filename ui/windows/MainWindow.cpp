@@ -131,6 +131,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     session_->setModelDirs(QString::fromStdString(options_.models.target_dir),
                            QString::fromStdString(options_.models.drafter_dir));
     if (!options_.fault.isEmpty()) session_->setFault(options_.fault);
+    if (!options_.eviction.isEmpty()) session_->setEviction(options_.eviction);
     if (!options_.prompt.isEmpty()) session_->setPrompt(options_.prompt);
     if (options_.max_new_tokens > 0) session_->setMaxNewTokens(options_.max_new_tokens);
     controller_.loadModels(options_.models);
@@ -621,6 +622,9 @@ void MainWindow::runRequestedCompression() {
     return;
   }
   raisePanel(compression_);
+  if (options_.compression_speculate_gamma >= 0) {
+    compression_->speculationGammaBox()->setValue(options_.compression_speculate_gamma);
+  }
   compression_->runCompression();
 }
 

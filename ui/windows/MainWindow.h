@@ -51,6 +51,8 @@ struct MainWindowOptions {
   QString prompt;         // empty: the sample prompt
   int max_new_tokens = 0; // 0: the panel's default
   QString fault;          // inject this fault (a name from core/cache/fault.h) in the first session
+  int compression_speculate_gamma = -1;  // --self-speculate with --compression; -1: the panel's default
+  QString eviction;       // evict in the first session ("h2o:0.25:every=4"; core/decode/session_eviction.h)
   bool run_diff = false;  // run the cached-vs-uncached diff instead of a plain first session
   int lesson = -1;        // once the models are loaded, open this lesson (0-based) instead of a plain session
   int lesson_page = 0;    // at this page

@@ -8,6 +8,7 @@
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
@@ -15,6 +16,7 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "core/cache/eviction_policy.h"
 #include "core/cache/fault.h"
 
 namespace kvscope::ui {
@@ -125,6 +127,17 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   bookkeeping_->addItem(tr("seed (one fewer, re-fed)"), QStringLiteral("seed"));
   ignore_eos_ = new QCheckBox(tr("ignore EOS"));
   buildFaultBox();
+  eviction_ = new QLineEdit;
+  eviction_->setObjectName(QStringLiteral("eviction"));
+  eviction_->setPlaceholderText(tr("none, or h2o:0.25:every=4"));
+  QStringList policies;
+  for (EvictionPolicy policy : allEvictionPolicies()) policies << QString::fromUtf8(evictionPolicyName(policy));
+  eviction_->setToolTip(tr("Token eviction on the target's cache: POLICY:BUDGET[:every=N][:sinks=N][:window=N]"
+                           "[:kernel=K][:seed=S], as kvscope-cli run --evict. Policies: %1. BUDGET is a fraction of "
+                           "the rows (0.25) or a row count (48); every=N also re-compresses after every N-th round. "
+                           "Evicted rows stay in the cache, hatched in the KV view, and attention no longer reads "
+                           "them; the diff names the eviction, not a bug.")
+                            .arg(policies.join(QStringLiteral(", "))));
   start_ = new QPushButton(tr("Start session"));
   start_->setObjectName(QStringLiteral("startSession"));
 
@@ -142,6 +155,7 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   form->addRow(tr("Bookkeeping"), bookkeeping_);
   form->addRow(QString(), ignore_eos_);
   form->addRow(tr("Fault"), fault_);
+  form->addRow(tr("Evict"), eviction_);
   form->addRow(start_);
 
   session_shown_ = new QLabel;
@@ -193,6 +207,9 @@ void SessionPanel::buildFaultBox() {
   connect(fault_, &QComboBox::currentIndexChanged, this, follow);
   follow();
 }
+
+void SessionPanel::setEviction(const QString& text) { eviction_->setText(text); }
+QString SessionPanel::eviction() const { return eviction_->text().trimmed(); }
 
 QString SessionPanel::fault() const { return fault_->currentData().toString(); }
 QString SessionPanel::prompt() const { return prompt_->toPlainText(); }
@@ -260,6 +277,7 @@ SessionSpec SessionPanel::sessionSpec() const {
   spec.bookkeeping = bookkeeping_->currentData().toString().toStdString();
   spec.ignore_eos = ignore_eos_->isChecked();
   spec.fault = fault_->currentData().toString().toStdString();
+  spec.eviction = eviction().toStdString();
   return spec;
 }
 

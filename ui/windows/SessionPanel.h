@@ -11,6 +11,7 @@ class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
+class QLineEdit;
 class QPlainTextEdit;
 class QProgressBar;
 class QPushButton;
@@ -30,6 +31,9 @@ class SessionPanel : public ViewerPanel {
   void setGamma(int gamma);
   void setMaxNewTokens(int tokens);
   void setFault(const QString& name);
+  // Token eviction on the target's cache, as --evict reads it ("h2o:0.25:every=4"); empty: none.
+  void setEviction(const QString& text);
+  QString eviction() const;
   void setBookkeeping(const QString& name);  // "exact" or "seed"
   void setGreedy(bool greedy);
   void setSeed(int seed);
@@ -80,6 +84,7 @@ class SessionPanel : public ViewerPanel {
   QComboBox* bookkeeping_;
   QCheckBox* ignore_eos_;
   QComboBox* fault_;
+  QLineEdit* eviction_;
   QPushButton* start_;
   QLabel* metrics_;
   QLabel* session_shown_;
