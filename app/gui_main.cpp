@@ -30,7 +30,7 @@ namespace {
 
 // --compression with --screenshot: the panel raised and given most of the
 // window (at presenter zoom, the whole right side), as one would show it.
-void arrangeForCompression(kvscope::ui::MainWindow& window) {
+void arrangeForCompression(kvscope::ui::MainWindow& window, bool show_speculation) {
   auto* panel = window.findChild<QDockWidget*>(QStringLiteral("compressionDock"));
   auto* kv = window.findChild<QDockWidget*>(QStringLiteral("kvDock"));
   auto* history = window.findChild<QDockWidget*>(QStringLiteral("rowHistoryDock"));
@@ -39,9 +39,11 @@ void arrangeForCompression(kvscope::ui::MainWindow& window) {
   if (window.presenterZoom() > 100 || window.width() < 1400) {
     kv->hide();
     if (window.tabifiedDockWidgets(history).isEmpty()) history->hide();
-    return;
+  } else {
+    window.resizeDocks({kv, panel}, {window.height() / 5, window.height() * 4 / 5}, Qt::Vertical);
   }
-  window.resizeDocks({kv, panel}, {window.height() / 5, window.height() * 4 / 5}, Qt::Vertical);
+  // --self-speculate: the self-speculation views are what the picture is for.
+  if (show_speculation) window.compressionPanel()->scrollToSpeculation();
 }
 
 }  // namespace
@@ -83,6 +85,10 @@ int main(int argc, char** argv) {
                                QStringLiteral("With --compression: the self-speculation gamma of each slot (0: off; "
                                               "default 4)."),
                                QStringLiteral("gamma"));
+  QCommandLineOption layer_head(QStringLiteral("select-layer"),
+                                QStringLiteral("With --screenshot: put the cursor on the target's layer L (and kv head H) "
+                                               "first."),
+                                QStringLiteral("L[:H]"));
   QCommandLineOption diff(QStringLiteral("diff"), QStringLiteral("Start with the cached-vs-uncached diff."));
   QCommandLineOption prompt(QStringLiteral("prompt"), QStringLiteral("The prompt of the first session."), QStringLiteral("text"));
   QCommandLineOption max_new(QStringLiteral("max-new"), QStringLiteral("Tokens to generate."), QStringLiteral("n"));
@@ -118,7 +124,7 @@ int main(int argc, char** argv) {
                                             "size, for images kept in docs/."));
   parser.addOptions({target, drafter, ngram, default_layout, prompt, prompt_file, max_new, rounds, select, position, fault,
                      diff, bench, screenshot, kv_rows, steps_panel, lesson, lesson_page, presenter, zoom, compression,
-                     palette, evict, speculate});
+                     palette, evict, speculate, layer_head});
   parser.process(app);
 
   kvscope::ui::LogBridge::install();
@@ -223,9 +229,14 @@ int main(int argc, char** argv) {
         view->setVisibleRows(rows[0].toDouble() - 0.5, rows[1].toDouble() + 0.5);
       }
     };
+    const QStringList layer_and_head = parser.value(layer_head).split(QLatin1Char(':'));
     const auto arrange = [&] {
       zoom();
-      if (parser.isSet(compression)) arrangeForCompression(window);
+      if (parser.isSet(layer_head)) {
+        window.context().setLayerHead(kvscope::CacheRole::Target, layer_and_head.value(0).toLongLong(),
+                                      layer_and_head.value(1).toLongLong());
+      }
+      if (parser.isSet(compression)) arrangeForCompression(window, options.compression_speculate_gamma > 0);
       if (!parser.isSet(steps_panel)) return;
       auto* steps = window.findChild<QDockWidget*>(QStringLiteral("attentionStepsDock"));
       auto* kv = window.findChild<QDockWidget*>(QStringLiteral("kvDock"));

@@ -100,7 +100,8 @@ SelfSpeculationView::SelfSpeculationView(const QString& slot, QWidget* parent) :
   plot_->plotLayout()->addElement(0, 1, draft_rect_);
   plot_->plotLayout()->addElement(0, 2, compare_rect_);
   plot_->plotLayout()->addElement(0, 3, scale_);
-  plot_->plotLayout()->setColumnStretchFactors({2.0, 2.0, 0.45, 0.1});
+  // The full cache's rect also holds the position axis: a little more room, so both heatmaps are about as wide.
+  plot_->plotLayout()->setColumnStretchFactors({2.3, 2.0, 0.45, 0.1});
   scale_->setBarWidth(8);
   auto* rows = new QCPMarginGroup(plot_);
   for (QCPLayoutElement* e : std::initializer_list<QCPLayoutElement*>{full_rect_, draft_rect_, compare_rect_, scale_}) {
@@ -111,12 +112,6 @@ SelfSpeculationView::SelfSpeculationView(const QString& slot, QWidget* parent) :
     rect->axis(QCPAxis::atLeft)->setRangeReversed(true);  // position 0 on top, as in the KV view
     rect->axis(QCPAxis::atBottom)->ticker()->setTickCount(3);
     if (rect != full_rect_) rect->axis(QCPAxis::atLeft)->setTickLabels(false);
-    auto* line = new QCPItemStraightLine(plot_);
-    line->setClipAxisRect(rect);
-    for (QCPItemPosition* p : {line->point1, line->point2}) p->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
-    line->setPen(QPen(QColor(40, 40, 40), 1.5, Qt::DashLine));
-    line->setVisible(false);
-    prompt_lines_.push_back(line);
   }
   draft_rect_->setBackground(removedRowHatch());
   full_rect_->axis(QCPAxis::atLeft)->setLabel(tr("position"));
@@ -129,6 +124,14 @@ SelfSpeculationView::SelfSpeculationView(const QString& slot, QWidget* parent) :
   draft_map_ = addMap(draft_rect_, scale_, entries);
   difference_map_ = addMap(compare_rect_, nullptr, QCPColorGradient(QCPColorGradient::gpGrayscale).inverted());
   outcome_map_ = addMap(compare_rect_, nullptr, outcomeGradient());
+  for (QCPAxisRect* rect : {full_rect_, draft_rect_, compare_rect_}) {  // after the maps: drawn over them
+    auto* line = new QCPItemStraightLine(plot_);
+    line->setClipAxisRect(rect);
+    for (QCPItemPosition* p : {line->point1, line->point2}) p->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+    line->setPen(QPen(QColor(20, 20, 20), 2, Qt::DashLine));
+    line->setVisible(false);
+    prompt_lines_.push_back(line);
+  }
 
   plot_->setMouseTracking(true);
   connect(plot_, &QCustomPlot::mouseMove, this, &SelfSpeculationView::onHover);
@@ -190,7 +193,7 @@ void SelfSpeculationView::showResult(std::shared_ptr<const SelfSpeculationResult
   const double ms = 1000.0;
   caption_->setText(tr("<b>%1 %2</b>, self-speculation: <b>alpha %3</b> (%4 of %5 drafts accepted, %6 rounds) "
                        "&middot; the drafting cache reads <b>%7 of %8 prompt rows</b> + %9 it wrote "
-                       "&middot; draft %10 ms, verify %11 ms")
+                       "&middot; draft %10 ms, verify %11 ms &middot; %12 of layer %13, kv head %14")
                         .arg(slot_, label.toHtmlEscaped())
                         .arg(r.alpha, 0, 'f', 2)
                         .arg(r.accepted)
@@ -200,7 +203,10 @@ void SelfSpeculationView::showResult(std::shared_ptr<const SelfSpeculationResult
                         .arg(c.compressed_rows)
                         .arg(c.positions - c.compressed_rows)
                         .arg(r.draft_seconds * ms, 0, 'f', 0)
-                        .arg(r.verify_seconds * ms, 0, 'f', 0));
+                        .arg(r.verify_seconds * ms, 0, 'f', 0)
+                        .arg(values ? QStringLiteral("V") : QStringLiteral("K"))
+                        .arg(layer)
+                        .arg(kv_head));
   caption_->setToolTip(tr("The target drafts over its own cache compressed by the policy and verifies over the full "
                           "cache, so the output is exactly the target's; alpha is what the compression costs. "
                           "Draft time is the target's weights per drafted token at any budget."));
@@ -228,10 +234,15 @@ void SelfSpeculationView::drawCaches(const SelfSpeculationResult& r, int64_t lay
   full_map_->setDataRange(QCPRange(-extent, extent));
   draft_map_->setDataRange(QCPRange(-extent, extent));
   const QString kv = values ? QStringLiteral("V") : QStringLiteral("K");
-  full_rect_->axis(QCPAxis::atBottom)->setLabel(tr("full cache (verifies)\n%1, L%2 H%3").arg(kv).arg(layer).arg(kv_head));
-  draft_rect_->axis(QCPAxis::atBottom)->setLabel(tr("compressed (drafts)\n%1 channel").arg(kv));
+  full_rect_->axis(QCPAxis::atBottom)->setLabel(tr("full cache\n(verifies)"));
+  draft_rect_->axis(QCPAxis::atBottom)->setLabel(tr("compressed\n(drafts)"));
   scale_->setLabel(kv);
+  // The first and last channel only: two labels never run into each other, however narrow or zoomed.
+  auto channels = QSharedPointer<QCPAxisTickerText>::create();
+  channels->addTick(0, QStringLiteral("0"));
+  if (dim > 1) channels->addTick(dim - 1, QString::number(dim - 1));
   for (QCPAxisRect* rect : {full_rect_, draft_rect_}) {
+    rect->axis(QCPAxis::atBottom)->setTicker(channels);
     rect->axis(QCPAxis::atBottom)->setRange(-0.5, static_cast<double>(dim) - 0.5);
     rect->axis(QCPAxis::atLeft)->setRange(-0.5, static_cast<double>(c.positions) - 0.5);
   }

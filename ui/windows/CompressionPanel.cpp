@@ -10,10 +10,12 @@
 #include <QPushButton>
 #include <QResizeEvent>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSignalBlocker>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTableWidget>
+#include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
 
@@ -286,6 +288,11 @@ void CompressionPanel::resizeEvent(QResizeEvent* event) {
 void CompressionPanel::changeEvent(QEvent* event) {
   ViewerPanel::changeEvent(event);
   if (event->type() == QEvent::FontChange) relayout();  // presenter zoom
+}
+
+void CompressionPanel::scrollToSpeculation() {
+  // After the pending layout (a dock resize, a new run's rows), where the views really are.
+  QTimer::singleShot(0, this, [this] { views_area_->verticalScrollBar()->setValue(spec_views_[0]->y()); });
 }
 
 QString CompressionPanel::statusText() const { return status_->text(); }

@@ -84,6 +84,8 @@ class CompressionPanel : public ViewerPanel {
   bool applyShorthands(const QStringList& specs, QString* error);
   // Runs the slots on the session's prompt (the Run button).
   void runCompression();
+  // Scrolls the results so the self-speculation views start at the top.
+  void scrollToSpeculation();
 
  signals:
   void compressRequested(const kvscope::ui::CompressionRequest& request);
