@@ -10,7 +10,7 @@
 
 #include <qcustomplot.h>
 
-#include "ui/widgets/HoverCellHighlight.h"
+#include "ui/widgets/HeatmapParts.h"
 #include "ui/widgets/PlotExport.h"
 #include "ui/widgets/RowHatch.h"
 
@@ -21,14 +21,6 @@ namespace {
 constexpr unsigned char kRemovedScoreAlpha = 70;  // a removed row's score shows faintly through the hatch
 
 bool removed(RowFate fate) { return fate == RowFate::Evicted || fate == RowFate::EvictedDecoding; }
-
-QCPColorMap* addMap(QCPAxisRect* rect, QCPColorScale* scale, const QCPColorGradient& gradient) {
-  auto* map = new QCPColorMap(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
-  map->setInterpolate(false);
-  if (scale) map->setColorScale(scale);
-  map->setGradient(gradient);  // after setColorScale, which adopts the scale's gradient
-  return map;
-}
 
 // The q-th quantile of v (sorted copy): a colour range that one huge score
 // (an attention sink) does not wash out.
@@ -51,17 +43,9 @@ int labelWidth(const QFont& font, const QString& text) {
 
 CompressionSlotView::CompressionSlotView(const QString& slot, QWidget* parent) : QWidget(parent), slot_(slot) {
   setObjectName(QStringLiteral("compressionSlot") + slot);
-  caption_ = new QLabel;
-  caption_->setObjectName(QStringLiteral("caption"));
-  caption_->setWordWrap(true);
-  caption_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-  caption_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  caption_ = makeCaption();
 
-  plot_ = new QCustomPlot;
-  plot_->setObjectName(QStringLiteral("compressionMask") + slot);
-  plot_->setMinimumSize(240, 200);
-  new HoverCellHighlight(plot_);
-  plot_->plotLayout()->clear();
+  plot_ = makeBarePlot(QStringLiteral("compressionMask") + slot);
   scores_rect_ = new QCPAxisRect(plot_);
   entries_rect_ = new QCPAxisRect(plot_);
   entries_scale_ = new QCPColorScale(plot_);
@@ -94,11 +78,11 @@ CompressionSlotView::CompressionSlotView(const QString& slot, QWidget* parent) :
   entries_rect_->axis(QCPAxis::atBottom)->ticker()->setTickCount(4);  // readable when narrow or zoomed
 
   QCPColorGradient scores_gradient(QCPColorGradient::gpHot);
-  scores_map_ = addMap(scores_rect_, nullptr, scores_gradient.inverted());  // high score: dark
+  scores_map_ = addColorMap(scores_rect_, nullptr, scores_gradient.inverted());  // high score: dark
   QCPColorGradient entries_gradient(QCPColorGradient::gpPolar);  // the KV view's colours
   entries_gradient.setNanHandling(QCPColorGradient::nhNanColor);
   entries_gradient.setNanColor(Qt::white);  // zeroed by element pruning
-  entries_map_ = addMap(entries_rect_, entries_scale_, entries_gradient);
+  entries_map_ = addColorMap(entries_rect_, entries_scale_, entries_gradient);
 
   head_outline_ = new QCPItemRect(plot_);
   head_outline_->setClipAxisRect(scores_rect_);

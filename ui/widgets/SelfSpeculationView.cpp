@@ -9,7 +9,7 @@
 
 #include <qcustomplot.h>
 
-#include "ui/widgets/HoverCellHighlight.h"
+#include "ui/widgets/HeatmapParts.h"
 #include "ui/widgets/PlotExport.h"
 #include "ui/widgets/RowHatch.h"
 
@@ -22,14 +22,6 @@ namespace {
 const QColor kAccepted(44, 160, 44);
 const QColor kCorrection(214, 39, 40);
 const QColor kBonus(31, 119, 180);
-
-QCPColorMap* addMap(QCPAxisRect* rect, QCPColorScale* scale, const QCPColorGradient& gradient) {
-  auto* map = new QCPColorMap(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
-  map->setInterpolate(false);
-  if (scale) map->setColorScale(scale);
-  map->setGradient(gradient);  // after setColorScale, which adopts the scale's gradient
-  return map;
-}
 
 QCPColorGradient outcomeGradient() {
   QCPColorGradient g;
@@ -78,17 +70,9 @@ std::vector<DraftOutcome> draftOutcomes(const SelfSpeculationResult& result, int
 
 SelfSpeculationView::SelfSpeculationView(const QString& slot, QWidget* parent) : QWidget(parent), slot_(slot) {
   setObjectName(QStringLiteral("selfSpeculation") + slot);
-  caption_ = new QLabel;
-  caption_->setObjectName(QStringLiteral("caption"));
-  caption_->setWordWrap(true);
-  caption_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-  caption_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  caption_ = makeCaption();
 
-  plot_ = new QCustomPlot;
-  plot_->setObjectName(QStringLiteral("selfSpeculationCaches") + slot);
-  plot_->setMinimumSize(240, 200);
-  new HoverCellHighlight(plot_);
-  plot_->plotLayout()->clear();
+  plot_ = makeBarePlot(QStringLiteral("selfSpeculationCaches") + slot);
   full_rect_ = new QCPAxisRect(plot_);
   draft_rect_ = new QCPAxisRect(plot_);
   compare_rect_ = new QCPAxisRect(plot_);
@@ -120,10 +104,10 @@ SelfSpeculationView::SelfSpeculationView(const QString& slot, QWidget* parent) :
   compare_rect_->axis(QCPAxis::atBottom)->setRange(-0.5, 1.5);
 
   QCPColorGradient entries(QCPColorGradient::gpPolar);  // the KV view's colours
-  full_map_ = addMap(full_rect_, scale_, entries);
-  draft_map_ = addMap(draft_rect_, scale_, entries);
-  difference_map_ = addMap(compare_rect_, nullptr, QCPColorGradient(QCPColorGradient::gpGrayscale).inverted());
-  outcome_map_ = addMap(compare_rect_, nullptr, outcomeGradient());
+  full_map_ = addColorMap(full_rect_, scale_, entries);
+  draft_map_ = addColorMap(draft_rect_, scale_, entries);
+  difference_map_ = addColorMap(compare_rect_, nullptr, QCPColorGradient(QCPColorGradient::gpGrayscale).inverted());
+  outcome_map_ = addColorMap(compare_rect_, nullptr, outcomeGradient());
   for (QCPAxisRect* rect : {full_rect_, draft_rect_, compare_rect_}) {  // after the maps: drawn over them
     auto* line = new QCPItemStraightLine(plot_);
     line->setClipAxisRect(rect);

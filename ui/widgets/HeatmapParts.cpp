@@ -1,0 +1,37 @@
+#include "ui/widgets/HeatmapParts.h"
+
+#include <QLabel>
+
+#include <qcustomplot.h>
+
+#include "ui/widgets/HoverCellHighlight.h"
+
+namespace kvscope::ui {
+
+QLabel* makeCaption() {
+  auto* caption = new QLabel;
+  caption->setObjectName(QStringLiteral("caption"));
+  caption->setWordWrap(true);
+  caption->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  caption->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  return caption;
+}
+
+QCustomPlot* makeBarePlot(const QString& name) {
+  auto* plot = new QCustomPlot;
+  plot->setObjectName(name);
+  plot->setMinimumSize(240, 200);
+  new HoverCellHighlight(plot);
+  plot->plotLayout()->clear();
+  return plot;
+}
+
+QCPColorMap* addColorMap(QCPAxisRect* rect, QCPColorScale* scale, const QCPColorGradient& gradient) {
+  auto* map = new QCPColorMap(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+  map->setInterpolate(false);
+  if (scale) map->setColorScale(scale);
+  map->setGradient(gradient);  // after setColorScale, which adopts the scale's gradient
+  return map;
+}
+
+}  // namespace kvscope::ui
