@@ -60,12 +60,15 @@ at::Tensor sharedHiddenKeys(int64_t n, int64_t total, const AttentionOptions& op
   return mask;
 }
 
-// scores [kv, g, n, T] with -inf where a query may not see a key.
-at::Tensor maskedScores(const at::Tensor& scores, int64_t n, int64_t total, const AttentionOptions& options,
-                        int64_t layer, ProbeSink* probes) {
+// Sets scores [kv, g, n, T] (a fresh tensor: written in place, no copy) to
+// -inf where a query may not see a key.
+void maskScores(at::Tensor& scores, int64_t n, int64_t total, const AttentionOptions& options, int64_t layer,
+                ProbeSink* probes) {
   auto hidden = sharedHiddenKeys(n, total, options);  // [n, T]
-  probe(probes, Probe::AttentionMask, layer, hidden.logical_not());
-  return scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
+  if (probes != nullptr && probes->wants(Probe::AttentionMask, layer)) {
+    probe(probes, Probe::AttentionMask, layer, hidden.logical_not());
+  }
+  scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
 }
 
 }  // namespace
@@ -87,14 +90,14 @@ at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at
   // (five tensor operations per layer and step that would hide nothing).
   const bool sees_all = n == 1 && options.window <= 0 && options.causal_among_new;
   if (!sees_all || (probes != nullptr && probes->wants(Probe::AttentionMask, layer))) {
-    scores = maskedScores(scores, n, total, options, layer, probes);
+    maskScores(scores, n, total, options, layer, probes);
   }
   // Rows an eviction policy removed: hidden from every query of their kv head
   // (the fast path above included). The row that a query writes is always
   // kept, so no query is left with nothing to attend to.
   if (options.keep.defined()) {
     auto removed = options.keep.logical_not().view({kv_heads, 1, 1, total});  // [kv, 1, 1, T]
-    scores = scores.masked_fill(removed, -std::numeric_limits<float>::infinity());
+    scores.masked_fill_(removed, -std::numeric_limits<float>::infinity());
   }
   auto weights = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());  // [kv, g, n, T]
   auto output = torch::bmm(weights.reshape({kv_heads, group * n, total}), values);  // [kv, g * n, D]

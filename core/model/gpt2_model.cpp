@@ -107,7 +107,7 @@ at::Tensor Gpt2Model::attention(const Layer& layer, int64_t index, const at::Ten
   probe(probes, Probe::LayerInput, index, x);
   auto qkv = conv1d(x, layer.c_attn_w, layer.c_attn_b);  // [n, 3C]: q | k | v
   auto heads = [&](int64_t part) { return qkv.narrow(1, part * C, C).view({n, H, D}).transpose(0, 1); };
-  auto q = heads(0), k = heads(1).contiguous(), v = heads(2).contiguous();  // [H, n, D]
+  auto q = heads(0), k = heads(1), v = heads(2);  // [H, n, D] views; the cache's append copies them
   probe(probes, Probe::Query, index, q);
   probe(probes, Probe::Key, index, k);
   probe(probes, Probe::Value, index, v);

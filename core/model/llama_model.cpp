@@ -124,7 +124,10 @@ at::Tensor LlamaModel::attention(const Layer& layer, int64_t index, const at::Te
   probe(probes, Probe::Key, index, k);
   probe(probes, Probe::Value, index, v);
 
-  auto [keys, values] = keysAndValues(k.contiguous(), v.contiguous(), index, cache);  // [Hkv, T, D]
+  // k and v are transposed views ([Hkv, n, D] over [n, Hkv, D]); the cache's
+  // append copies them as they are, so no contiguous copy first (two copies
+  // per layer on a verify pass; free only for n = 1).
+  auto [keys, values] = keysAndValues(k, v, index, cache);  // [Hkv, T, D]
   AttentionOptions options;
   options.scale = attentionScale(config_, index);
   options.softcap = config_.attn_logit_softcap;
