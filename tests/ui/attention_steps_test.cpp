@@ -16,6 +16,7 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QTableWidget>
+#include <QDockWidget>
 #include <QtTest>
 #include "tests/ui/ui_test_support.h"
 #include "ui/widgets/KvHeatmapView.h"
@@ -151,10 +152,13 @@ class AttentionStepsTest : public QObject {
     const int64_t layer = snapshot.target.layers - 1;
     const int head = static_cast<int>(snapshot.target.heads - 1);
     const int64_t position = snapshot.prompt_length - 1;
+    // The panel on screen (its tab raised): the KV view outlines only what a visible panel explains.
+    window.findChild<QDockWidget*>(QStringLiteral("attentionStepsDock"))->raise();
     explain(window, layer, head, position);
     if (QTest::currentTestFailed()) return;
     AttentionStepsPanel* panel = window.attentionStepsPanel();
     const AttentionExplanation& e = *panel->explanation();
+    QTRY_VERIFY(window.context().attentionFocus().active);
     const AttentionFocus& focus = window.context().attentionFocus();
     QVERIFY(focus.active);
     QCOMPARE(focus.layer, layer);
@@ -198,6 +202,21 @@ class AttentionStepsTest : public QObject {
     QCOMPARE(int64_t{view->layer()}, other);
     QCOMPARE(positionsOf(*view, snapshot, view->focusKeyRows()), keys);
     QVERIFY(view->focusTickedRows().empty());
+
+    // The panel's tab behind another (Verify Attention raised): no outline
+    // left that nobody can explain; raised again, the outline is back.
+    auto* steps_dock = window.findChild<QDockWidget*>(QStringLiteral("attentionStepsDock"));
+    auto* verify_dock = window.findChild<QDockWidget*>(QStringLiteral("attentionDock"));
+    QVERIFY(steps_dock && verify_dock && window.tabifiedDockWidgets(steps_dock).contains(verify_dock));
+    verify_dock->raise();
+    QTRY_VERIFY(!window.context().attentionFocus().active);
+    window.kvCachePanel()->flushRefresh();
+    QVERIFY(view->focusKeyRows().empty());
+    QVERIFY(!view->title().contains(QStringLiteral("reads")));
+    steps_dock->raise();
+    QTRY_VERIFY(window.context().attentionFocus().active);
+    window.kvCachePanel()->flushRefresh();
+    QCOMPARE(positionsOf(*view, snapshot, view->focusKeyRows()), keys);
   }
 
   void badChannelsAreRefusedInPlace() {

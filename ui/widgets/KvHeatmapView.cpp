@@ -62,6 +62,8 @@ KvHeatmapView::KvHeatmapView(CacheRole role, QWidget* parent) : QWidget(parent),
   setObjectName(role == CacheRole::Target ? QStringLiteral("targetKv") : QStringLiteral("drafterKv"));
   title_ = new QLabel(role == CacheRole::Target ? tr("<b>Target cache</b>") : tr("<b>Drafter cache</b>"));
   title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  // Counts of wrong, evicted and focused rows make it long: wrap rather than cut it off in a narrow panel.
+  title_->setWordWrap(true);
   buildPlot();
   grid_ = new KvHeadGrid;
   overview_ = new LayerHeadOverview;
@@ -186,6 +188,8 @@ QString KvHeatmapView::maskedText() const {
   if (masked == 0) return {};
   return tr(" &middot; <b>%1 evicted by policy</b> (hatched: held, not read)").arg(masked);
 }
+
+QString KvHeatmapView::title() const { return title_->text(); }
 
 void KvHeatmapView::setAllHeads(bool all) { all_heads_->setChecked(all); }
 bool KvHeatmapView::allHeads() const { return all_heads_->isChecked(); }

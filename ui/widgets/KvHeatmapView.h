@@ -106,6 +106,8 @@ class KvHeatmapView : public QWidget {
   double shownUpper() const { return shown_upper_; }
   // The matrix shown, one line per row: row, position, rotary position, token, status, verdict, life, values.
   QString csv() const;
+  // The title's text as shown (counts of rows, evictions, the focused query's reads).
+  QString title() const;
 
  signals:
   void entryClicked(qint64 entry_index);

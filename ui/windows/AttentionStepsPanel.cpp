@@ -413,8 +413,15 @@ std::vector<int64_t> AttentionStepsPanel::tickedPositions() const {
 // The rows this query reads, for the KV view (through the shared context):
 // the explanation's key rows 0..P of its layer and kv head, its own row, and
 // the rows ticked in the what-if box (table row j is position j).
+void AttentionStepsPanel::setOnScreen(bool on_screen) {
+  if (on_screen == on_screen_) return;
+  on_screen_ = on_screen;
+  if (on_screen_) publishFocus();
+  else context().clearAttentionFocus();
+}
+
 void AttentionStepsPanel::publishFocus() {
-  if (!explanation_) return;
+  if (!explanation_ || !on_screen_) return;
   const AttentionExplanation& e = *explanation_;
   AttentionFocus focus;
   focus.active = true;

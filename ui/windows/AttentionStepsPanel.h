@@ -57,6 +57,11 @@ class AttentionStepsPanel : public ViewerPanel {
   QString whatIfText() const;
   // Ticks (or unticks) key row `position` for removal.
   void setRemoved(int64_t position, bool removed);
+  // Whether the panel is on screen (its dock's visibilityChanged: shown,
+  // hidden, its tab selected or not). The KV view outlines this panel's query
+  // only while it is: a tab behind another would leave an outline nobody can
+  // explain.
+  void setOnScreen(bool on_screen);
 
  signals:
   void explainRequested(const kvscope::ExplainRequest& request, bool what_if);
@@ -113,6 +118,7 @@ class AttentionStepsPanel : public ViewerPanel {
 
   ExplainRequest request_;  // the query asked for (what is shown, once it arrives)
   bool pending_ = false;          // an explanation is on its way
+  bool on_screen_ = true;         // until its dock says otherwise (a window never shown: tests)
   bool what_if_pending_ = false;  // a what-if is on its way
   ExplanationPtr explanation_;
   WhatIfPtr what_if_;

@@ -290,6 +290,7 @@ void MainWindow::buildLayout() {
   QDockWidget* kv = addPanel(kv_, tr("KV Cache"), QStringLiteral("kvDock"));
   QDockWidget* attention = addPanel(attention_, tr("Verify Attention"), QStringLiteral("attentionDock"));
   QDockWidget* steps = addPanel(steps_, tr("Attention Step by Step"), QStringLiteral("attentionStepsDock"));
+  connect(steps, &QDockWidget::visibilityChanged, steps_, &AttentionStepsPanel::setOnScreen);
   QDockWidget* diff = addPanel(diff_, tr("Cache Diff"), QStringLiteral("diffDock"));
   QDockWidget* compression = addPanel(compression_, tr("Compression"), QStringLiteral("compressionDock"));
   QDockWidget* history = addPanel(history_, tr("Row History"), QStringLiteral("rowHistoryDock"));
