@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <sstream>
+#include <vector>
 
 #include "core/error.h"
 
@@ -22,6 +23,13 @@ std::string SamplingSettings::describe() const {
   if (top_k > 0) out << ", top-k " << top_k;
   if (top_p < 1.0) out << ", top-p " << top_p;
   return out.str();
+}
+
+at::Tensor processedProbRows(const at::Tensor& logits, const SamplingSettings& s) {
+  if (s.greedy) return at::one_hot(logits.argmax(1), logits.size(1)).to(torch::kFloat32);  // [rows, vocab]
+  std::vector<at::Tensor> rows;
+  for (int64_t i = 0; i < logits.size(0); ++i) rows.push_back(processedProbs(logits[i], s));
+  return torch::stack(rows);  // [rows, vocab]
 }
 
 at::Tensor processedProbs(const at::Tensor& logits, const SamplingSettings& s) {

@@ -574,12 +574,16 @@ void Session::runVerify() {
   const auto logits = feed(CacheRole::Target, tokens, Phase::Verify, scored ? &evidence_ : views, queries);
   evidence_.listen(false, nullptr, 0);
   verify_logits_ = logits.narrow(0, logits.size(0) - queries, queries).to(torch::kFloat32);  // [k + 1, vocab]
-  std::vector<at::Tensor> p_rows;
-  for (int64_t i = 0; i < queries; ++i) p_rows.push_back(processedProbs(verify_logits_[i], options_.sampling));
-  verify_p_ = torch::stack(p_rows);  // [k + 1, vocab]
-  for (size_t i = 0; i < r.drafts.size(); ++i) {
-    const auto& dist = options_.sampling.greedy ? verify_logits_[i].softmax(0) : verify_p_[i];
-    r.p_draft.push_back(dist[r.drafts[i]].item<double>());
+  verify_p_ = processedProbRows(verify_logits_, options_.sampling);  // [k + 1, vocab]
+  // What the target gave each draft (greedy: its softmax), all rows at once.
+  const auto k = static_cast<int64_t>(r.drafts.size());
+  if (k > 0) {
+    const auto dists = options_.sampling.greedy ? verify_logits_.narrow(0, 0, k).softmax(1) : verify_p_.narrow(0, 0, k);
+    const auto picked = dists.gather(1, torch::tensor(r.drafts, torch::kInt64).unsqueeze(1))  // [k, 1]
+                            .squeeze(1)
+                            .to(torch::kFloat64)
+                            .contiguous();  // [k]
+    r.p_draft.assign(picked.data_ptr<double>(), picked.data_ptr<double>() + k);
   }
 
   VerifyRecord verify;
