@@ -9,6 +9,7 @@
 #include <QScreen>
 #include <QSettings>
 #include <cstdio>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -44,6 +45,21 @@ void arrangeForCompression(kvscope::ui::MainWindow& window, bool show_speculatio
   }
   // --self-speculate: the self-speculation views are what the picture is for.
   if (show_speculation) window.compressionPanel()->scrollToSpeculation();
+}
+
+// Whether `value` (empty: the option was not given) reads with the core's
+// parser; otherwise prints the core's message under the option's name, now
+// rather than in a dialog after the models load.
+template <typename Parse>
+bool coreAccepts(const char* option, const QString& value, Parse parse) {
+  if (value.isEmpty()) return true;
+  try {
+    parse(value.toStdString());
+    return true;
+  } catch (const kvscope::Error& error) {
+    std::fprintf(stderr, "kvscope: --%s: %s\n", option, error.what());
+    return false;
+  }
 }
 
 }  // namespace
@@ -155,22 +171,10 @@ int main(int argc, char** argv) {
   }
   options.max_new_tokens = parser.value(max_new).toInt();
   options.fault = parser.value(fault);
-  if (!options.fault.isEmpty()) {
-    try {
-      kvscope::parseFault(options.fault.toStdString());
-    } catch (const kvscope::Error& error) {
-      std::fprintf(stderr, "kvscope: --fault: %s\n", error.what());
-      return 2;
-    }
-  }
   options.eviction = parser.value(evict);
-  if (!options.eviction.isEmpty()) {
-    try {
-      kvscope::parseSessionEviction(options.eviction.toStdString());
-    } catch (const kvscope::Error& error) {
-      std::fprintf(stderr, "kvscope: --evict: %s\n", error.what());
-      return 2;
-    }
+  if (!coreAccepts("fault", options.fault, [](const std::string& s) { kvscope::parseFault(s); }) ||
+      !coreAccepts("evict", options.eviction, [](const std::string& s) { kvscope::parseSessionEviction(s); })) {
+    return 2;
   }
   if (parser.isSet(speculate)) {
     bool ok = false;

@@ -1,11 +1,11 @@
 #include "app/cli/compressed_drafting.h"
 
-#include <chrono>
 #include <iomanip>
 #include <iostream>
 #include <string>
 
 #include "app/cli/cli_common.h"
+#include "core/bench/timing.h"
 #include "core/decode/autoregressive.h"
 #include "core/decode/session_eviction.h"
 #include "core/error.h"
@@ -53,11 +53,6 @@ SessionEviction parseDrafterSpec(const std::string& text) {
   return spec;
 }
 
-using Clock = std::chrono::steady_clock;
-double millisecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
 struct Timed {
   GenerateResult baseline;
   double baseline_ms = 0;
@@ -69,9 +64,7 @@ Timed greedyBaseline(const ModelBundle& target, const std::vector<int64_t>& prom
   options.max_new_tokens = max_new;
   options.ignore_eos = ignore_eos;
   Timed timed;
-  const auto start = Clock::now();
-  timed.baseline = generateAutoregressive(*target.model, prompt, options, target.eos_ids);
-  timed.baseline_ms = millisecondsSince(start);
+  timed.baseline_ms = elapsedMs([&] { timed.baseline = generateAutoregressive(*target.model, prompt, options, target.eos_ids); });
   return timed;
 }
 
@@ -119,9 +112,8 @@ int runCompressedDrafting(Args& args) {
   spec.eviction = eviction.settings;
 
   warmUp(*target.model, prompt);
-  const auto start = Clock::now();
-  const SelfSpeculationResult r = runSelfSpeculation(*target.model, prompt, spec, options);
-  const double session_ms = millisecondsSince(start);
+  SelfSpeculationResult r;
+  const double session_ms = elapsedMs([&] { r = runSelfSpeculation(*target.model, prompt, spec, options); });
   const Timed timed = baseline ? greedyBaseline(target, prompt, options.max_new, ignore_eos) : Timed{};
   const std::string text = target.tokenizer->decode(r.tokens);
   if (!json) {

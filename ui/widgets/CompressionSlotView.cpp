@@ -298,14 +298,7 @@ void CompressionSlotView::onHover(QMouseEvent* event) {
   else QToolTip::showText(event->globalPosition().toPoint(), text, plot_);
 }
 
-std::vector<int64_t> CompressionSlotView::shownRemovedRows() const {
-  std::vector<int64_t> rows;
-  QCPColorMapData* data = entries_map_->data();
-  for (int r = 0; r < data->valueSize(); ++r) {
-    if (data->keySize() > 0 && data->alpha(0, r) == 0) rows.push_back(r);
-  }
-  return rows;
-}
+std::vector<int64_t> CompressionSlotView::shownRemovedRows() const { return transparentRows(entries_map_); }
 
 int64_t CompressionSlotView::shownZeroedEntries() const {
   int64_t count = 0;

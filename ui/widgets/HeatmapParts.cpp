@@ -34,4 +34,13 @@ QCPColorMap* addColorMap(QCPAxisRect* rect, QCPColorScale* scale, const QCPColor
   return map;
 }
 
+std::vector<int64_t> transparentRows(const QCPColorMap* map) {
+  std::vector<int64_t> rows;
+  QCPColorMapData* data = map->data();  // alpha() is not const in QCustomPlot 2.1
+  for (int r = 0; r < data->valueSize(); ++r) {
+    if (data->keySize() > 0 && data->alpha(0, r) == 0) rows.push_back(r);
+  }
+  return rows;
+}
+
 }  // namespace kvscope::ui

@@ -3,6 +3,8 @@
 // a bare plot whose layout the view fills with its own axis rects, and a
 // colour map on one of those rects.
 #include <QString>
+#include <cstdint>
+#include <vector>
 
 class QCPAxisRect;
 class QCPColorGradient;
@@ -19,5 +21,8 @@ QLabel* makeCaption();
 QCustomPlot* makeBarePlot(const QString& name);
 // A map without interpolation on `rect`'s bottom and left axes, coloured by `gradient` (and `scale`, when given).
 QCPColorMap* addColorMap(QCPAxisRect* rect, QCPColorScale* scale, const QCPColorGradient& gradient);
+// The rows (value indices) whose first cell `map` draws fully transparent:
+// what a view shows removed, read back from what it drew (tests).
+std::vector<int64_t> transparentRows(const QCPColorMap* map);
 
 }  // namespace kvscope::ui

@@ -33,6 +33,7 @@ QCPColorGradient outcomeGradient() {
   return g;
 }
 
+// The outcome column's value (a prompt row's cell is drawn transparent, whatever its value).
 double outcomeValue(DraftOutcome o) {
   return o == DraftOutcome::Accepted ? 1.0 : o == DraftOutcome::Correction ? 2.0 : 3.0;
 }
@@ -250,7 +251,7 @@ void SelfSpeculationView::drawComparison(const SelfSpeculationResult& r, int64_t
     if (!c.holds(layer, kv_head, p)) diff->setAlpha(0, row, 0);
     largest = std::max(largest, d);
     const DraftOutcome o = outcomes_[static_cast<size_t>(p)];
-    outcome->setCell(1, row, o == DraftOutcome::Prompt ? 1.0 : outcomeValue(o));
+    outcome->setCell(1, row, outcomeValue(o));
     outcome->setAlpha(0, row, 0);
     if (o == DraftOutcome::Prompt) outcome->setAlpha(1, row, 0);
   }
@@ -274,12 +275,11 @@ QString SelfSpeculationView::hoverText(int64_t position, QCPAxisRect* rect, doub
   const QString where = tr("position %1 %2").arg(position).arg(token_ ? token_(position) : QString());
   const bool held = c.holds(layer_, kv_head_, position);
   if (rect == compare_rect_) {
-    const DraftOutcome o = outcomes_[static_cast<size_t>(position)];
     if (std::lround(x) == 0) {
       return held ? tr("%1: drafting row vs full, max |\u0394%2| / max |%2| = %3").arg(where, kv).arg(c.rowDifference(values_, layer_, kv_head_, position), 0, 'g', 3)
                   : tr("%1: removed from the drafting cache").arg(where);
     }
-    return tr("%1: %2").arg(where, outcomeText(o));
+    return tr("%1: %2").arg(where, outcomeText(outcomes_[static_cast<size_t>(position)]));
   }
   const auto channel = static_cast<int64_t>(std::lround(x));
   if (channel < 0 || channel >= c.head_dim) return {};
@@ -308,14 +308,7 @@ void SelfSpeculationView::onHover(QMouseEvent* event) {
   else QToolTip::showText(event->globalPosition().toPoint(), text, plot_);
 }
 
-std::vector<int64_t> SelfSpeculationView::shownRemovedRows() const {
-  std::vector<int64_t> rows;
-  QCPColorMapData* data = draft_map_->data();
-  for (int r = 0; r < data->valueSize(); ++r) {
-    if (data->keySize() > 0 && data->alpha(0, r) == 0) rows.push_back(r);
-  }
-  return rows;
-}
+std::vector<int64_t> SelfSpeculationView::shownRemovedRows() const { return transparentRows(draft_map_); }
 
 int64_t SelfSpeculationView::shownOutcomes(DraftOutcome outcome) const {
   int64_t count = 0;

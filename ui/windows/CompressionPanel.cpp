@@ -423,10 +423,14 @@ void CompressionPanel::syncPickers() {
   head_box_->setCurrentIndex(static_cast<int>(kv_head_));
 }
 
-QString CompressionPanel::tokenText(int64_t position) const {
+QString CompressionPanel::quotedToken(int64_t id) const {
   const SessionSnapshot* snapshot = context().snapshot();
-  if (!snapshot || position < 0 || position >= static_cast<int64_t>(run_prompt_.size())) return {};
-  return QStringLiteral("'%1'").arg(QString::fromStdString(snapshot->tokenText(run_prompt_[static_cast<size_t>(position)])));
+  return snapshot ? QStringLiteral("'%1'").arg(QString::fromStdString(snapshot->tokenText(id))) : QString();
+}
+
+QString CompressionPanel::tokenText(int64_t position) const {
+  if (position < 0 || position >= static_cast<int64_t>(run_prompt_.size())) return {};
+  return quotedToken(run_prompt_[static_cast<size_t>(position)]);
 }
 
 const CompressionSlotResult* CompressionPanel::resultOf(int slot) const {
@@ -470,12 +474,11 @@ void CompressionPanel::drawSlots() {
 }
 
 QString CompressionPanel::sequenceTokenText(const SelfSpeculationResult& result, int64_t position) const {
-  const SessionSnapshot* snapshot = context().snapshot();
   const auto prompt = static_cast<int64_t>(run_prompt_.size());
   if (position < prompt) return tokenText(position);
   const int64_t generated = position - prompt;
-  if (!snapshot || generated >= static_cast<int64_t>(result.tokens.size())) return {};
-  return QStringLiteral("'%1'").arg(QString::fromStdString(snapshot->tokenText(result.tokens[static_cast<size_t>(generated)])));
+  if (generated >= static_cast<int64_t>(result.tokens.size())) return {};
+  return quotedToken(result.tokens[static_cast<size_t>(generated)]);
 }
 
 void CompressionPanel::drawSpeculation(int slot, const CompressionSlotResult* result, bool values) {
@@ -493,9 +496,8 @@ void CompressionPanel::drawSpeculation(int slot, const CompressionSlotResult* re
   if (!result->speculation) {
     return view->showMessage(shown, tr("self-speculation refused: %1").arg(QString::fromStdString(result->speculation_error)));
   }
-  const SelfSpeculationResult& r = *result->speculation;
   view->showResult(result->speculation, shown, layer_, kv_head_, values,
-                   [this, &r, keep = result->speculation](int64_t p) { return sequenceTokenText(r, p); });
+                   [this, speculation = result->speculation](int64_t p) { return sequenceTokenText(*speculation, p); });
 }
 
 void CompressionPanel::fillTable() {

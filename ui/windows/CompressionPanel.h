@@ -114,7 +114,8 @@ class CompressionPanel : public ViewerPanel {
   // Folds the settings and stacks the results to fit the panel's width and font.
   void relayout();
   void arrangeResults(bool stacked);
-  QString tokenText(int64_t position) const;
+  QString quotedToken(int64_t id) const;   // 'text' of a token id ('' before a session)
+  QString tokenText(int64_t position) const;  // of the shown run's prompt
   // A token of the prompt or of what slot `result` generated while self-speculating.
   QString sequenceTokenText(const SelfSpeculationResult& result, int64_t position) const;
   void drawSpeculation(int slot, const CompressionSlotResult* result, bool values);
