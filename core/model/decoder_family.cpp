@@ -1,5 +1,8 @@
 #include "core/model/decoder_family.h"
 
+#include "core/model/dense.h"
+#include "core/model/few_rows.h"
+
 namespace kvscope {
 
 const std::vector<LayerWeightSpec>& layerWeightSpecs(DecoderFamily family) {
@@ -10,6 +13,45 @@ const std::vector<LayerWeightSpec>& layerWeightSpecs(DecoderFamily family) {
     case DecoderFamily::Phi3: return phi3LayerWeights();
   }
   return llamaLayerWeights();
+}
+
+namespace {
+
+// parts: panels [P_i, in, 16]; biases: [P_i * 16] each or all undefined.
+// Fuses them into `fused` (+ `fused_bias`) and re-points each part at its
+// slice. False (nothing changed) when some part is missing or not panels.
+bool fusePanels(const std::vector<at::Tensor*>& parts, const std::vector<at::Tensor*>& biases, at::Tensor& fused,
+                at::Tensor& fused_bias) {
+  int64_t with_bias = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!parts[i]->defined() || !isPanels(*parts[i])) return false;
+    if (parts[i]->size(1) != parts[0]->size(1) || parts[i]->scalar_type() != parts[0]->scalar_type()) return false;
+    with_bias += biases[i]->defined() ? 1 : 0;
+  }
+  if (with_bias != 0 && with_bias != static_cast<int64_t>(parts.size())) return false;
+  std::vector<at::Tensor> panels, bias_parts;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    panels.push_back(*parts[i]);
+    if (with_bias) bias_parts.push_back(*biases[i]);
+  }
+  fused = at::cat(panels, 0);  // [sum P_i, in, 16]
+  if (with_bias) fused_bias = at::cat(bias_parts, 0);  // [sum P_i * 16]
+  int64_t first = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const int64_t count = parts[i]->size(0);
+    *parts[i] = fused.narrow(0, first, count);  // a view: the checkpoint tensor, stored once
+    if (with_bias) *biases[i] = fused_bias.narrow(0, first * kPanelWidth, count * kPanelWidth);
+    first += count;
+  }
+  return true;
+}
+
+}  // namespace
+
+void fuseProjections(DecoderLayerWeights& layer) {
+  auto& w = layer;
+  if (!w.w_qkv.defined()) fusePanels({&w.wq, &w.wk, &w.wv}, {&w.bq, &w.bk, &w.bv}, w.w_qkv, w.b_qkv);
+  if (!w.w_gate_up.defined()) fusePanels({&w.w_gate, &w.w_up}, {&w.b_gate, &w.b_up}, w.w_gate_up, w.b_gate_up);
 }
 
 namespace shapes {

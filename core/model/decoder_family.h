@@ -22,12 +22,14 @@ struct DecoderLayerWeights {
   at::Tensor input_norm;            // [hidden]
   at::Tensor wq, bq, wk, bk, wv, bv;  // [heads|kv_heads * head_dim, hidden] (+ biases)
   at::Tensor w_qkv;                 // Phi-3: [(heads + 2 kv_heads) * head_dim, hidden]
+  at::Tensor b_qkv;                 // fused for inference from bq | bk | bv (fuseProjections)
   at::Tensor wo, bo;                // [hidden, heads * head_dim]
   at::Tensor q_norm, k_norm;        // Qwen3: [head_dim]
   at::Tensor post_attention_norm;   // [hidden]: before the MLP (Llama) or after attention (Gemma 2)
   at::Tensor pre_ff_norm, post_ff_norm;  // Gemma 2: [hidden]
   at::Tensor w_gate, b_gate, w_up, b_up;  // [intermediate, hidden]
   at::Tensor w_gate_up;             // Phi-3: [2 * intermediate, hidden]
+  at::Tensor b_gate_up;             // fused for inference from b_gate | b_up (fuseProjections)
   at::Tensor w_down, b_down;        // [hidden, intermediate]
 };
 
@@ -39,6 +41,17 @@ struct LayerWeightSpec {
 };
 
 const std::vector<LayerWeightSpec>& layerWeightSpecs(DecoderFamily family);
+
+// For inference: q | k | v into w_qkv (+ b_qkv) and gate | up into w_gate_up
+// (+ b_gate_up), when each part is stored as panels (core/model/dense.h).
+// The parts become views of the fused matrix, so nothing is stored twice and
+// every table slot still reads as its checkpoint tensor. Why: one product
+// instead of three (or two) per layer, one thread split over all of their
+// columns; with the bundled target's 64-column k and v, each product alone is
+// too small to split. Each output column sums in the same order, so the
+// values are bit-identical. Does nothing to layers already fused (Phi-3) or
+// not in panels (large weights, training).
+void fuseProjections(DecoderLayerWeights& layer);
 
 // The family tables (one file each).
 const std::vector<LayerWeightSpec>& llamaLayerWeights();

@@ -119,19 +119,43 @@ constexpr int kVectors256 = M == 1 ? 4 : M == 2 ? 3 : M == 3 ? 2 : 1;
 constexpr int64_t kMaxRows512 = 8;
 constexpr int64_t kMaxRows256 = 6;
 
-// All output columns for M rows: register blocks, split over threads.
+// A block of `vectors` (1 .. NB) 16-column vectors at vector v: the widest
+// register block, or the narrower one a range's remainder needs.
+template <bool Avx512, int M, int NB>
+void narrowBlock(const float* x, const FewRowsWeight& w, float* y, int64_t v, int64_t vectors) {
+  if constexpr (NB > 1) {
+    if (vectors < NB) return narrowBlock<Avx512, M, NB - 1>(x, w, y, v, vectors);
+  }
+  if constexpr (Avx512) {
+    block512<M, NB>(x, w, y, v * kPanelWidth);
+  } else {
+    block256<M, NB>(x, w, y, v * kPanelWidth);
+  }
+}
+
+// Vectors [first, last): full-width blocks, then one narrower block for the
+// remainder (a full-width block there would multiply masked-off zeros).
+template <bool Avx512, int M>
+void vectorRange(const float* x, const FewRowsWeight& w, float* y, int64_t first, int64_t last) {
+  constexpr int NB = Avx512 ? kVectors512<M> : kVectors256<M>;
+  int64_t v = first;
+  for (; v + NB <= last; v += NB) narrowBlock<Avx512, M, NB>(x, w, y, v, NB);
+  if (v < last) narrowBlock<Avx512, M, NB>(x, w, y, v, last - v);
+}
+
+// All output columns for M rows, split over threads by 16-column vectors
+// (not by register blocks), so the shares are equal however the width
+// divides: split by blocks, a 256-column weight at 5 rows gave one thread
+// 160 columns and the other 96, and at 3 rows 192 and 64.
 template <int M>
 void product(bool avx512, const float* x, const FewRowsWeight& w, float* y) {
-  const int64_t width = kPanelWidth * (avx512 ? kVectors512<M> : kVectors256<M>);
-  const int64_t blocks = (w.out + width - 1) / width;
-  const int64_t grain = std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, M * w.in * width));
-  at::parallel_for(0, blocks, grain, [&](int64_t first, int64_t last) {
-    for (int64_t b = first; b < last; ++b) {
-      if (avx512) {
-        block512<M, kVectors512<M>>(x, w, y, b * width);
-      } else {
-        block256<M, kVectors256<M>>(x, w, y, b * width);
-      }
+  const int64_t vectors = (w.out + kPanelWidth - 1) / kPanelWidth;
+  const int64_t grain = std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, M * w.in * kPanelWidth));
+  at::parallel_for(0, vectors, grain, [&](int64_t first, int64_t last) {
+    if (avx512) {
+      vectorRange<true, M>(x, w, y, first, last);
+    } else {
+      vectorRange<false, M>(x, w, y, first, last);
     }
   });
 }

@@ -40,6 +40,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const std::map<std::string, at
     for (const LayerWeightSpec& spec : layerWeightSpecs(config.family)) {
       if (presentIn(spec, config)) layer.*spec.slot = w.at(layerName(i, spec.leaf));
     }
+    fuseProjections(layer);  // loaded in the inference layout: panels
     layers_.push_back(layer);
   }
   final_norm_ = w.at("model.norm.weight");
@@ -72,6 +73,7 @@ void LlamaModel::layOutForInference() {
       at::Tensor& weight = layer.*spec.slot;
       if (weight.defined()) weight = packForInference(weight);  // 1-D norms and biases pass through
     }
+    fuseProjections(layer);
   }
   // A tied head is the embedding itself: re-store it once, keep them one tensor.
   const bool tied = lm_head_.is_same(embed_);
@@ -91,8 +93,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LlamaModel::project(const Layer& 
   const int64_t n = x.size(0), D = config_.head_dim;
   const int64_t QD = config_.num_heads * D, KD = config_.num_kv_heads * D;
   at::Tensor q, k, v;  // [n, QD], [n, KD], [n, KD]
-  if (layer.w_qkv.defined()) {  // Phi-3: rows [q | k | v]
-    auto qkv = dense(x, layer.w_qkv);
+  if (layer.w_qkv.defined()) {  // Phi-3, or fused for inference: rows [q | k | v]
+    auto qkv = dense(x, layer.w_qkv, layer.b_qkv);
     q = qkv.narrow(1, 0, QD);
     k = qkv.narrow(1, QD, KD);
     v = qkv.narrow(1, QD + KD, KD);
@@ -143,8 +145,8 @@ at::Tensor LlamaModel::attention(const Layer& layer, int64_t index, const at::Te
 
 at::Tensor LlamaModel::mlp(const Layer& layer, const at::Tensor& x) const {
   at::Tensor gate, up;  // [n, intermediate] each
-  if (layer.w_gate_up.defined()) {  // Phi-3: rows [gate | up]
-    auto both = dense(x, layer.w_gate_up);
+  if (layer.w_gate_up.defined()) {  // Phi-3, or fused for inference: rows [gate | up]
+    auto both = dense(x, layer.w_gate_up, layer.b_gate_up);
     gate = both.narrow(1, 0, config_.intermediate_size);
     up = both.narrow(1, config_.intermediate_size, config_.intermediate_size);
   } else {
