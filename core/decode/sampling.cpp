@@ -26,7 +26,9 @@ std::string SamplingSettings::describe() const {
 }
 
 at::Tensor processedProbRows(const at::Tensor& logits, const SamplingSettings& s) {
-  if (s.greedy) return at::one_hot(logits.argmax(1), logits.size(1)).to(torch::kFloat32);  // [rows, vocab]
+  if (s.greedy) {  // one-hot rows at each row's argmax
+    return at::zeros(logits.sizes(), logits.options().dtype(torch::kFloat32)).scatter_(1, logits.argmax(1, true), 1.0);
+  }
   std::vector<at::Tensor> rows;
   for (int64_t i = 0; i < logits.size(0); ++i) rows.push_back(processedProbs(logits[i], s));
   return torch::stack(rows);  // [rows, vocab]

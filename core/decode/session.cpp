@@ -544,10 +544,18 @@ void Session::runDraft() {
     for (int64_t i = 0; i < r.gamma; ++i) {
       const auto logits = feed(CacheRole::Drafter, tokens, Phase::Draft, nullptr, 1)[-1].to(torch::kFloat32);  // [vocab]
       draft_rows.push_back(logits);
-      const auto q = processedProbs(logits, options_.sampling);
-      const int64_t d = options_.sampling.greedy ? q.argmax().item<int64_t>() : sampleFrom(q, generator_);
-      q_rows.push_back(q);
-      r.q_draft.push_back(options_.sampling.greedy ? logits.softmax(0)[d].item<double>() : q[d].item<double>());
+      int64_t d = 0;
+      if (options_.sampling.greedy) {
+        // Greedy acceptance compares tokens only: no processed distribution
+        // to keep, just the drafter's own probability of its pick.
+        d = logits.argmax().item<int64_t>();
+        r.q_draft.push_back(logits.softmax(0)[d].item<double>());
+      } else {
+        const auto q = processedProbs(logits, options_.sampling);  // [vocab]
+        d = sampleFrom(q, generator_);
+        q_rows.push_back(q);
+        r.q_draft.push_back(q[d].item<double>());
+      }
       r.drafts.push_back(d);
       tokens.push_back(d);
       // Like HF, stop drafting once the drafter proposes an end of sequence.

@@ -1,6 +1,7 @@
 #include "core/decode/speculative_acceptance.h"
 
 #include "core/decode/sampling.h"
+#include "core/error.h"
 
 namespace kvscope {
 
@@ -35,12 +36,13 @@ AcceptanceResult acceptSampled(const std::vector<int64_t>& drafts, const at::Ten
 AcceptanceResult acceptGreedy(const std::vector<int64_t>& drafts, const at::Tensor& p) {
   AcceptanceResult result;
   const int64_t k = static_cast<int64_t>(drafts.size());
-  const auto target_choice = p.argmax(1);  // [k + 1]
-  while (result.accepted < k && drafts[result.accepted] == target_choice[result.accepted].item<int64_t>()) {
-    ++result.accepted;
-  }
+  require(p.dim() == 2 && p.size(0) > k, "acceptGreedy: expected " + std::to_string(k + 1) + " target rows for " +
+                                             std::to_string(k) + " drafts");
+  const auto target_choice = p.argmax(1).contiguous();  // [k + 1]
+  const int64_t* choice = target_choice.data_ptr<int64_t>();
+  while (result.accepted < k && drafts[result.accepted] == choice[result.accepted]) ++result.accepted;
   result.bonus = k > 0 && result.accepted == k;  // no drafts: a plain target step
-  result.next_token = target_choice[result.accepted].item<int64_t>();
+  result.next_token = choice[result.accepted];
   return result;
 }
 

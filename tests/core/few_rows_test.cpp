@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include "core/model/decoder_family.h"
 #include "core/model/dense.h"
 #include "core/model/few_rows.h"
 
@@ -66,13 +67,16 @@ TEST_P(FewRowsShapes, MatchesTheReferenceInEveryLayout) {
 // Rows 1..16 (passes of up to 8 rows, 6 with AVX2); widths with masked tails
 // (out % 16 != 0, out under one block), panel counts that do not fill the
 // last register block, and the bundled target's and a 0.5 B model's shapes.
+// Each thread's share of 16-column vectors ends in a narrower block when the
+// register block does not divide it: {5, 256, 200} splits 13 vectors 7 / 6
+// and the second share ends in the partial vector; {3, 256, 100} splits 4 / 3.
 INSTANTIATE_TEST_SUITE_P(Shapes, FewRowsShapes,
                          ::testing::Values(Shape{1, 7, 5}, Shape{1, 256, 2048}, Shape{2, 256, 704},
                                            Shape{3, 33, 37}, Shape{4, 256, 2048}, Shape{5, 256, 704},
                                            Shape{5, 704, 256}, Shape{6, 100, 129}, Shape{7, 64, 17},
                                            Shape{7, 40, 80}, Shape{8, 896, 896}, Shape{5, 896, 4864},
                                            Shape{8, 16, 16}, Shape{9, 256, 704}, Shape{13, 40, 37},
-                                           Shape{16, 256, 2048}));
+                                           Shape{16, 256, 2048}, Shape{5, 256, 200}, Shape{3, 256, 100}));
 
 TEST(FewRows, RefusesRowCountsOutsideItsRange) {
   float x[1] = {1}, w[1] = {1}, y[1] = {0};
@@ -131,6 +135,55 @@ TEST(DenseLayouts, EveryLayoutGivesLinearsResultForEveryRowCount) {
     EXPECT_LT(fewRowsRelativeError(dense(strided, panels, bias), referenceProduct(strided, weight) + bias),
               kFewRowsTolerance);
   }
+}
+
+// q | k | v (+ biases) fused for inference: the parts become views of one
+// panel matrix, and one product gives exactly the three products' values.
+TEST(FusedProjections, OneProductEqualsThePartsAndStoresThemOnce) {
+  if (!fewRowsSupported()) GTEST_SKIP() << "CPU without AVX2/FMA: no panels";
+  torch::manual_seed(7);
+  DecoderLayerWeights layer;
+  layer.wq = packForInference(torch::randn({64, 48}));  // [out, in] -> panels [4, 48, 16]
+  layer.wk = packForInference(torch::randn({32, 48}));
+  layer.wv = packForInference(torch::randn({32, 48}));
+  layer.bq = torch::randn({64});
+  layer.bk = torch::randn({32});
+  layer.bv = torch::randn({32});
+  auto x = torch::randn({5, 48});  // [rows, in]
+  std::vector<at::Tensor> separate;
+  for (auto [w, b] : {std::pair{layer.wq, layer.bq}, {layer.wk, layer.bk}, {layer.wv, layer.bv}}) {
+    separate.push_back(dense(x, w, b));  // [5, out]
+  }
+  const auto q_before = denseMatrix(layer.wq).clone();  // [64, 48]
+
+  fuseProjections(layer);
+  ASSERT_TRUE(layer.w_qkv.defined());
+  ASSERT_TRUE(layer.b_qkv.defined());
+  EXPECT_EQ(denseShape(layer.w_qkv), (std::vector<int64_t>{128, 48}));
+  EXPECT_TRUE(torch::equal(dense(x, layer.w_qkv, layer.b_qkv), torch::cat(separate, 1)));  // bit-identical
+  EXPECT_TRUE(torch::equal(denseMatrix(layer.wq), q_before));  // the part still reads as its checkpoint tensor
+  const auto* fused = layer.w_qkv.data_ptr<float>();
+  EXPECT_EQ(layer.wq.data_ptr<float>(), fused);  // views: stored once
+  EXPECT_EQ(layer.wk.data_ptr<float>(), fused + 64 * 48);
+  EXPECT_EQ(layer.wv.data_ptr<float>(), fused + 96 * 48);
+  EXPECT_EQ(layer.bv.data_ptr<float>(), layer.b_qkv.data_ptr<float>() + 96);
+}
+
+TEST(FusedProjections, LeavesLayersItCannotFuse) {
+  if (!fewRowsSupported()) GTEST_SKIP() << "CPU without AVX2/FMA: no panels";
+  DecoderLayerWeights some_biases;  // a bias on q only: no fused bias could stand for it
+  some_biases.wq = packForInference(torch::randn({32, 16}));
+  some_biases.wk = packForInference(torch::randn({16, 16}));
+  some_biases.wv = packForInference(torch::randn({16, 16}));
+  some_biases.bq = torch::randn({32});
+  fuseProjections(some_biases);
+  EXPECT_FALSE(some_biases.w_qkv.defined());
+
+  DecoderLayerWeights row_major;  // training layout: autograd needs the parts as they are
+  row_major.w_gate = torch::randn({32, 16});
+  row_major.w_up = torch::randn({32, 16});
+  fuseProjections(row_major);
+  EXPECT_FALSE(row_major.w_gate_up.defined());
 }
 
 TEST(DenseLayouts, TrainingKeepsItsGradient) {
