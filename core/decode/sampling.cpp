@@ -35,12 +35,8 @@ at::Tensor processedProbRows(const at::Tensor& logits, const SamplingSettings& s
 }
 
 at::Tensor processedProbs(const at::Tensor& logits, const SamplingSettings& s) {
+  if (s.greedy) return processedProbRows(logits.unsqueeze(0), s).squeeze(0);  // one-hot [vocab]
   auto scores = logits.to(torch::kFloat32);  // [vocab]
-  if (s.greedy) {
-    auto probs = torch::zeros_like(scores);
-    probs[scores.argmax().item<int64_t>()] = 1.0f;
-    return probs;
-  }
   scores = scores / s.temperature;
   const float minus_inf = -std::numeric_limits<float>::infinity();
   if (s.top_k > 0 && s.top_k < scores.size(0)) {

@@ -117,7 +117,7 @@ void CompressionSlotView::clearMaps() {
 void CompressionSlotView::showMessage(const QString& label, const QString& why) {
   summary_.reset();
   clearMaps();
-  caption_->setText(QStringLiteral("<b>%1</b> %2").arg((slot_ + QLatin1Char(' ') + label).toHtmlEscaped(), why.toHtmlEscaped()));
+  caption_->setText(messageCaption(slot_, label, why));
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 

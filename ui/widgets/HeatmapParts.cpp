@@ -17,6 +17,10 @@ QLabel* makeCaption() {
   return caption;
 }
 
+QString messageCaption(const QString& slot, const QString& label, const QString& why) {
+  return QStringLiteral("<b>%1</b> %2").arg((slot + QLatin1Char(' ') + label).toHtmlEscaped(), why.toHtmlEscaped());
+}
+
 QCustomPlot* makeBarePlot(const QString& name) {
   auto* plot = new QCustomPlot;
   plot->setObjectName(name);

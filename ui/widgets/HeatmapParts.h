@@ -21,6 +21,8 @@ QLabel* makeCaption();
 QCustomPlot* makeBarePlot(const QString& name);
 // A map without interpolation on `rect`'s bottom and left axes, coloured by `gradient` (and `scale`, when given).
 QCPColorMap* addColorMap(QCPAxisRect* rect, QCPColorScale* scale, const QCPColorGradient& gradient);
+// A caption's text for a view with nothing to draw: "<b>slot label</b> why", escaped.
+QString messageCaption(const QString& slot, const QString& label, const QString& why);
 // The rows (value indices) whose first cell `map` draws fully transparent:
 // what a view shows removed, read back from what it drew (tests).
 std::vector<int64_t> transparentRows(const QCPColorMap* map);

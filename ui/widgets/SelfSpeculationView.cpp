@@ -150,7 +150,7 @@ void SelfSpeculationView::clearMaps() {
 void SelfSpeculationView::showMessage(const QString& label, const QString& why) {
   result_.reset();
   clearMaps();
-  caption_->setText(QStringLiteral("<b>%1</b> %2").arg((slot_ + QLatin1Char(' ') + label).toHtmlEscaped(), why.toHtmlEscaped()));
+  caption_->setText(messageCaption(slot_, label, why));
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
