@@ -137,6 +137,21 @@ TEST(DenseLayouts, EveryLayoutGivesLinearsResultForEveryRowCount) {
   }
 }
 
+// A forward that wants no logits (a prefill) reaches the head with no rows:
+// every layout gives an empty [0, out] product, with or without a bias.
+TEST(DenseLayouts, NoRowsGiveAnEmptyProductInEveryLayout) {
+  torch::InferenceMode guard;
+  auto weight = torch::randn({96, 80});  // [out, in]
+  auto bias = torch::randn({96});
+  auto none = torch::randn({0, 80});
+  for (const auto& [name, stored] : {std::pair{"panels", packForInference(weight)},
+                                     std::pair{"column-major", columnMajor(weight)}, std::pair{"row-major", weight}}) {
+    EXPECT_EQ(dense(none, stored, bias).sizes(), (std::vector<int64_t>{0, 96})) << name;
+    EXPECT_EQ(dense(none, stored).sizes(), (std::vector<int64_t>{0, 96})) << name;
+  }
+  EXPECT_EQ(denseInOut(none, weight.t().contiguous(), bias).sizes(), (std::vector<int64_t>{0, 96}));
+}
+
 // q | k | v (+ biases) fused for inference: the parts become views of one
 // panel matrix, and one product gives exactly the three products' values.
 TEST(FusedProjections, OneProductEqualsThePartsAndStoresThemOnce) {
