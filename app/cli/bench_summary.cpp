@@ -57,14 +57,17 @@ void printSpeculative(std::ostream& out, const nlohmann::json& r) {
   if (r["speculative"].is_null()) {
     out << "speculative: no drafter\n";
   } else {
-    out << "speculative (greedy): gamma, alpha, c (drafter step / target step), verify forward / target step, "
-           "theoretical, measured (min-max), measured / theoretical\n";
+    out << "speculative (greedy): gamma, alpha, c (drafter step / target step), v (verify forward / target step), "
+           "theoretical (verify = 1 step), with the verify at v, measured (min-max), measured / theoretical, "
+           "measured / with the verify at v\n";
     for (const auto& g : r["speculative"]) {
       const auto& m = g["measured_speedup"];
       out << "  " << g["gamma"] << "  " << g["alpha"].get<double>() << "  " << g["cost_ratio"].get<double>() << "  "
           << g["verify_over_step"].get<double>() << "  " << g["theoretical_speedup"].get<double>() << "  "
-          << m["median"].get<double>() << " (" << m["min"].get<double>() << "-" << m["max"].get<double>() << ")  "
-          << g["measured_over_theoretical"].get<double>() << "\n";
+          << g["verify_priced_speedup"].get<double>() << "  " << m["median"].get<double>() << " ("
+          << m["min"].get<double>() << "-" << m["max"].get<double>() << ")  "
+          << g["measured_over_theoretical"].get<double>() << "  " << g["measured_over_verify_priced"].get<double>()
+          << "\n";
     }
   }
   const auto& t = r["tracing"];

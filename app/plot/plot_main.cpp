@@ -73,7 +73,7 @@ void decodeByContext(const Json& r, const QString& path) {
 void speculative(const Json& r, const QString& path) {
   QCustomPlot plot;
   style(plot, "Speculative decoding: measured vs theoretical speedup", "gamma", "speedup over autoregressive");
-  QVector<double> gammas, measured, low, high, theory, alpha;
+  QVector<double> gammas, measured, low, high, theory, priced, alpha;
   for (const Json& g : r["speculative"]) {
     gammas << g["gamma"].get<double>();
     const Json& m = g["measured_speedup"];
@@ -81,6 +81,7 @@ void speculative(const Json& r, const QString& path) {
     low << m["median"].get<double>() - m["min"].get<double>();
     high << m["max"].get<double>() - m["median"].get<double>();
     theory << g["theoretical_speedup"].get<double>();
+    priced << g["verify_priced_speedup"].get<double>();
     alpha << g["alpha"].get<double>();
   }
   QCPGraph* m = line(plot, "measured (median, min-max)", QColor(0, 114, 178), gammas, measured);
@@ -89,6 +90,7 @@ void speculative(const Json& r, const QString& path) {
   bars->setData(low, high);
   bars->removeFromLegend();
   line(plot, "theoretical (1-a^(g+1))/((1-a)(gc+1))", QColor(0, 158, 115), gammas, theory);
+  line(plot, "verify at its measured cost v: (1-a^(g+1))/((1-a)(gc+v))", QColor(230, 159, 0), gammas, priced);
   QCPGraph* a = line(plot, "alpha (right axis)", QColor(204, 121, 167), gammas, alpha);
   a->setValueAxis(plot.yAxis2);
   plot.yAxis2->setVisible(true);

@@ -582,7 +582,10 @@ void Session::runVerify() {
   const auto logits = feed(CacheRole::Target, tokens, Phase::Verify, scored ? &evidence_ : views, queries);
   evidence_.listen(false, nullptr, 0);
   verify_logits_ = logits.narrow(0, logits.size(0) - queries, queries).to(torch::kFloat32);  // [k + 1, vocab]
-  verify_p_ = processedProbRows(verify_logits_, options_.sampling);  // [k + 1, vocab]
+  // Greedy acceptance reads the logits' argmax itself: a one-hot distribution
+  // built from it would only repeat it.
+  verify_p_ = options_.sampling.greedy ? at::Tensor()
+                                       : processedProbRows(verify_logits_, options_.sampling);  // [k + 1, vocab]
   // What the target gave each draft (greedy: its softmax), all rows at once.
   const auto k = static_cast<int64_t>(r.drafts.size());
   if (k > 0) {
@@ -615,7 +618,7 @@ void Session::runAccept() {
   RoundRecord& r = record_.rounds.back();
   const auto start = Clock::now();
   const AcceptanceResult result = options_.sampling.greedy
-                                      ? acceptGreedy(r.drafts, verify_p_)
+                                      ? acceptGreedy(r.drafts, verify_logits_)
                                       : acceptSampled(r.drafts, draft_q_.defined() ? draft_q_ : verify_p_.narrow(0, 0, 0),
                                                       verify_p_, generator_);
   r.accepted = result.accepted;

@@ -175,7 +175,7 @@ class Session {
 
   // Working state of the round in progress.
   at::Tensor draft_q_;       // [drafts, vocab] processed drafter distributions
-  at::Tensor verify_p_;      // [drafts + 1, vocab] processed target distributions
+  at::Tensor verify_p_;      // [drafts + 1, vocab] processed target distributions (sampling only)
   at::Tensor verify_logits_; // [drafts + 1, vocab]
   int64_t target_forwards_ = 0;
   int64_t drafter_forwards_ = 0;

@@ -26,7 +26,8 @@ AcceptanceResult acceptSampled(const std::vector<int64_t>& drafts, const at::Ten
                                at::Generator& generator);
 
 // Greedy: accept d_i iff it is argmax p_i; the next token is argmax p_{n+1}.
-// The output is token for token the greedy target-only output.
+// The output is token for token the greedy target-only output. p: [k + 1,
+// vocab], the target's distributions or its logits (the same argmax).
 AcceptanceResult acceptGreedy(const std::vector<int64_t>& drafts, const at::Tensor& p);
 
 }  // namespace kvscope

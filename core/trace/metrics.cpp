@@ -5,9 +5,13 @@
 namespace kvscope {
 
 double theoreticalSpeedup(double alpha, double gamma, double cost_ratio) {
-  const double denominator_cost = gamma * cost_ratio + 1.0;
-  if (alpha >= 1.0) return (gamma + 1.0) / denominator_cost;  // limit of the geometric sum
-  return (1.0 - std::pow(alpha, gamma + 1.0)) / ((1.0 - alpha) * denominator_cost);
+  return speedupWithVerifyCost(alpha, gamma, cost_ratio, 1.0);
+}
+
+double speedupWithVerifyCost(double alpha, double gamma, double cost_ratio, double verify_cost) {
+  const double round_cost = gamma * cost_ratio + verify_cost;  // in target steps
+  if (alpha >= 1.0) return (gamma + 1.0) / round_cost;        // limit of the geometric sum
+  return (1.0 - std::pow(alpha, gamma + 1.0)) / ((1.0 - alpha) * round_cost);
 }
 
 Metrics computeMetrics(const std::vector<RoundRecord>& rounds) {

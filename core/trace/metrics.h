@@ -31,6 +31,13 @@ struct Metrics {
 };
 
 Metrics computeMetrics(const std::vector<RoundRecord>& rounds);
+// Leviathan et al.'s expected speedup: (1 - a^(g+1)) / ((1 - a)(g c + 1)).
+// It prices the verify pass of g + 1 tokens like one target step.
 double theoreticalSpeedup(double alpha, double gamma, double cost_ratio);
+// The same with the verify pass priced at `verify_cost` target steps:
+// (1 - a^(g+1)) / ((1 - a)(g c + verify_cost)). Where the target's weights
+// sit in cache (the bundled pair on a CPU) g + 1 rows cost more multiply-adds
+// than one, and this is what the measured costs allow.
+double speedupWithVerifyCost(double alpha, double gamma, double cost_ratio, double verify_cost);
 
 }  // namespace kvscope

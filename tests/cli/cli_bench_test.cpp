@@ -10,9 +10,11 @@
 namespace kvscope::cli_test {
 namespace {
 
-double theoretical(double alpha, double gamma, double c) {
-  if (alpha >= 1.0) return (gamma + 1.0) / (gamma * c + 1.0);
-  return (1.0 - std::pow(alpha, gamma + 1.0)) / ((1.0 - alpha) * (gamma * c + 1.0));
+// Expected tokens per round over the round's cost in target steps, with the
+// verify pass at `verify` steps (1 in Leviathan et al.'s formula).
+double theoretical(double alpha, double gamma, double c, double verify = 1.0) {
+  if (alpha >= 1.0) return (gamma + 1.0) / (gamma * c + verify);
+  return (1.0 - std::pow(alpha, gamma + 1.0)) / ((1.0 - alpha) * (gamma * c + verify));
 }
 
 void expectTiming(const nlohmann::json& t, const std::string& what) {
@@ -33,6 +35,9 @@ void expectSpeculative(const nlohmann::json& speculative) {
     EXPECT_LE(alpha, 1.0);
     EXPECT_GT(c, 0.0);
     EXPECT_NEAR(g["theoretical_speedup"].get<double>(), theoretical(alpha, gamma, c), 1e-9) << g.dump();
+    const double verify = g["verify_over_step"].get<double>();
+    EXPECT_NEAR(g["verify_priced_speedup"].get<double>(), theoretical(alpha, gamma, c, verify), 1e-9) << g.dump();
+    EXPECT_GT(g["measured_over_verify_priced"].get<double>(), 0.0);
     EXPECT_GT(g["measured_speedup"]["median"].get<double>(), 0.0);
     EXPECT_GT(g["measured_over_theoretical"].get<double>(), 0.0);
     EXPECT_GT(g["verify_forward_ms"]["median"].get<double>(), 0.0);

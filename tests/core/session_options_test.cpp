@@ -421,6 +421,10 @@ TEST(SessionMetrics, AgreeWithTheRounds) {
   EXPECT_GT(c, 0.0);
   EXPECT_NEAR(theoreticalSpeedup(1.0, 4, 0.0), 5.0, 1e-12);
   EXPECT_NEAR(theoreticalSpeedup(0.0, 4, 0.1), 1.0 / 1.4, 1e-12);
+  // The verify pass priced at its measured cost: 1 step is the formula itself.
+  EXPECT_NEAR(speedupWithVerifyCost(a, g, c, 1.0), m.theoretical_speedup, 1e-12);
+  EXPECT_NEAR(speedupWithVerifyCost(1.0, 4, 0.0, 1.25), 4.0, 1e-12);
+  EXPECT_NEAR(speedupWithVerifyCost(0.5, 1, 0.25, 1.25), 1.5 / 1.5, 1e-12);
 }
 
 }  // namespace
