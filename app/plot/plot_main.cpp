@@ -98,6 +98,8 @@ void speculative(const Json& r, const QString& path) {
   plot.yAxis2->setRange(0, 1.05);
   plot.xAxis->setRange(0.5, gammas.isEmpty() ? 8.5 : gammas.back() + 0.5);
   plot.yAxis->setRange(0, std::max(1.0, *std::max_element(theory.begin(), theory.end())) * 1.25);
+  // Speedups sit near 1-2 and alpha near the top: the bottom is free.
+  plot.axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
   plot.savePng(path, 800, 500);
 }
 
