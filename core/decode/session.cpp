@@ -330,8 +330,7 @@ void Session::recordWrite(CacheRole role, Phase phase, const std::vector<RowIden
     // forward computed, in the same dtype and order: comparing them would
     // cost more than a small drafter's forward and could only find equality.
     if (faults_.active()) event.max_store_error = storeError(k_rows, v_rows, computed_k, computed_v, order);
-    const int64_t first = record_.ledger.recordBirths(role, identities, torch::stack(k_rows), torch::stack(v_rows),
-                                                      round_index_, phase);
+    const int64_t first = record_.ledger.recordBirths(role, identities, k_rows, v_rows, round_index_, phase);
     for (int64_t i = 0; i < m; ++i) event.written.push_back(first + i);
   }
   int64_t& refeed = refeed_pending_[slot(role)];

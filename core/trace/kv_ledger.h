@@ -22,10 +22,12 @@ struct RowIdentity {
 
 class KvLedger {
  public:
-  // New entries, one per written row, in physical order; k, v are
-  // [layers, kv_heads, rows, head_dim]. Returns the index of the first.
-  int64_t recordBirths(CacheRole cache, const std::vector<RowIdentity>& rows, const at::Tensor& k,
-                       const at::Tensor& v, int64_t round, Phase phase);
+  // New entries, one per written row, in physical order; k_layers and
+  // v_layers hold per layer the written rows [kv_heads, rows, head_dim] as
+  // stored (views of the cache are fine: the ledger keeps a float32 copy).
+  // Returns the index of the first.
+  int64_t recordBirths(CacheRole cache, const std::vector<RowIdentity>& rows, const std::vector<at::Tensor>& k_layers,
+                       const std::vector<at::Tensor>& v_layers, int64_t round, Phase phase);
   // The entry left the last layer that held it.
   void recordDeath(int64_t entry, int64_t round, Phase phase, DeathReason reason);
 
