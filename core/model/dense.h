@@ -6,10 +6,12 @@
 // and 2-16 rows (a speculative verify pass; see core/model/few_rows.h). For
 // inference a dense weight [out, in] is stored in one of two layouts:
 // - Panels [out / 16, in, 16], panel p holding output columns 16p .. 16p + 15
-//   for every input, for weights up to 2 MiB (which stay in cache): the few-row kernel reads each
-//   panel as one contiguous stream, for 1 to 16 rows. Products of more rows
-//   (a prefill) unpack the weight (a copy of 1/m of the product's work for m
-//   rows) and go to BLAS.
+//   for every input, for weights up to 2 MiB (which stay in cache): the
+//   few-row kernel reads each panel as one contiguous stream, 16 rows per
+//   pass, for any number of rows (a prefill's passes find the panels in
+//   cache; unpacking them for BLAS cost more up to 128 rows and the same at
+//   256). Without the kernel (switched off, or training) they are unpacked
+//   for BLAS.
 // - Column-major [out, in] (its transpose contiguous) for larger weights,
 //   other dtypes than float32, widths that are not a multiple of 16 and CPUs
 //   without AVX2: one row goes to BLAS's gemv, 2-8 rows to the few-row

@@ -17,10 +17,9 @@
 
 namespace kvscope {
 
-// Rows up to which dense() uses the kernel (in passes of 8, or 6 with AVX2);
-// beyond it BLAS's blocked sgemm reuses each weight load over more rows.
-// Bundled target, 1 thread, one forward over a 100-row cache: 9 rows 2.55
-// vs 3.77 ms through BLAS, 16 rows 3.50 vs 5.11 ms, 17 rows equal.
+// Rows one call takes (in register passes of 8, or 6 with AVX2). dense()
+// gives panel weights any number of rows, this many per call; column-major
+// weights, read from memory, only up to 8 (see core/model/dense.cpp).
 constexpr int64_t kFewRowsMax = 16;
 // Output columns per panel and per vector step of the kernel.
 constexpr int64_t kPanelWidth = 16;

@@ -119,7 +119,8 @@ TEST(DenseLayouts, EveryLayoutGivesLinearsResultForEveryRowCount) {
   auto panels = packForInference(weight);
   auto column_major = columnMajor(weight);
   auto conv1d = weight.t().contiguous();  // [in, out] (GPT-2)
-  // 1 row (decode), 2..16 (verify: the kernel), 17..40 (BLAS; panels unpacked).
+  // 1 row (decode), 2..16 (verify: the kernel), 17..40 (panels: the kernel
+  // in passes of 16; the other layouts: BLAS).
   for (int64_t rows : {1, 2, 3, 5, 8, 9, 16, 17, 40}) {
     auto x = torch::randn({rows, 80});
     auto expected = referenceProduct(x, weight) + bias;
@@ -134,6 +135,26 @@ TEST(DenseLayouts, EveryLayoutGivesLinearsResultForEveryRowCount) {
     auto strided = wide.slice(1, 0, 160, 2);  // [rows, 80], stride 2
     EXPECT_LT(fewRowsRelativeError(dense(strided, panels, bias), referenceProduct(strided, weight) + bias),
               kFewRowsTolerance);
+  }
+}
+
+// With the kernel switched off (setFewRowsKernelEnabled), panel
+// weights are unpacked for BLAS: the same product for every row count.
+TEST(DenseLayouts, PanelsWithoutTheKernelGiveTheSameProduct) {
+  torch::InferenceMode guard;
+  torch::manual_seed(11);
+  auto weight = torch::randn({96, 80});  // [out, in]
+  auto bias = torch::randn({96});
+  auto panels = packForInference(weight);
+  ASSERT_TRUE(isPanels(panels));
+  struct KernelOff {
+    KernelOff() { setFewRowsKernelEnabled(false); }
+    ~KernelOff() { setFewRowsKernelEnabled(true); }
+  } off;
+  for (int64_t rows : {1, 5, 17, 40}) {
+    auto x = torch::randn({rows, 80});
+    EXPECT_LT(fewRowsRelativeError(dense(x, panels, bias), referenceProduct(x, weight) + bias), kFewRowsTolerance)
+        << rows;
   }
 }
 
