@@ -13,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/decode/allocator_tuning.h"
 #include "core/decode/threads.h"
 #include "core/cache/fault.h"
 #include "core/decode/session_eviction.h"
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
   QApplication::setApplicationName(QStringLiteral("kvscope"));
   QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
   kvscope::useMachineThreads();
+  kvscope::keepTensorMemoryForReuse();
 
   QCommandLineParser parser;
   parser.setApplicationDescription(QStringLiteral("KV cache debugger for speculative decoding"));

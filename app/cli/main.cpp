@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/cli/command_registry.h"
+#include "core/decode/allocator_tuning.h"
 #include "core/decode/threads.h"
 #include "core/error.h"
 
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   kvscope::useMachineThreads();
+  kvscope::keepTensorMemoryForReuse();
   try {
     kvscope::cli::Args args(std::vector<std::string>(argv + 2, argv + argc), kFlags);
     return it->second.run(args);
