@@ -1,6 +1,7 @@
 #pragma once
 // The product of a few rows with a dense weight: a decode step (1 row), a
-// speculative verify pass (gamma + 1 rows, up to gamma 15) or a short re-feed.
+// speculative verify pass (gamma + 1 rows, up to gamma 15) or a short re-feed;
+// and, 16 rows per call, a prefill over the panel weights kept in cache.
 //
 // Why not BLAS: with this machine's OpenBLAS 0.3.21, 2-8 rows go to a
 // single-threaded "small matrix" kernel, so at 2 threads a 5-row product
