@@ -57,8 +57,8 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
     : target_(std::move(target)),
       drafter_(std::move(drafter)),
       options_(std::move(options)),
-      eos_ids_(std::move(eos_ids)),
       faults_(options_.fault),
+      eos_ids_(std::move(eos_ids)),
       generator_(makeGenerator(options_.seed)),
       // Clamped so that an invalid value (refused just below) cannot overflow.
       record_budget_(std::clamp<int64_t>(options_.trace_budget_mb, 0, kMaxTraceBudgetMb) * 1024 * 1024) {
@@ -151,6 +151,17 @@ class WriteRecorder : public ProbeSink {
  private:
   ProbeSink* inner_;
 };
+
+// Row i's probability of token picks[i]: distributions [k, vocab] -> k values.
+std::vector<double> probabilitiesOfPicks(const at::Tensor& distributions, const std::vector<int64_t>& picks) {
+  const auto k = static_cast<int64_t>(picks.size());
+  if (k == 0) return {};
+  const auto picked = distributions.gather(1, torch::tensor(picks, torch::kInt64).unsqueeze(1))  // [k, 1]
+                          .squeeze(1)
+                          .to(torch::kFloat64)
+                          .contiguous();  // [k]
+  return {picked.data_ptr<double>(), picked.data_ptr<double>() + k};
+}
 
 // The largest difference between what the cache stored (per layer
 // [kv_heads, m, head_dim]) and what the forward computed, put in write order.
@@ -545,10 +556,10 @@ void Session::runDraft() {
       draft_rows.push_back(logits);
       int64_t d = 0;
       if (options_.sampling.greedy) {
-        // Greedy acceptance compares tokens only: no processed distribution
-        // to keep, just the drafter's own probability of its pick.
+        // Greedy acceptance compares tokens only: no processed distribution to
+        // keep. The drafter's own probability of each pick is read once all
+        // drafts are in, off the drafting loop.
         d = logits.argmax().item<int64_t>();
-        r.q_draft.push_back(logits.softmax(0)[d].item<double>());
       } else {
         const auto q = processedProbs(logits, options_.sampling);  // [vocab]
         d = sampleFrom(q, generator_);
@@ -561,6 +572,7 @@ void Session::runDraft() {
       if (!options_.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), d) != eos_ids_.end()) break;
     }
     draft_logits_[r.index] = torch::stack(draft_rows);  // [drafts, vocab]
+    if (options_.sampling.greedy) r.q_draft = probabilitiesOfPicks(draft_logits_[r.index].softmax(1), r.drafts);
   }
   draft_q_ = q_rows.empty() ? at::Tensor() : torch::stack(q_rows);  // [drafts, vocab]
   r.draft_ms = millisecondsSince(start);
@@ -589,11 +601,7 @@ void Session::runVerify() {
   const auto k = static_cast<int64_t>(r.drafts.size());
   if (k > 0) {
     const auto dists = options_.sampling.greedy ? verify_logits_.narrow(0, 0, k).softmax(1) : verify_p_.narrow(0, 0, k);
-    const auto picked = dists.gather(1, torch::tensor(r.drafts, torch::kInt64).unsqueeze(1))  // [k, 1]
-                            .squeeze(1)
-                            .to(torch::kFloat64)
-                            .contiguous();  // [k]
-    r.p_draft.assign(picked.data_ptr<double>(), picked.data_ptr<double>() + k);
+    r.p_draft = probabilitiesOfPicks(dists, r.drafts);
   }
 
   VerifyRecord verify;
