@@ -20,7 +20,8 @@ namespace kvscope {
 // Raises malloc's mmap threshold to glibc's maximum (32 MB) and its trim
 // threshold to 256 MB, unless MALLOC_MMAP_THRESHOLD_ or
 // MALLOC_TRIM_THRESHOLD_ chose otherwise. Returns whether it changed them
-// (false without glibc or when the user chose).
+// (false without glibc, when the user chose, or when another allocator, such
+// as AddressSanitizer's, stands in for glibc's).
 bool keepTensorMemoryForReuse();
 
 }  // namespace kvscope
