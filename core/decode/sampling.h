@@ -26,9 +26,9 @@ struct SamplingSettings {
 // top-k and top-p. Greedy settings give a one-hot at the argmax (ties: the
 // lowest id, as torch.argmax).
 at::Tensor processedProbs(const at::Tensor& logits, const SamplingSettings& settings);
-// The same for every row of logits [rows, vocab] -> [rows, vocab]. Greedy
-// settings take three tensor operations for all rows together (a verify
-// pass's rows, where one row at a time cost about a tenth of the forward).
+// The same for every row of logits [rows, vocab] -> [rows, vocab]: a sampled
+// verify pass's rows. Greedy settings build all the one-hot rows in three
+// tensor operations (processedProbs' greedy row comes from here).
 at::Tensor processedProbRows(const at::Tensor& logits, const SamplingSettings& settings);
 
 // Draws one id from probs [vocab] with the generator.
