@@ -1,0 +1,120 @@
+"""Reads whatever `past_key_values` an engine passes or gets back, without
+importing transformers (duck typing on the attribute names of every version
+from 4.36 on), as one `CacheView`: per layer the physical slots' keys and
+values [kv_heads, slots, head_dim] (batch 1 removed) and the layer's kind:
+
+  "append"  slots are rows in the order written; a call's rows are appended
+            (legacy tuples, DynamicCache 4.36-4.53, 4.54+ dynamic layers)
+  "static"  a fixed buffer written in place at cache_position (StaticCache,
+            HybridCache's global layers, 4.54+ StaticLayer)
+  "ring"    a fixed sliding-window buffer that is rolled (SlidingWindowCache,
+            HybridCache's sliding layers, 4.54+ SlidingWindowLayer)
+"""
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import torch
+
+from .errors import CaptureError
+
+
+@dataclass
+class CacheView:
+    class_name: str
+    object_id: Optional[int]            # id() of a cache object; None for tuples (rebuilt every call)
+    keys: List[Optional[torch.Tensor]]  # per layer [kv_heads, slots, head_dim], None for a layer never written
+    values: List[Optional[torch.Tensor]]
+    kinds: List[str] = field(default_factory=list)
+
+
+def batch_one(tensor, what):
+    """[1, kv_heads, slots, head_dim] -> [kv_heads, slots, head_dim]."""
+    if tensor is None:
+        return None
+    if not isinstance(tensor, torch.Tensor) or tensor.dim() != 4:
+        raise CaptureError(f"{what}: expected a [batch, kv_heads, seq, head_dim] tensor, got {describe(tensor)}")
+    if tensor.shape[0] != 1:
+        raise CaptureError(f"{what}: batch size {tensor.shape[0]}; the recorder supports batch size 1 only")
+    return tensor[0]
+
+
+def describe(value):
+    if isinstance(value, torch.Tensor):
+        return f"tensor {list(value.shape)} {value.dtype}"
+    return type(value).__name__
+
+
+def fixed_kind(name):
+    """The kind of a fixed-buffer cache or layer class, from its name."""
+    return "ring" if "Sliding" in name or "Window" in name else "static"
+
+
+def layer_kind(layer):
+    name = type(layer).__name__
+    if "Dynamic" in name or not ("Static" in name or "Sliding" in name):
+        return "append"
+    return fixed_kind(name)
+
+
+def read_legacy(past):
+    keys, values = [], []
+    for index, pair in enumerate(past):
+        if not isinstance(pair, (tuple, list)) or len(pair) < 2:
+            raise CaptureError(f"past_key_values[{index}] is {describe(pair)}, expected a (key, value) pair")
+        keys.append(batch_one(pair[0], f"layer {index} keys"))
+        values.append(batch_one(pair[1], f"layer {index} values"))
+    return CacheView("tuple", None, keys, values, ["append"] * len(keys))
+
+
+def read_layered(cache):
+    """transformers 4.54+: cache.layers[i].keys / .values."""
+    keys = [batch_one(getattr(layer, "keys", None), f"layer {i} keys") for i, layer in enumerate(cache.layers)]
+    values = [batch_one(getattr(layer, "values", None), f"layer {i} values") for i, layer in enumerate(cache.layers)]
+    kinds = [layer_kind(layer) for layer in cache.layers]
+    return CacheView(type(cache).__name__, id(cache), keys, values, kinds)
+
+
+def read_key_value_lists(cache):
+    """transformers 4.36-4.53: cache.key_cache / cache.value_cache lists."""
+    name = type(cache).__name__
+    if hasattr(cache, "_quantized_key_cache"):
+        raise CaptureError(f"{name}: quantized caches are not supported (their rows are not in key_cache)")
+    keys = [batch_one(k, f"layer {i} keys") for i, k in enumerate(cache.key_cache)]
+    values = [batch_one(v, f"layer {i} values") for i, v in enumerate(cache.value_cache)]
+    if "Hybrid" in name:
+        sliding = list(getattr(cache, "is_sliding", [False] * len(keys)))
+        kinds = ["ring" if flag else "static" for flag in sliding]
+    elif "Static" in name or "Sliding" in name:
+        kinds = [fixed_kind(name)] * len(keys)
+    else:
+        kinds = ["append"] * len(keys)
+    return CacheView(name, id(cache), keys, values, kinds)
+
+
+def read_cache(past):
+    """past_key_values of any supported shape -> CacheView, or None for no cache."""
+    if past is None:
+        return None
+    if isinstance(past, (tuple, list)):
+        return read_legacy(past)
+    if hasattr(past, "self_attention_cache"):
+        raise CaptureError(f"{type(past).__name__}: encoder-decoder caches are not supported")
+    if hasattr(past, "layers") and all(hasattr(layer, "keys") for layer in past.layers):
+        return read_layered(past)
+    if hasattr(past, "key_cache") and hasattr(past, "value_cache"):
+        return read_key_value_lists(past)
+    raise CaptureError(f"past_key_values of type {type(past).__name__} is not a cache the recorder knows "
+                       "(legacy tuples, DynamicCache, StaticCache, SlidingWindowCache, HybridCache, "
+                       "or a cache with .layers[i].keys)")
+
+
+def past_length(past):
+    """The past length HF derives cache_position from when none is passed:
+    get_seq_length() of a cache object, the keys' length for legacy tuples."""
+    if past is None:
+        return 0
+    if isinstance(past, (tuple, list)):
+        return int(past[0][0].shape[-2]) if len(past) else 0
+    if hasattr(past, "get_seq_length"):
+        return int(past.get_seq_length())
+    raise CaptureError(f"{type(past).__name__} has no get_seq_length(): cannot derive positions")

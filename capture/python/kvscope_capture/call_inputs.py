@@ -1,0 +1,98 @@
+"""What a forward call was given, read from its arguments with HF semantics:
+the input ids, the positions RoPE used, cache_position and the attention mask."""
+import inspect
+
+import torch
+
+from .cache_views import past_length
+from .errors import CaptureError
+
+
+def bind_arguments(signature, args, kwargs):
+    """Positional and keyword arguments -> a dict by parameter name."""
+    if signature is None:
+        if args:
+            return {"input_ids": args[0], **kwargs}
+        return dict(kwargs)
+    bound = signature.bind_partial(*args, **kwargs)
+    arguments = dict(bound.arguments)
+    for name, parameter in signature.parameters.items():
+        if parameter.kind == inspect.Parameter.VAR_KEYWORD and name in arguments:
+            arguments.update(arguments.pop(name))
+    return arguments
+
+
+def forward_signature(forward):
+    try:
+        return inspect.signature(forward)
+    except (TypeError, ValueError):
+        return None
+
+
+def token_ids(arguments):
+    """input_ids [1, n] -> list of n ints."""
+    ids = arguments.get("input_ids")
+    if ids is None:
+        raise CaptureError("the call has no input_ids (inputs_embeds alone cannot be checked)")
+    ids = torch.as_tensor(ids)
+    if ids.dim() == 1:
+        ids = ids[None]
+    if ids.dim() != 2 or ids.shape[0] != 1:
+        raise CaptureError(f"input_ids of shape {list(ids.shape)}: the recorder supports batch size 1 only")
+    return ids[0].tolist()
+
+
+def one_row(value, name, count):
+    """[1, n] or [n] -> list of n ints."""
+    value = torch.as_tensor(value)
+    if value.dim() == 2 and value.shape[0] == 1:
+        value = value[0]
+    if value.dim() != 1 or value.shape[0] != count:
+        raise CaptureError(f"{name} of shape {list(value.shape)} for {count} input tokens")
+    return [int(v) for v in value.tolist()]
+
+
+def positions(arguments, count):
+    """(positions, source, cache_position or None), as HF computes them:
+    position_ids if passed, else cache_position if passed, else past length +
+    arange(count). Must run before the forward (the cache grows in place)."""
+    cache_position = arguments.get("cache_position")
+    cache_position = None if cache_position is None else one_row(cache_position, "cache_position", count)
+    position_ids = arguments.get("position_ids")
+    if position_ids is not None:
+        return one_row(position_ids, "position_ids", count), "position_ids", cache_position
+    if cache_position is not None:
+        return list(cache_position), "cache_position", cache_position
+    start = past_length(arguments.get("past_key_values"))
+    return list(range(start, start + count)), "past_length", None
+
+
+def mask_allowed(mask):
+    """A mask tensor -> bool (True where attention is allowed). Bool and integer
+    masks keep nonzero entries; float masks are HF's additive form (0 keeps,
+    a large negative value masks)."""
+    if mask.dtype == torch.bool:
+        return mask
+    if mask.is_floating_point():
+        return mask > torch.finfo(mask.dtype).min / 2
+    return mask != 0
+
+
+def attention_mask(arguments, count):
+    """None (no mask, or a 2-D mask that keeps every key: the model's own causal
+    mask applies), ("padding", bool [1, keys]) for a 2-D mask with masked keys,
+    or ("explicit", bool [n, keys]) for a 4-D mask that replaces the causal mask."""
+    mask = arguments.get("attention_mask")
+    if mask is None:
+        return None
+    mask = torch.as_tensor(mask)
+    if mask.dim() == 2:
+        if mask.shape[0] != 1:
+            raise CaptureError(f"attention_mask of shape {list(mask.shape)}: batch size 1 only")
+        allowed = mask_allowed(mask)
+        return None if bool(allowed.all()) else ("padding", allowed.clone())
+    if mask.dim() == 4:
+        if mask.shape[0] != 1 or mask.shape[1] != 1 or mask.shape[2] != count:
+            raise CaptureError(f"attention_mask of shape {list(mask.shape)} for {count} inputs: expected [1, 1, {count}, keys]")
+        return "explicit", mask_allowed(mask[0, 0]).clone()
+    raise CaptureError(f"attention_mask of shape {list(mask.shape)}: expected 2-D or 4-D")
