@@ -22,7 +22,7 @@ LOOPS = {
     "keep-one-rejected": ("the target prune keeps one rejected draft (keeps L+n+1 rows)", ("tuples", "dynamic", "layers", "static")),
     "reset-not-rollback": ("the target cache is reset where a rollback was needed", ("tuples", "dynamic", "layers", "static")),
     "crop0-noop": ("the prune crops to round start + n through a helper that skips a computed 0: "
-                   "with n = 0 the rejected drafts stay in both caches", ("tuples", "dynamic", "layers", "static")),
+                   "with n = 0 the rejected drafts stay in both caches", ("tuples", "dynamic", "layers")),
     "positions-plus-one": ("the target's explicit position_ids advance by 1 per round instead of n+1 "
                            "(transformers #30042)", ("tuples", "dynamic", "layers")),
     "verify-mask-leak": ("the verify pass gets an all-true 4-D mask: no causal mask among the drafts",
@@ -132,9 +132,12 @@ def draft(drafter, x, k, bug):
 def prune(target, drafter, keep, n, k, bug):
     """Both caches back to `keep` = L+n rows (the drafter may be one short)."""
     if bug == "crop0-noop":
-        if n:  # the helper treats a computed 0 as "nothing to do"
+        if n:  # the helper treats a computed 0 as "nothing to do"...
             target.crop(keep)
             drafter.crop(min(drafter.length, keep))
+        else:  # ...while the loop's bookkeeping believes both caches were cut
+            target.length = keep
+            drafter.length = min(drafter.length, keep)
         return
     if bug == "keep-one-rejected" and n < k:
         target.crop(keep + 1)
@@ -206,12 +209,16 @@ def greedy(model, prompt, new_tokens, shape="dynamic", roll_early=False):
     return x
 
 
-def run_loop(name, target_model, drafter_model, prompt, new_tokens, shape, gamma=4):
-    """Runs a loop of LOOPS by name; returns the token ids, prompt included."""
+def check_loop(name, shape):
     if name not in LOOPS:
         raise ValueError(f"unknown loop {name!r}; one of {', '.join(LOOPS)}")
     if shape not in LOOPS[name][1]:
         raise ValueError(f"loop {name} runs in the cache shapes {', '.join(LOOPS[name][1])}, not {shape}")
+
+
+def run_loop(name, target_model, drafter_model, prompt, new_tokens, shape, gamma=4):
+    """Runs a loop of LOOPS by name; returns the token ids, prompt included."""
+    check_loop(name, shape)
     if name == "greedy":
         return greedy(target_model, prompt, new_tokens, shape)
     if name == "window-roll-early":

@@ -22,9 +22,16 @@ from .errors import CaptureError
 class CacheView:
     class_name: str
     object_id: Optional[int]            # id() of a cache object; None for tuples (rebuilt every call)
-    keys: List[Optional[torch.Tensor]]  # per layer [kv_heads, slots, head_dim], None for a layer never written
-    values: List[Optional[torch.Tensor]]
+    raw_keys: List[Optional[torch.Tensor]]  # per layer the cache's own [1, kv_heads, slots, head_dim] tensor,
+    raw_values: List[Optional[torch.Tensor]]  # None for a layer never written
     kinds: List[str] = field(default_factory=list)
+
+    def keys(self, layer):
+        """[kv_heads, slots, head_dim]."""
+        return batch_one(self.raw_keys[layer], f"layer {layer} keys")
+
+    def values(self, layer):
+        return batch_one(self.raw_values[layer], f"layer {layer} values")
 
 
 def batch_one(tensor, what):
@@ -57,19 +64,17 @@ def layer_kind(layer):
 
 
 def read_legacy(past):
-    keys, values = [], []
     for index, pair in enumerate(past):
         if not isinstance(pair, (tuple, list)) or len(pair) < 2:
             raise CaptureError(f"past_key_values[{index}] is {describe(pair)}, expected a (key, value) pair")
-        keys.append(batch_one(pair[0], f"layer {index} keys"))
-        values.append(batch_one(pair[1], f"layer {index} values"))
+    keys, values = [pair[0] for pair in past], [pair[1] for pair in past]
     return CacheView("tuple", None, keys, values, ["append"] * len(keys))
 
 
 def read_layered(cache):
     """transformers 4.54+: cache.layers[i].keys / .values."""
-    keys = [batch_one(getattr(layer, "keys", None), f"layer {i} keys") for i, layer in enumerate(cache.layers)]
-    values = [batch_one(getattr(layer, "values", None), f"layer {i} values") for i, layer in enumerate(cache.layers)]
+    keys = [getattr(layer, "keys", None) for layer in cache.layers]
+    values = [getattr(layer, "values", None) for layer in cache.layers]
     kinds = [layer_kind(layer) for layer in cache.layers]
     return CacheView(type(cache).__name__, id(cache), keys, values, kinds)
 
@@ -79,8 +84,7 @@ def read_key_value_lists(cache):
     name = type(cache).__name__
     if hasattr(cache, "_quantized_key_cache"):
         raise CaptureError(f"{name}: quantized caches are not supported (their rows are not in key_cache)")
-    keys = [batch_one(k, f"layer {i} keys") for i, k in enumerate(cache.key_cache)]
-    values = [batch_one(v, f"layer {i} values") for i, v in enumerate(cache.value_cache)]
+    keys, values = list(cache.key_cache), list(cache.value_cache)
     if "Hybrid" in name:
         sliding = list(getattr(cache, "is_sliding", [False] * len(keys)))
         kinds = ["ring" if flag else "static" for flag in sliding]

@@ -13,7 +13,7 @@ from .cache_views import read_cache
 from .call_inputs import attention_mask, bind_arguments, forward_signature, positions, token_ids
 from .errors import CaptureError
 from .model_info import describe_model
-from .row_registry import Fingerprinter, LayerRows, assign_ids, empty_slots, runs
+from .row_registry import Fingerprinter, LayerRows, LayerState, TensorSource, assign_ids
 from .safetensors_writer import write_safetensors
 
 ROLES = ("target", "drafter")
@@ -49,7 +49,8 @@ class WatchedRole:
         self.num_layers = self.model["config"]["num_hidden_layers"]
         self.layers = []             # LayerRows per layer, grown on demand
         self.calls = 0
-        self.last_after = None       # row ids per layer (lists) after the previous call
+        self.last_after = None       # LayerState per layer after the previous call
+        self.last_after_ids = None   # the same as row id lists
         self.last_after_object = None
 
     def layer_rows(self, layer):
@@ -157,23 +158,25 @@ class Recorder:
         rope_positions, source, cache_position = positions(arguments, len(ids))
         view = read_cache(arguments.get("past_key_values"))
         before = self.state_ids(watched, view, watched.last_after or [])
+        before_json, before_ids = self.state_json(view, before)
         between = None
         if watched.calls > 0:
-            between = describe_change(watched.last_after, before, watched.last_after_object,
+            between = describe_change(watched.last_after_ids, before_ids, watched.last_after_object,
                                       view.object_id if view else None)
         call = {"role": watched.role, "index": watched.calls, "input_ids": ids, "positions": rope_positions,
                 "positions_source": source, "cache_position": cache_position, "attention_mask": None,
-                "before": self.state_json(view, before), "between": between, "after": None, "logits": None}
+                "before": before_json, "between": between, "after": None, "logits": None}
         return call, attention_mask(arguments, len(ids)), before
 
     def after_call(self, watched, pending, output):
         call, mask, before = pending
         view = read_cache(output_cache(output))
         after = self.state_ids(watched, view, before or [])
-        call["after"] = self.state_json(view, after)
+        call["after"], after_ids = self.state_json(view, after)
         prefix = f"{watched.role}.call{watched.calls}"
         if mask is not None:
             call["attention_mask"] = self.mask_json(prefix, mask, call, before, after)
+        watched.last_after_ids = after_ids
         call["logits"] = self.logits_json(prefix, output_logits(output), len(call["input_ids"]))
         watched.last_after = after
         watched.last_after_object = view.object_id if view else None
@@ -181,42 +184,48 @@ class Recorder:
         self.calls.append(call)
 
     def state_ids(self, watched, view, reference):
-        """CacheView -> row ids per layer (lists), registering rows never seen; None for no cache."""
+        """CacheView -> LayerState per layer, registering rows never seen; None for no cache."""
         if view is None:
             return None
-        layers = len(view.keys)
+        layers = len(view.raw_keys)
         if watched.num_layers is None:
             watched.num_layers = layers
         if layers > watched.num_layers:
             raise CaptureError(f"the cache has {layers} layers, the model {watched.num_layers}")
         state = []
         for layer in range(watched.num_layers):
-            keys = view.keys[layer] if layer < layers else None
-            if keys is None:
-                state.append([])
+            if layer >= layers or view.raw_keys[layer] is None:
+                state.append(LayerState.empty())
                 continue
-            keys, values = keys.detach().cpu(), view.values[layer].detach().cpu()
+            previous = reference[layer] if layer < len(reference) else LayerState.empty()
+            source = TensorSource(view.raw_keys[layer], view.raw_values[layer])
+            kept = previous.source.kept_slots(*source.tensors) if previous.source is not None else None
+            if kept is not None:  # the previous state's tensors, or a prefix of them, not written since
+                state.append(previous.prefix(kept, source))
+                continue
+            keys, values = view.keys(layer).detach().cpu(), view.values(layer).detach().cpu()
             if keys.shape[1] != values.shape[1]:
                 raise CaptureError(f"layer {layer}: {keys.shape[1]} key slots but {values.shape[1]} value slots")
-            empty = empty_slots(keys, values, view.kinds[layer])
-            reference_ids = reference[layer] if layer < len(reference) else []
-            ids = assign_ids(watched.layer_rows(layer), self.fingerprinter, keys, values, empty, reference_ids)
-            state.append(ids.tolist())
+            layer_state = assign_ids(watched.layer_rows(layer), self.fingerprinter, keys, values,
+                                     view.kinds[layer], previous)
+            layer_state.source = source
+            state.append(layer_state)
         return state
 
     def state_json(self, view, state):
+        """-> {"cache", "kinds", "layers": runs per layer} and the id lists per layer."""
         if view is None:
-            return None
+            return None, None
         kinds = list(view.kinds) + ["append"] * (len(state) - len(view.kinds))
-        return {"cache": view.class_name, "kinds": kinds,
-                "layers": [runs(torch.tensor(ids, dtype=torch.int64)) for ids in state]}
+        id_lists = [layer.id_list() for layer in state]
+        return {"cache": view.class_name, "kinds": kinds, "layers": [layer.runs() for layer in state]}, id_lists
 
     def mask_json(self, prefix, mask, call, before, after):
         kind, allowed = mask
         if after is not None:
-            widths = {len(ids) for ids in after}
+            widths = {len(layer.ids) for layer in after}
         else:
-            widths = {(len(before[0]) if before else 0) + len(call["input_ids"])}
+            widths = {(len(before[0].ids) if before else 0) + len(call["input_ids"])}
         if len(widths) != 1 or allowed.shape[1] not in widths:
             raise CaptureError(f"attention_mask covers {allowed.shape[1]} keys; the cache's slots after the call: "
                                f"{sorted(widths)}")
@@ -250,7 +259,7 @@ class Recorder:
             config = watched.model["config"]
             for layer in range(watched.num_layers or 0):
                 rows = watched.layers[layer] if layer < len(watched.layers) else None
-                if rows is not None and rows.keys is not None:
+                if rows is not None and rows.stored() is not None:
                     keys, values = rows.stored()
                 else:
                     shape = (config["num_key_value_heads"] or 1, 0, config["head_dim"] or 1)

@@ -3,10 +3,12 @@ stored once and gets an id (0, 1, 2, ... per role and layer, in the order the
 recorder first sees it). A cache state is then, per layer, the row id in each
 physical slot (-1 for an empty slot).
 
-Two slots hold the same row when their K and V are bitwise equal. A 64-bit
-integer fingerprint of each slot's bits (a fixed pseudo-random linear
-combination, exact and independent of the tensor's shape) finds candidates
-vectorised; every candidate is then confirmed by comparing the bits."""
+Two slots hold the same row when their K and V are bitwise equal. A state
+keeps its slots' bits, so the next state is compared with it slot by slot in
+one vectorised comparison; rows that moved (a roll, a slice) are found through
+a 64-bit integer fingerprint of their bits and confirmed bit for bit."""
+from dataclasses import dataclass
+
 import torch
 
 from .errors import CaptureError
@@ -16,15 +18,92 @@ UNRESOLVED = -2
 FINGERPRINT_SEED = 0x6B7673636F7065  # "kvscope"
 
 
-def bits(tensor):
-    """A float tensor's bit patterns as integers of the same width (float64 as int32 pairs)."""
-    width = tensor.element_size()
-    return tensor.contiguous().view(torch.int16 if width == 2 else torch.int32)
+def slot_bits(keys, values):
+    """keys, values [kv_heads, slots, head_dim] -> their bit patterns as integers
+    of the same width (float64 as int32 pairs), [slots, kv_heads * (head_dim_k + head_dim_v)].
+    A fresh copy: the cache may be overwritten in place later."""
+    if keys.dtype != values.dtype:
+        raise CaptureError(f"keys are {keys.dtype} but values {values.dtype}")
+    both = torch.cat([keys, values], dim=-1)  # [kv_heads, slots, head_dim_k + head_dim_v]
+    as_int = both.view(torch.int16 if both.element_size() == 2 else torch.int32)
+    return as_int.transpose(0, 1).reshape(keys.shape[1], -1)
 
 
-def slot_bits(tensor):
-    """[kv_heads, slots, head_dim] -> int64 [slots, kv_heads * head_dim (* 2 for float64)]."""
-    return bits(tensor).transpose(0, 1).reshape(tensor.shape[1], -1).long()
+@dataclass
+class LayerState:
+    ids: torch.Tensor   # int64 [slots], -1 for an empty slot
+    bits: torch.Tensor  # [slots, width] the slots' bit patterns
+    source: object = None  # TensorSource of the cache tensors read, if they can be recognised later
+
+    _id_list: list = None
+    _runs: list = None
+
+    @staticmethod
+    def empty():
+        return LayerState(torch.empty(0, dtype=torch.int64), torch.empty(0, 0, dtype=torch.int32))
+
+    def id_list(self):
+        if self._id_list is None:
+            self._id_list = self.ids.tolist()
+        return self._id_list
+
+    def runs(self):
+        if self._runs is None:
+            self._runs = runs(self.ids) if len(self.ids) > 512 else runs_of_list(self.id_list())
+        return self._runs
+
+    def prefix(self, slots, source):
+        """The state of the first `slots` slots (after a crop), runs cut in Python."""
+        kept = LayerState(self.ids[:slots], self.bits[:slots], source)
+        kept._id_list = self.id_list()[:slots]
+        kept._runs = []
+        remaining = slots
+        for first, count in self.runs():
+            if remaining == 0:
+                break
+            kept._runs.append([first, min(count, remaining)])
+            remaining -= kept._runs[-1][1]
+        return kept
+
+
+class TensorSource:
+    """Recognises a cache's keys / values tensors at the next read without reading
+    their slots again. PyTorch bumps a tensor's version counter (shared by its
+    views) on every in-place write, so the same tensor objects, or views of
+    them that keep their first slots (a crop, a slice [..., :n, :]), at the same
+    versions hold the same bits. The tensors are held (not copied) until the
+    role's next state is read, so their memory cannot be reused meanwhile."""
+
+    def __init__(self, keys, values):
+        self.tensors = (keys, values)
+        self.versions = (version_of(keys), version_of(values))
+
+    def kept_slots(self, keys, values):
+        """The number of leading slots `keys, values` share with the tensors read
+        before, unchanged; None when that cannot be told without reading them."""
+        if None in self.versions:
+            return None
+        kept = [prefix_length(new, old, version) for new, old, version
+                in zip((keys, values), self.tensors, self.versions)]
+        return kept[0] if kept[0] is not None and kept[0] == kept[1] else None
+
+
+def prefix_length(new, old, version):
+    if new is old:
+        return new.shape[-2] if version_of(new) == version else None
+    if getattr(new, "_base", None) is not old or version_of(new) != version:
+        return None
+    same_layout = new.data_ptr() == old.data_ptr() and new.stride() == old.stride() and new.dim() == 4
+    if same_layout and new.shape[:2] == old.shape[:2] and new.shape[3] == old.shape[3] and new.shape[2] <= old.shape[2]:
+        return new.shape[2]
+    return None
+
+
+def version_of(tensor):
+    try:
+        return tensor._version
+    except (AttributeError, RuntimeError):  # inference tensors have no version counter
+        return None
 
 
 class Fingerprinter:
@@ -35,142 +114,154 @@ class Fingerprinter:
     def __init__(self):
         self.weights = {}
 
-    def weights_for(self, width):
+    def __call__(self, bits):
+        """[slots, width] -> int64 [slots]."""
+        width = bits.shape[1]
+        if width > (1 << 14):
+            raise CaptureError("a cache slot holds more than 16384 values: too wide to fingerprint exactly")
         if width not in self.weights:
             generator = torch.Generator().manual_seed(FINGERPRINT_SEED + width)
             self.weights[width] = torch.randint(1, 1 << 16, (width,), generator=generator, dtype=torch.int64)
-        return self.weights[width]
-
-    def __call__(self, keys, values):
-        """keys, values [kv_heads, slots, head_dim] -> int64 [slots]."""
-        key_bits, value_bits = slot_bits(keys), slot_bits(values)
-        if key_bits.shape[1] + value_bits.shape[1] > (1 << 14):
-            raise CaptureError("a cache slot holds more than 16384 values: too wide to fingerprint exactly")
-        return (key_bits * self.weights_for(key_bits.shape[1])).sum(1) + \
-            (value_bits * self.weights_for(value_bits.shape[1]) * 3).sum(1)
+        return (bits.long() * self.weights[width]).sum(1)
 
 
 class LayerRows:
     """The rows of one role's layer: growable keys / values [kv_heads, capacity,
-    head_dim] in the cache's dtype, and each row's fingerprint."""
+    head_dim] in the cache's dtype."""
 
     def __init__(self, layer):
         self.layer = layer
         self.count = 0
         self.keys = None
         self.values = None
-        self.fingerprints = torch.empty(0, dtype=torch.int64)
 
     def check_compatible(self, keys, values):
         if self.keys is None:
             return
-        if keys.dtype != self.keys.dtype or values.dtype != self.values.dtype:
+        if keys.dtype != self.keys.dtype:
             raise CaptureError(f"layer {self.layer}: the cache's dtype changed from {self.keys.dtype} to {keys.dtype}")
         if keys.shape[0] != self.keys.shape[0] or keys.shape[2] != self.keys.shape[2] \
-                or values.shape[0] != self.values.shape[0] or values.shape[2] != self.values.shape[2]:
+                or values.shape[2] != self.values.shape[2]:
             raise CaptureError(f"layer {self.layer}: rows of shape {list(keys.shape)} after {list(self.keys.shape)}")
 
     def grow(self, needed):
         capacity = self.keys.shape[1]
         if needed <= capacity:
             return
-        capacity = max(needed, 2 * capacity)
+        capacity = max(needed, 2 * capacity, 64)
         for name in ("keys", "values"):
             old = getattr(self, name)
             new = old.new_zeros((old.shape[0], capacity, old.shape[2]))
             new[:, :self.count] = old[:, :self.count]
             setattr(self, name, new)
-        fingerprints = self.fingerprints.new_zeros(capacity)
-        fingerprints[:self.count] = self.fingerprints[:self.count]
-        self.fingerprints = fingerprints
 
-    def add(self, keys, values, fingerprints):
+    def add(self, keys, values):
         """Stores m new rows (keys, values [kv_heads, m, head_dim]); returns the first new id."""
         self.check_compatible(keys, values)
         if self.keys is None:
             self.keys = keys.new_zeros((keys.shape[0], 0, keys.shape[2]))
             self.values = values.new_zeros((values.shape[0], 0, values.shape[2]))
-        first = self.count
-        self.grow(first + keys.shape[1])
-        self.keys[:, first:first + keys.shape[1]] = keys
-        self.values[:, first:first + keys.shape[1]] = values
-        self.fingerprints[first:first + keys.shape[1]] = fingerprints
-        self.count += keys.shape[1]
+        first, added = self.count, keys.shape[1]
+        self.grow(first + added)
+        self.keys[:, first:first + added] = keys
+        self.values[:, first:first + added] = values
+        self.count += added
         return first
-
-    def equal_rows(self, ids, keys, values):
-        """bool [m]: stored row ids[i] has exactly the bits of slot i of keys / values."""
-        same_keys = (slot_bits(self.keys[:, ids]) == slot_bits(keys)).all(1)
-        return same_keys & (slot_bits(self.values[:, ids]) == slot_bits(values)).all(1)
 
     def stored(self):
         """(keys, values) [kv_heads, count, head_dim]."""
+        if self.keys is None:
+            return None
         return self.keys[:, :self.count], self.values[:, :self.count]
 
 
-def empty_slots(keys, values, kind):
-    """bool [slots]: slots of a fixed buffer that were never written (all-zero K and V)."""
-    if kind == "append":
-        return torch.zeros(keys.shape[1], dtype=torch.bool)
-    return ~((slot_bits(keys) != 0).any(1) | (slot_bits(values) != 0).any(1))
-
-
-def assign_ids(rows, fingerprinter, keys, values, empty, reference):
-    """Row ids for the slots of one layer (keys, values [kv_heads, slots, head_dim]),
-    given the state it evolved from (`reference`: the ids of its slots). A slot
-    keeps the id of the reference's row in the same slot when the bits are
-    equal, else takes the id of another reference row with the same bits that
-    no other slot holds (a row moved by a roll or a slice), else is a new row.
-    So an id appears at most once in a state. Returns int64 [slots]."""
-    slots = keys.shape[1]
-    fingerprints = fingerprinter(keys, values)  # [slots]
+def assign_ids(rows, fingerprinter, keys, values, kind, reference):
+    """The LayerState of one layer (keys, values [kv_heads, slots, head_dim]) given
+    the state it evolved from. A slot keeps the id of the reference's row in the
+    same slot when the bits are equal; else it takes the id of another reference
+    row with the same bits that no other slot holds (a row moved by a roll or a
+    slice); else it is a new row, stored now. So an id appears at most once in a
+    state. Slots of a fixed buffer ("static", "ring") whose K and V are all zero
+    were never written: empty."""
+    bits = slot_bits(keys, values)  # [slots, width]
+    slots = bits.shape[0]
+    if kind == "append" and grows_reference(bits, reference):
+        # The common case, appended rows: every reference slot unchanged, new rows after them.
+        kept = len(reference.ids)
+        first = rows.add(keys[:, kept:], values[:, kept:]) if slots > kept else rows.count
+        ids = torch.cat([reference.ids, torch.arange(first, first + slots - kept)])
+        return LayerState(ids, bits)
     ids = torch.full((slots,), UNRESOLVED, dtype=torch.int64)
-    ids[empty] = EMPTY
-    reference = torch.as_tensor(reference, dtype=torch.int64)
-    keep_in_place(rows, ids, fingerprints, keys, values, reference[:slots])
-    take_moved_rows(rows, ids, fingerprints, keys, values, reference)
+    if kind != "append":
+        ids[(bits == 0).all(1)] = EMPTY
+    kept = keep_in_place(ids, bits, reference)
+    take_moved_rows(fingerprinter, ids, bits, reference, kept)
     new = (ids == UNRESOLVED).nonzero()[:, 0]
     if len(new):
-        first = rows.add(keys[:, new], values[:, new], fingerprints[new])
+        first = rows.add(keys[:, new], values[:, new])
         ids[new] = torch.arange(first, first + len(new))
-    return ids
+    return LayerState(ids, bits)
 
 
-def keep_in_place(rows, ids, fingerprints, keys, values, reference):
-    overlap = len(reference)
-    if overlap == 0:
+def grows_reference(bits, reference):
+    """True when the slots start with exactly the reference's slots, all rows."""
+    held = len(reference.ids)
+    if held > bits.shape[0] or (held and reference.bits.shape[1] != bits.shape[1]):
+        return False
+    return held == 0 or (bool((reference.ids >= 0).all()) and torch.equal(bits[:held], reference.bits))
+
+
+def keep_in_place(ids, bits, reference):
+    """Gives each slot whose bits equal the reference's same slot that slot's id.
+    Returns bool [reference slots]: the reference rows kept in place."""
+    kept = torch.zeros(len(reference.ids), dtype=torch.bool)
+    overlap = min(len(ids), len(reference.ids))
+    if overlap == 0 or reference.bits.shape[1] != bits.shape[1]:
+        return kept
+    previous = reference.ids[:overlap]
+    kept[:overlap] = (bits[:overlap] == reference.bits[:overlap]).all(1) & (previous >= 0) \
+        & (ids[:overlap] == UNRESOLVED)
+    ids[:overlap] = torch.where(kept[:overlap], previous, ids[:overlap])
+    return kept
+
+
+def take_moved_rows(fingerprinter, ids, bits, reference, kept):
+    """Gives a slot not kept in place the id of a reference row with the same bits
+    that no slot holds yet."""
+    if len(reference.ids) == 0 or reference.bits.shape[1] != bits.shape[1]:
         return
-    candidates = (reference >= 0) & (ids[:overlap] == UNRESOLVED)
-    candidates &= rows.fingerprints[reference.clamp(min=0)] == fingerprints[:overlap]
-    slots = candidates.nonzero()[:, 0]
-    if len(slots):
-        same = rows.equal_rows(reference[slots], keys[:, slots], values[:, slots])
-        ids[slots[same]] = reference[slots[same]]
-
-
-def take_moved_rows(rows, ids, fingerprints, keys, values, reference):
+    unused = ((reference.ids >= 0) & ~kept).nonzero()[:, 0]
     pending = (ids == UNRESOLVED).nonzero()[:, 0]
-    if len(pending) == 0 or len(reference) == 0:
+    if len(unused) == 0 or len(pending) == 0:
         return
-    unused = reference[(reference >= 0) & ~torch.isin(reference, ids[ids >= 0])]
-    if len(unused) == 0:
-        return
-    pending = pending[torch.isin(fingerprints[pending], rows.fingerprints[unused])]
     by_fingerprint = {}
-    for row in unused.tolist():
-        by_fingerprint.setdefault(int(rows.fingerprints[row]), []).append(row)
-    for slot in pending.tolist():
-        candidates = by_fingerprint.get(int(fingerprints[slot]), [])
-        for row in candidates:
-            if bool(rows.equal_rows(torch.tensor([row]), keys[:, slot:slot + 1], values[:, slot:slot + 1])[0]):
-                ids[slot] = row
-                candidates.remove(row)
+    for slot, fingerprint in zip(unused.tolist(), fingerprinter(reference.bits[unused]).tolist()):
+        by_fingerprint.setdefault(fingerprint, []).append(slot)
+    for slot, fingerprint in zip(pending.tolist(), fingerprinter(bits[pending]).tolist()):
+        candidates = by_fingerprint.get(fingerprint, [])
+        for reference_slot in candidates:
+            if torch.equal(bits[slot], reference.bits[reference_slot]):
+                ids[slot] = reference.ids[reference_slot]
+                candidates.remove(reference_slot)
                 break
 
 
+def runs_of_list(ids):
+    """runs() for a Python list, faster for short states."""
+    encoded = []
+    for row in ids:
+        if encoded:
+            last = encoded[-1]
+            if (row < 0 and last[0] < 0) or (row >= 0 and last[0] >= 0 and row == last[0] + last[1]):
+                last[1] += 1
+                continue
+        encoded.append([EMPTY if row < 0 else row, 1])
+    return encoded
+
+
 def runs(ids):
-    """int64 [slots] -> [[first_row_id, count], ...]: consecutive ids in one run,
-    empty slots as [-1, count]."""
+    """int64 [slots] row ids -> [[first_row_id, count], ...]: consecutive ids in
+    one run, empty slots as [-1, count]."""
     slots = len(ids)
     if slots == 0:
         return []
@@ -178,6 +269,6 @@ def runs(ids):
     starts_run = torch.ones(slots, dtype=torch.bool)
     starts_run[1:] = (empty[1:] != empty[:-1]) | (~empty[1:] & (ids[1:] != ids[:-1] + 1))
     starts = starts_run.nonzero()[:, 0]
-    lengths = torch.diff(starts, append=torch.tensor([slots]))
+    counts = torch.diff(starts, append=torch.tensor([slots]))
     firsts = torch.where(empty[starts], torch.full_like(starts, EMPTY), ids[starts])
-    return [[first, length] for first, length in zip(firsts.tolist(), lengths.tolist())]
+    return torch.stack([firsts, counts], 1).tolist()
