@@ -1,7 +1,7 @@
 """A small Llama / Mistral reference model in plain PyTorch, called like a
 Hugging Face causal LM: forward(input_ids, attention_mask=None,
 position_ids=None, past_key_values=None, use_cache=True, cache_position=None)
-returns an object with `.logits` [1, n, vocab] and `.past_key_values`.
+returns an object with `.logits` [batch, n, vocab] and `.past_key_values`.
 
 HF 4.43 semantics, eager attention, float32:
 * cache_position defaults to past length + arange(n); position_ids (RoPE)
@@ -79,13 +79,13 @@ class LlamaRef(torch.nn.Module):
 
     def attention(self, layer, x, cos, sin, cache, attention_mask, cache_position):
         cfg = self.config
-        n = x.shape[1]
+        batch, n = x.shape[:2]
         prefix = f"model.layers.{layer}.self_attn."
-        q = (x @ self.w(prefix + "q_proj.weight").T).view(1, n, cfg.num_attention_heads, self.head_dim).transpose(1, 2)
-        k = (x @ self.w(prefix + "k_proj.weight").T).view(1, n, cfg.num_key_value_heads, self.head_dim).transpose(1, 2)
-        v = (x @ self.w(prefix + "v_proj.weight").T).view(1, n, cfg.num_key_value_heads, self.head_dim).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin  # [1, heads, n, head_dim]
-        k = k * cos + rotate_half(k) * sin  # [1, kv_heads, n, head_dim]
+        q = (x @ self.w(prefix + "q_proj.weight").T).view(batch, n, -1, self.head_dim).transpose(1, 2)
+        k = (x @ self.w(prefix + "k_proj.weight").T).view(batch, n, -1, self.head_dim).transpose(1, 2)
+        v = (x @ self.w(prefix + "v_proj.weight").T).view(batch, n, -1, self.head_dim).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin  # [batch, heads, n, head_dim]
+        k = k * cos + rotate_half(k) * sin  # [batch, kv_heads, n, head_dim]
         kind = "append"
         if cache is not None:
             kind = cache.attention_kind(layer)
@@ -93,15 +93,15 @@ class LlamaRef(torch.nn.Module):
             if kind == "ring" and k.shape[-2] > cache.sliding_window:
                 kind = "append"  # a prefill longer than the ring attends to all of itself
         repeats = cfg.num_attention_heads // cfg.num_key_value_heads
-        k = k.repeat_interleave(repeats, dim=1)  # [1, heads, keys, head_dim]
+        k = k.repeat_interleave(repeats, dim=1)  # [batch, heads, keys, head_dim]
         v = v.repeat_interleave(repeats, dim=1)
-        scores = (q @ k.transpose(2, 3)) / (self.head_dim ** 0.5)  # [1, heads, n, keys]
+        scores = (q @ k.transpose(2, 3)) / (self.head_dim ** 0.5)  # [batch, heads, n, keys]
         if attention_mask is not None and attention_mask.dim() == 4:
             mask = self.additive(attention_mask.bool()) if attention_mask.dtype == torch.bool else attention_mask
         else:
             mask = self.causal_mask(kind, k.shape[-2], cache_position)
         probs = torch.softmax(scores + mask, dim=-1)
-        out = (probs @ v).transpose(1, 2).reshape(1, n, -1)
+        out = (probs @ v).transpose(1, 2).reshape(batch, n, -1)
         return out @ self.w(prefix + "o_proj.weight").T
 
     def mlp(self, layer, x):
@@ -124,13 +124,13 @@ class LlamaRef(torch.nn.Module):
         if position_ids is None:
             position_ids = cache_position[None]
         cos, sin = self.rotary(position_ids)
-        x = self.w("model.embed_tokens.weight")[input_ids]  # [1, n, hidden]
+        x = self.w("model.embed_tokens.weight")[input_ids]  # [batch, n, hidden]
         for layer in range(cfg.num_hidden_layers):
             h = rms_norm(x, self.w(f"model.layers.{layer}.input_layernorm.weight"), cfg.rms_norm_eps)
             x = x + self.attention(layer, h, cos, sin, cache, attention_mask, cache_position)
             h = rms_norm(x, self.w(f"model.layers.{layer}.post_attention_layernorm.weight"), cfg.rms_norm_eps)
             x = x + self.mlp(layer, h)
         x = rms_norm(x, self.w("model.norm.weight"), cfg.rms_norm_eps)
-        logits = x @ self.w("lm_head.weight").T  # [1, n, vocab]
+        logits = x @ self.w("lm_head.weight").T  # [batch, n, vocab]
         returned = cache.to_legacy_cache() if legacy and cache is not None else cache
         return CausalLMOutput(logits=logits, past_key_values=returned if use_cache else None)
