@@ -63,6 +63,7 @@ class Capture:
         self.tensors, _ = read_tensors(path)
         self.header = {name: entry for name, entry in header.items() if name != "__metadata__"}
         self.referenced = set()
+        self.logits_width = {}
         self.validate()
 
     # --- tensors -----------------------------------------------------------
@@ -70,6 +71,7 @@ class Capture:
     def tensor(self, name, dtypes, shape):
         """Checks a referenced tensor's dtype and shape (None = any extent)."""
         require(isinstance(name, str) and name in self.header, f"tensor {name!r} does not exist")
+        require(name not in self.referenced, f"tensor {name!r} is referenced twice")
         entry = self.header[name]
         require(entry["dtype"] in dtypes, f"{name}: dtype {entry['dtype']} not in {dtypes}")
         require(len(entry["shape"]) == len(shape), f"{name}: shape {entry['shape']}, expected rank {len(shape)}")
@@ -233,6 +235,8 @@ class Capture:
             require(set(names) == {"logits"}, f"{what}.logits.tensors names")
             tensor = self.tensor(names["logits"], ("F32",), (rows, None))
             require(1 <= tensor.shape[1] <= MAX_VOCAB, f"{what}: logits width")
+            width = self.logits_width.setdefault(role, tensor.shape[1])
+            require(tensor.shape[1] == width, f"{what}: logits width {tensor.shape[1]}, earlier calls {width}")
             return
         require(set(names) == {"top_ids", "top_values", "lse"}, f"{what}.logits.tensors names")
         ids = self.tensor(names["top_ids"], ("I32",), (rows, None))

@@ -28,10 +28,12 @@ def is_subsequence(short, long):
 
 
 def describe_change(previous_state, current_state, previous_object, current_object):
-    """Per-layer id lists of two states -> {"kind", "layers", "what"} or None
-    when there is no previous state to compare with."""
+    """Per-layer id lists of two states (None: no cache) -> {"kind", "layers", "what"}."""
     if previous_state is None:
-        return None
+        if current_state is None or not any(count_rows(ids) for ids in current_state):
+            return {"kind": "none", "layers": [], "what": "no cache before, none with rows now"}
+        return {"kind": "replace", "layers": list(range(len(current_state))),
+                "what": "the previous call returned no cache; this one got a cache with rows"}
     if current_state is None:
         return {"kind": "reset", "layers": list(range(len(previous_state))), "what": "the call got no cache"}
     same_object = previous_object is not None and previous_object == current_object

@@ -107,9 +107,11 @@ def version_of(tensor):
 
 
 class Fingerprinter:
-    """Per-slot fingerprint: sum of each bit pattern times a fixed weight in
-    [1, 2^16). |bits| < 2^31, so each term is < 2^47 and a slot of up to 2^14
-    values sums exactly in int64, whatever the order."""
+    """Per-slot fingerprint: the sum of each bit pattern (|bits| < 2^31) times a
+    fixed pseudo-random weight below 2^w, w chosen per slot width so that the
+    sum stays below 2^62: exact in int64, whatever the order of the additions.
+    Equal bits give equal fingerprints; equal fingerprints are then confirmed
+    bit for bit."""
 
     def __init__(self):
         self.weights = {}
@@ -117,11 +119,12 @@ class Fingerprinter:
     def __call__(self, bits):
         """[slots, width] -> int64 [slots]."""
         width = bits.shape[1]
-        if width > (1 << 14):
-            raise CaptureError("a cache slot holds more than 16384 values: too wide to fingerprint exactly")
         if width not in self.weights:
+            weight_bits = min(16, 62 - 31 - width.bit_length())
+            if weight_bits < 1:
+                raise CaptureError(f"a cache slot holds {width} values: too wide to fingerprint")
             generator = torch.Generator().manual_seed(FINGERPRINT_SEED + width)
-            self.weights[width] = torch.randint(1, 1 << 16, (width,), generator=generator, dtype=torch.int64)
+            self.weights[width] = torch.randint(1, 1 << weight_bits, (width,), generator=generator, dtype=torch.int64)
         return (bits.long() * self.weights[width]).sum(1)
 
 
