@@ -10,6 +10,7 @@ from fixtures import model  # first: puts capture/python on sys.path
 import kvscope_capture  # noqa: E402
 from capture_reader import Capture, CaptureFormatError  # noqa: E402
 from hf_caches import DynamicCache, StaticCache  # noqa: E402
+from kvscope_capture.cache_views import read_cache  # noqa: E402
 from kvscope_capture.safetensors_writer import write_safetensors  # noqa: E402
 from safetensors_io import read_tensors  # noqa: E402
 
@@ -86,6 +87,56 @@ class MaskIgnoringModel(torch.nn.Module):
 
     def forward(self, input_ids, attention_mask=None, past_key_values=None):
         return self.inner(input_ids, past_key_values=past_key_values)
+
+
+class HybridCache:
+    """transformers 4.43's HybridCache layout: key_cache / value_cache buffers and is_sliding."""
+
+    def __init__(self, sliding):
+        self.is_sliding = sliding
+        self.key_cache = [torch.zeros(1, 2, 4 if flag else 8, 16) for flag in sliding]
+        self.value_cache = [torch.zeros(1, 2, 4 if flag else 8, 16) for flag in sliding]
+
+
+class StaticLayer:
+    def __init__(self):
+        self.keys, self.values = torch.zeros(1, 2, 8, 16), torch.zeros(1, 2, 8, 16)
+
+
+class SlidingWindowLayer(StaticLayer):
+    pass
+
+
+class DynamicSlidingWindowLayer:
+    def __init__(self):
+        self.keys, self.values = torch.ones(1, 2, 3, 16), torch.ones(1, 2, 3, 16)
+
+
+class Cache:
+    """transformers 4.54+: cache.layers[i].keys / .values."""
+
+    def __init__(self, layers):
+        self.layers = layers
+
+
+class CacheShapes(unittest.TestCase):
+    """The recorder tells each layer's kind from the cache's own layout, without transformers."""
+
+    def test_hybrid_cache_layers_are_rings_or_static_buffers(self):
+        view = read_cache(HybridCache([True, False, True]))
+        self.assertEqual(view.kinds, ["ring", "static", "ring"])
+        self.assertEqual(list(view.keys(1).shape), [2, 8, 16])
+
+    def test_layered_cache_kinds_follow_the_layer_classes(self):
+        view = read_cache(Cache([StaticLayer(), SlidingWindowLayer(), DynamicSlidingWindowLayer()]))
+        self.assertEqual(view.kinds, ["static", "ring", "append"])
+
+    def test_unknown_and_batched_caches_are_refused(self):
+        with self.assertRaises(kvscope_capture.CaptureError):
+            read_cache(object())
+        view = read_cache(((torch.zeros(2, 2, 3, 16), torch.zeros(2, 2, 3, 16)),))
+        with self.assertRaisesRegex(kvscope_capture.CaptureError, "batch size 2"):
+            view.keys(0)
 
 
 class ReaderRefuses(unittest.TestCase):

@@ -1,5 +1,6 @@
 """The recorder: never changes the run, writes a file an independent reader
 accepts, and records exactly the caches, inputs and logits the engine had."""
+import inspect
 import os
 import tempfile
 import time
@@ -59,6 +60,15 @@ class NeverChangesTheRun(TempDir):
         self.assertEqual(len(plain.log), len(watched.log))
         for a, b in zip(plain.log, watched.log):
             self.assertTrue(torch.equal(a["logits"], b["logits"]))
+
+    def test_the_watched_forward_shows_the_original_signature(self):
+        """generate() inspects forward's parameters (e.g. cache_position) to choose its arguments."""
+        target = model("llama-tiny")
+        original = inspect.signature(target.forward)
+        with kvscope_capture.Recorder(self.path()) as rec:
+            rec.watch(target, role="target")
+            self.assertEqual(inspect.signature(target.forward), original)
+            self.assertIn("cache_position", inspect.signature(target.forward).parameters)
 
     def test_forward_is_restored_even_when_the_run_raises(self):
         target = model("llama-tiny")

@@ -1,5 +1,6 @@
 """The Recorder: wraps each watched module's forward, records every call's
 inputs, cache states and logits, and writes one .kvcapture file on exit."""
+import functools
 import json
 import platform
 import sys
@@ -127,6 +128,9 @@ class Recorder:
     def wrapped_forward(self, watched):
         original = watched.original_forward
 
+        # functools.wraps keeps the original signature visible: generate() inspects
+        # forward's parameters to decide which arguments to pass.
+        @functools.wraps(original)
         def forward(*args, **kwargs):
             if self.error is not None or self.closed or self.in_call:
                 return original(*args, **kwargs)
