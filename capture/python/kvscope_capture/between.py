@@ -27,8 +27,9 @@ def is_subsequence(short, long):
     return all(any(row == candidate for candidate in remaining) for row in short)
 
 
-def describe_change(previous_state, current_state, previous_object, current_object):
-    """Per-layer id lists of two states (None: no cache) -> {"kind", "layers", "what"}."""
+def describe_change(previous_state, current_state, same_object):
+    """Per-layer id lists of two states (None: no cache) -> {"kind", "layers", "what"}.
+    same_object: the cache object of both states is the same one (not tuples)."""
     if previous_state is None:
         if current_state is None or not any(count_rows(ids) for ids in current_state):
             return {"kind": "none", "layers": [], "what": "no cache before, none with rows now"}
@@ -36,7 +37,6 @@ def describe_change(previous_state, current_state, previous_object, current_obje
                 "what": "the previous call returned no cache; this one got a cache with rows"}
     if current_state is None:
         return {"kind": "reset", "layers": list(range(len(previous_state))), "what": "the call got no cache"}
-    same_object = previous_object is not None and previous_object == current_object
     kinds = [layer_change(p, c, same_object) for p, c in zip(previous_state, current_state)]
     changed = [layer for layer, kind in enumerate(kinds) if kind != "none"]
     if len(previous_state) != len(current_state):

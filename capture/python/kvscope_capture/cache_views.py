@@ -21,7 +21,7 @@ from .errors import CaptureError
 @dataclass
 class CacheView:
     class_name: str
-    object_id: Optional[int]            # id() of a cache object; None for tuples (rebuilt every call)
+    cache_object: object                # the cache object; None for tuples (rebuilt every call)
     raw_keys: List[Optional[torch.Tensor]]  # per layer the cache's own [1, kv_heads, slots, head_dim] tensor,
     raw_values: List[Optional[torch.Tensor]]  # None for a layer never written
     kinds: List[str] = field(default_factory=list)
@@ -76,7 +76,7 @@ def read_layered(cache):
     keys = [getattr(layer, "keys", None) for layer in cache.layers]
     values = [getattr(layer, "values", None) for layer in cache.layers]
     kinds = [layer_kind(layer) for layer in cache.layers]
-    return CacheView(type(cache).__name__, id(cache), keys, values, kinds)
+    return CacheView(type(cache).__name__, cache, keys, values, kinds)
 
 
 def read_key_value_lists(cache):
@@ -92,7 +92,7 @@ def read_key_value_lists(cache):
         kinds = [fixed_kind(name)] * len(keys)
     else:
         kinds = ["append"] * len(keys)
-    return CacheView(name, id(cache), keys, values, kinds)
+    return CacheView(name, cache, keys, values, kinds)
 
 
 def read_cache(past):

@@ -52,7 +52,7 @@ class WatchedRole:
         self.calls = 0
         self.last_after = None       # LayerState per layer after the previous call
         self.last_after_ids = None   # the same as row id lists
-        self.last_after_object = None
+        self.last_after_object = None  # held until the next call, so `is` cannot match a recycled id
 
     def layer_rows(self, layer):
         while len(self.layers) <= layer:
@@ -165,8 +165,9 @@ class Recorder:
         before_json, before_ids = self.state_json(view, before)
         between = None
         if watched.calls > 0:
-            between = describe_change(watched.last_after_ids, before_ids, watched.last_after_object,
-                                      view.object_id if view else None)
+            same_object = view is not None and view.cache_object is not None \
+                and view.cache_object is watched.last_after_object
+            between = describe_change(watched.last_after_ids, before_ids, same_object)
         call = {"role": watched.role, "index": watched.calls, "input_ids": ids, "positions": rope_positions,
                 "positions_source": source, "cache_position": cache_position, "attention_mask": None,
                 "before": before_json, "between": between, "after": None, "logits": None}
@@ -180,10 +181,9 @@ class Recorder:
         prefix = f"{watched.role}.call{watched.calls}"
         if mask is not None:
             call["attention_mask"] = self.mask_json(prefix, mask, call, before, after)
-        watched.last_after_ids = after_ids
         call["logits"] = self.logits_json(prefix, output_logits(output), len(call["input_ids"]))
-        watched.last_after = after
-        watched.last_after_object = view.object_id if view else None
+        watched.last_after, watched.last_after_ids = after, after_ids
+        watched.last_after_object = view.cache_object if view else None
         watched.calls += 1
         self.calls.append(call)
 
