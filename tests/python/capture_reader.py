@@ -183,7 +183,9 @@ class Capture:
         decoded = []
         for layer, layer_runs in enumerate(state["layers"]):
             row_count = self.rows[role][layer][0].shape[1]
-            decoded.append(self.decode_runs(layer_runs, row_count, f"{what}.layers[{layer}]"))
+            slots = self.decode_runs(layer_runs, row_count, f"{what}.layers[{layer}]")
+            require(state["kinds"][layer] != "append" or -1 not in slots, f"{what}.layers[{layer}]: an empty slot in an append layer")
+            decoded.append(slots)
         return decoded
 
     @staticmethod
