@@ -69,6 +69,24 @@ class CorrectBookkeeping(CapturedLoops):
                     self.assertEqual(len(held), L - 1)
                     self.assertEqual(held, self.rows(previous, "after")[:L - 1])  # kept rows are the earlier ones
 
+    def test_the_drafter_holds_L_minus_1_plus_gamma_at_verify_and_is_pruned_to_L_plus_n(self):
+        for shape in ("tuples", "dynamic", "layers", "static"):
+            c = self.load("speculative", shape)
+            committed = c.manifest["committed"]
+            calls = c.manifest["calls"]
+            for position, verify in enumerate(calls):
+                if verify["role"] != "target" or verify["index"] == 0 or len(verify["input_ids"]) == 1:
+                    continue
+                L, k = verify["positions"][0] + 1, len(verify["input_ids"]) - 1
+                drafts = verify["input_ids"][1:]
+                n = next((i for i, d in enumerate(drafts) if committed[L + i] != d), k)
+                last_draft = next(call for call in reversed(calls[:position]) if call["role"] == "drafter")
+                next_draft = next((call for call in calls[position:] if call["role"] == "drafter"), None)
+                with self.subTest(shape=shape, round_start=L):
+                    self.assertEqual(len(self.rows(last_draft, "after")), L - 1 + k)
+                    if next_draft is not None:
+                        self.assertEqual(len(contract.attended_rows(next_draft)), min(L - 1 + k, L + n))
+
     def test_pruning_between_calls_is_seen_as_crop_or_slice(self):
         expected = {"tuples": "slice", "dynamic": "crop", "layers": "crop"}
         for shape, kind in expected.items():
