@@ -6,7 +6,7 @@ import os
 import tempfile
 import unittest
 
-from fixtures import model, pair_cases  # first: puts capture/python on sys.path
+import fixtures  # noqa: F401  (first: puts capture/python on sys.path)
 import contract  # noqa: E402
 from capture_loops import capture  # noqa: E402
 from capture_reader import Capture  # noqa: E402
