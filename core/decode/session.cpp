@@ -20,7 +20,6 @@ double millisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// Collects the attention weights of every layer during one forward.
 // Collects the attention weights and masks of every layer during one forward.
 class AttentionRecorder : public ProbeSink {
  public:
@@ -85,10 +84,9 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
     checkFitsContext(*draft_model, static_cast<int64_t>(record_.sequence.size()), options_.max_new_tokens);
     if (options_.use_cache) checkCacheStaysValid(*draft_model, static_cast<int64_t>(record_.sequence.size()), options_.max_new_tokens);
     record_.drafter_layers = draft_model->config().num_layers;
-    if (options_.use_cache) drafter_cache_ = draft_model->makeCache(cacheStorage());
-    layout_[slot(CacheRole::Drafter)].layers.resize(static_cast<size_t>(record_.drafter_layers));
+    if (options_.use_cache) drafter_cache_ = makeTrackedCache(CacheRole::Drafter, *draft_model);
   }
-  if (options_.use_cache) target_cache_ = target_->makeCache(cacheStorage());
+  if (options_.use_cache) target_cache_ = makeTrackedCache(CacheRole::Target, *target_);
   if (needsSlidingWindow(options_.fault) && target_->config().sliding_window <= 0) {
     throw Error(std::string("fault ") + faultInfo(options_.fault).name +
                 " acts on sliding-window layers, and the target has none (no sliding_window in its config.json)");
@@ -100,7 +98,6 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
                   ") is not supported yet: their cache already drops rows from the front");
     }
   }
-  layout_[slot(CacheRole::Target)].layers.resize(static_cast<size_t>(record_.target_layers));
   record_.prompt_length = static_cast<int64_t>(record_.sequence.size());
   record_.origins.assign(record_.sequence.size(), TokenOrigin::Prompt);
   gamma_ = drafter_ ? options_.gamma : 0;
@@ -119,17 +116,24 @@ std::vector<int64_t> Session::generated() const {
 
 Metrics Session::metrics() const { return computeMetrics(record_.rounds); }
 
-KvCache* Session::cacheOf(CacheRole role) const {
+TrackedCache* Session::cacheOf(CacheRole role) const {
   return role == CacheRole::Target ? target_cache_.get() : drafter_cache_.get();
 }
 
-std::vector<int64_t>& Session::believed(CacheRole role) {
-  return role == CacheRole::Target ? believed_target_ : believed_drafter_;
+std::unique_ptr<TrackedCache> Session::makeTrackedCache(CacheRole role, const CausalLM& model) {
+  std::vector<int64_t> windows;
+  for (int64_t layer = 0; layer < model.config().num_layers; ++layer) windows.push_back(model.config().windowOf(layer));
+  return std::make_unique<TrackedCache>(role, model.makeCache(cacheStorage()), std::move(windows), faults_, record_.ledger,
+                                        record_.events);
 }
 
 const std::vector<int64_t>& Session::believedCacheTokens(CacheRole role) const {
-  return role == CacheRole::Target ? believed_target_ : believed_drafter_;
+  static const std::vector<int64_t> kNone;
+  const TrackedCache* cache = cacheOf(role);
+  return cache ? cache->believedTokens() : kNone;
 }
+
+Moment Session::removalMoment() const { return {round_index_, round_index_ == 0 ? Phase::Prefill : Phase::Prune}; }
 
 namespace {
 
@@ -163,250 +167,31 @@ std::vector<double> probabilitiesOfPicks(const at::Tensor& distributions, const 
   return {picked.data_ptr<double>(), picked.data_ptr<double>() + k};
 }
 
-// The largest difference between what the cache stored (per layer
-// [kv_heads, m, head_dim]) and what the forward computed, put in write order.
-double storeError(const std::vector<at::Tensor>& stored_k, const std::vector<at::Tensor>& stored_v,
-                  const std::vector<at::Tensor>& computed_k, const std::vector<at::Tensor>& computed_v,
-                  const std::vector<int64_t>& order) {
-  const auto index = torch::tensor(order, torch::kInt64);
-  std::vector<at::Tensor> errors;  // per layer and K/V, a 0-d tensor: one read at the end
-  for (size_t layer = 0; layer < stored_k.size(); ++layer) {
-    const auto wanted_k = computed_k[layer].index_select(1, index).to(torch::kFloat32);
-    const auto wanted_v = computed_v[layer].index_select(1, index).to(torch::kFloat32);
-    errors.push_back((stored_k[layer].to(torch::kFloat32) - wanted_k).abs().max());
-    errors.push_back((stored_v[layer].to(torch::kFloat32) - wanted_v).abs().max());
-  }
-  return torch::stack(errors).max().item<double>();
-}
-
 }  // namespace
-
-std::vector<int64_t> Session::rowsPerLayer(CacheRole role) const {
-  const KvCache* cache = cacheOf(role);
-  std::vector<int64_t> rows;
-  for (int64_t layer = 0; layer < cache->numLayers(); ++layer) rows.push_back(cache->length(layer));
-  return rows;
-}
-
-void Session::logEvent(CacheEvent event) {
-  std::vector<int64_t>& first = contract_first_[slot(event.cache)];
-  if (event.expected_first.empty() && std::any_of(first.begin(), first.end(), [](int64_t p) { return p > 0; })) {
-    event.expected_first = first;
-  }
-  first = event.expected_first;
-  applyEvent(layout_[slot(event.cache)], event);
-  if (event.cache == CacheRole::Target) target_masks_.apply(event, static_cast<int64_t>(record_.events.events().size()));
-  contract_rows_[slot(event.cache)] = event.expected_rows;
-  record_.events.record(std::move(event));
-}
-
-void Session::slideWindows(CacheRole role) {
-  KvCache* cache = cacheOf(role);
-  if (cache == nullptr) return;
-  const ModelConfig& config = role == CacheRole::Target ? target_->config() : drafter_->model()->config();
-  const int64_t next_position = static_cast<int64_t>(believed(role).size());
-  std::vector<int64_t> first = contract_first_[slot(role)];
-  first.resize(static_cast<size_t>(cache->numLayers()), 0);
-  // Layers that lose the same front rows share one event; the contract moves
-  // by the true window whatever the fault does.
-  std::map<std::vector<int64_t>, std::vector<int64_t>> layers_by_removed;
-  std::string fault_action;
-  const CacheLayout& layout = layout_[slot(role)];
-  for (int64_t layer = 0; layer < cache->numLayers(); ++layer) {
-    const int64_t window = config.windowOf(layer);
-    if (window <= 0) continue;
-    first[static_cast<size_t>(layer)] = std::max<int64_t>(0, next_position - (window - 1));
-    const WindowPlan plan = faults_.window(role, window);
-    const int64_t count = std::clamp<int64_t>(next_position - plan.keep_before_query - cache->firstPosition(layer), 0,
-                                              cache->length(layer));
-    if (count == 0) continue;
-    const auto& rows = layout.layers[static_cast<size_t>(layer)];
-    const std::vector<int64_t> removed(rows.begin(), rows.begin() + std::min<int64_t>(count, rows.size()));
-    layers_by_removed[removed].push_back(layer);
-    if (!plan.fault_action.empty()) fault_action = plan.fault_action;
-  }
-  if (layers_by_removed.empty()) {
-    // Nothing physically left the window (e.g. the cache was just cleared);
-    // the contract still moves, and the next logged event carries it.
-    if (std::any_of(first.begin(), first.end(), [](int64_t p) { return p > 0; })) contract_first_[slot(role)] = first;
-    return;
-  }
-  for (const auto& [removed, layers] : layers_by_removed) {
-    CacheEvent event;
-    event.cache = role;
-    event.round = round_index_;
-    event.phase = round_index_ == 0 ? Phase::Prefill : Phase::Prune;
-    event.kind = CacheEventKind::Evict;
-    event.reason = DeathReason::Eviction;
-    event.expected_rows = contract_rows_[slot(role)];
-    event.expected_first = first;
-    event.layers = layers.size() == static_cast<size_t>(cache->numLayers()) ? std::vector<int64_t>() : layers;
-    event.fault_action = fault_action;
-    event.rows_before = rowsPerLayer(role);
-    for (int64_t layer : layers) cache->evictFront(layer, static_cast<int64_t>(removed.size()));
-    event.rows_after = rowsPerLayer(role);
-    event.removed = removed;
-    // Entries no layer holds any more die now (Gemma 2's global layers keep theirs).
-    CacheLayout after = layout_[slot(role)];
-    applyEvent(after, event);
-    for (int64_t entry : removed) {
-      const bool held = std::any_of(after.layers.begin(), after.layers.end(), [&](const std::vector<int64_t>& r) {
-        return std::find(r.begin(), r.end(), entry) != r.end();
-      });
-      if (!held) record_.ledger.recordDeath(entry, round_index_, event.phase, DeathReason::Eviction);
-    }
-    logEvent(std::move(event));
-  }
-}
 
 at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Phase phase, ProbeSink* probes,
                          int64_t logit_rows) {
   const CausalLM& model = role == CacheRole::Target ? *target_ : *drafter_->model();
-  KvCache* cache = cacheOf(role);
+  TrackedCache* cache = cacheOf(role);
   RoundRecord& record = record_.rounds.back();
   (role == CacheRole::Target ? record.target_forwards : record.drafter_forwards) += 1;
   if (cache == nullptr) return model.forward(idsTensor(tokens), 0, nullptr, probes, logit_rows);  // [rows, vocab]
 
   // Feed only the tokens the cache does not hold yet, at explicit positions.
-  std::vector<int64_t>& held = believed(role);
-  const int64_t believed_length = static_cast<int64_t>(held.size());
-  const int64_t start = faults_.feedStart(role, phase, believed_length);
-  const int64_t rope_start = start + (start == believed_length ? position_shift(role) : 0);
-  const std::vector<int64_t> pending(tokens.begin() + start, tokens.end());
-  const int64_t n = static_cast<int64_t>(pending.size());
-  const std::vector<int64_t> rows_before = rowsPerLayer(role);
-
-  WriteRequest request{role, phase, n, rows_before.front(), -1};
-  const int64_t bonus = bonus_position_[slot(role)];
-  if (bonus >= start && bonus < start + n) request.bonus_index = bonus - start;
-  WritePlan plan = faults_.write(request);
-  std::string fault_action = plan.fault_action;
-  if (start != believed_length) fault_action = "fed the whole prefix again from position 0 on top of the cache";
-  if (rope_start != start) {
-    fault_action = "rotary positions start at " + std::to_string(rope_start) + " instead of " + std::to_string(start) +
-                   " (the position counter was not rewound after a rollback)";
-  }
-  if (faults_.halfPrecisionStorage()) fault_action = "stored K/V in float16";
-  cache->setWriteOrder(plan.order);
-  cache->setCausalAmongNewRows(plan.causal_among_new);
+  const PlannedWrite write = cache->planWrite(phase, tokens);
   WriteRecorder computed(cache->numLayers(), probes);
-  const auto ids = idsTensor(pending);
+  const auto ids = idsTensor(write.tokens);
   at::Tensor logits;
   try {
-    logits = faults_.active() ? model.forwardUnchecked(ids, rope_start, cache, &computed, logit_rows)  // [rows, vocab]
-                              : model.forward(ids, rope_start, cache, &computed, logit_rows);  // invariant asserted
+    logits = faults_.active()
+                 ? model.forwardUnchecked(ids, write.rope_start, cache->storageForForward(), &computed, logit_rows)
+                 : model.forward(ids, write.rope_start, cache->storageForForward(), &computed, logit_rows);  // [rows, vocab]; invariant asserted
   } catch (...) {
-    cache->setWriteOrder(std::nullopt);
-    cache->setCausalAmongNewRows(true);
+    cache->abandonWrite();
     throw;
   }
-  cache->setWriteOrder(std::nullopt);
-  cache->setCausalAmongNewRows(true);
-
-  std::vector<int64_t> order = plan.order.value_or(std::vector<int64_t>());
-  if (!plan.order) {
-    for (int64_t i = 0; i < n; ++i) order.push_back(i);
-  }
-  std::vector<RowIdentity> identities;
-  for (int64_t i : order) identities.push_back({pending[i], start + i, rope_start + i});
-  if (request.bonus_index >= 0) bonus_position_[slot(role)] = -1;  // fed (written or not)
-  recordWrite(role, phase, identities, rows_before, computed.keys, computed.values, order,
-              static_cast<int64_t>(tokens.size()), fault_action);
-  held.resize(start);
-  held.insert(held.end(), pending.begin(), pending.end());
+  cache->logWrite(write, round_index_, computed.keys, computed.values);
   return logits;
-}
-
-void Session::recordWrite(CacheRole role, Phase phase, const std::vector<RowIdentity>& identities,
-                          const std::vector<int64_t>& rows_before, const std::vector<at::Tensor>& computed_k,
-                          const std::vector<at::Tensor>& computed_v, const std::vector<int64_t>& order,
-                          int64_t expected_rows, std::string fault_action) {
-  KvCache* cache = cacheOf(role);
-  const int64_t m = static_cast<int64_t>(identities.size());
-  CacheEvent event;
-  event.cache = role;
-  event.round = round_index_;
-  event.phase = phase;
-  event.rows_before = rows_before;
-  event.rows_after = rowsPerLayer(role);
-  event.expected_rows = expected_rows;
-  event.fault_action = std::move(fault_action);
-  if (m > 0) {
-    std::vector<at::Tensor> k_rows, v_rows;
-    for (int64_t layer = 0; layer < cache->numLayers(); ++layer) {
-      k_rows.push_back(cache->keys(layer).narrow(1, rows_before[layer], m));  // [kv_heads, m, head_dim] as stored
-      v_rows.push_back(cache->values(layer).narrow(1, rows_before[layer], m));
-    }
-    // Without an injected fault the cache stores a plain copy of what the
-    // forward computed, in the same dtype and order: comparing them would
-    // cost more than a small drafter's forward and could only find equality.
-    if (faults_.active()) event.max_store_error = storeError(k_rows, v_rows, computed_k, computed_v, order);
-    const int64_t first = record_.ledger.recordBirths(role, identities, k_rows, v_rows, round_index_, phase);
-    for (int64_t i = 0; i < m; ++i) event.written.push_back(first + i);
-  }
-  int64_t& refeed = refeed_pending_[slot(role)];
-  event.kind = refeed > 0 ? CacheEventKind::Refeed : CacheEventKind::Append;
-  refeed = 0;
-  logEvent(std::move(event));
-}
-
-void Session::pruneCache(CacheRole role, int64_t keep, int64_t first_wrong_position) {
-  KvCache* cache = cacheOf(role);
-  if (cache == nullptr) return;
-  std::vector<int64_t>& held = believed(role);
-  const int64_t contract_before = contract_rows_[slot(role)];
-  const int64_t required = std::min(contract_before, keep);
-  const PruneAction action = faults_.prune(
-      {role, static_cast<int64_t>(held.size()), keep, record_.rounds.back().accepted, cache->numLayers()});
-  const int64_t dropped = static_cast<int64_t>(held.size()) - action.believed_after;
-  if (required == contract_before && action.crop_to < 0) return;  // nothing required, nothing done
-  held.resize(static_cast<size_t>(action.believed_after));
-  if (!faults_.rewindsPositions() && dropped > 0) position_shift(role) += dropped;
-
-  CacheEvent event;
-  event.cache = role;
-  event.round = round_index_;
-  event.phase = Phase::Prune;
-  event.kind = action.kind;
-  event.reason = action.reason;
-  event.expected_rows = required;
-  event.fault_action = action.fault_action;
-  event.rows_before = rowsPerLayer(role);
-  if (action.crop_to >= 0) {
-    for (int64_t layer = 0; layer < action.layers_cropped; ++layer) {
-      // crop_to counts positions; a sliding window's layer starts later.
-      const int64_t rows = action.crop_to - cache->firstPosition(layer);
-      cache->cropLayer(layer, std::clamp<int64_t>(rows, 0, cache->length(layer)));
-    }
-  }
-  event.rows_after = rowsPerLayer(role);
-  // Entries that no layer holds any more die now.
-  const CacheLayout before = layout_[slot(role)];
-  CacheLayout after = before;
-  applyEvent(after, event);
-  std::vector<bool> still_held(static_cast<size_t>(record_.ledger.size()), false);
-  for (const auto& rows : after.layers) {
-    for (int64_t entry : rows) still_held[static_cast<size_t>(entry)] = true;
-  }
-  std::vector<bool> seen(still_held.size(), false);
-  int64_t refeed = 0;
-  for (const auto& rows : before.layers) {
-    for (int64_t entry : rows) {
-      if (still_held[static_cast<size_t>(entry)] || seen[static_cast<size_t>(entry)]) continue;
-      seen[static_cast<size_t>(entry)] = true;
-      const LedgerEntry& e = record_.ledger.entry(entry);
-      event.removed.push_back(entry);
-      if (e.reason == DeathReason::Eviction) continue;  // no head read it since a policy masked it: died then
-      DeathReason reason = action.reason;
-      if (reason == DeathReason::RejectedDraft && e.position < first_wrong_position) {
-        reason = DeathReason::Refeed;  // a correct entry cut on purpose (seed bookkeeping)
-        ++refeed;
-      }
-      record_.ledger.recordDeath(entry, round_index_, Phase::Prune, reason);
-    }
-  }
-  if (options_.bookkeeping == Bookkeeping::Seed) refeed_pending_[slot(role)] = refeed;
-  logEvent(std::move(event));
 }
 
 bool Session::recompressDue(bool any_round) const {
@@ -415,10 +200,10 @@ bool Session::recompressDue(bool any_round) const {
 }
 
 void Session::compressTarget() {
-  KvCache* cache = target_cache_.get();
+  KvCache& storage = *target_cache_->storageForForward();
   EvictionSettings settings = options_.eviction->settings;
   const bool scored = needsAttention(settings.policy);
-  const std::vector<int64_t> rows = rowsPerLayer(CacheRole::Target);
+  const std::vector<int64_t> rows = target_cache_->rowsPerLayer();
   const int64_t queries = evidence_.queries();
   const std::vector<at::Tensor> attention = scored ? evidence_.attention(rows) : std::vector<at::Tensor>();  // [heads, q, rows[l]]
   evidence_.clear();
@@ -427,47 +212,9 @@ void Session::compressTarget() {
   if (settings.window > queries && (settings.policy == EvictionPolicy::SnapKV || settings.policy == EvictionPolicy::Pyramid)) {
     settings.window = queries;
   }
-  const std::vector<int64_t> budgets = layerBudgets(settings, cache->numLayers(), rows.front());
-  logPolicyEviction(evictByPolicy(*cache, settings, attention, budgets).removed);
-}
-
-void Session::logPolicyEviction(const std::vector<RemovedRow>& removed) {
-  if (removed.empty()) return;  // within budget: nothing happened, nothing to log
-  const KvCache* cache = target_cache_.get();
-  const CacheLayout& layout = layout_[slot(CacheRole::Target)];
-  CacheEvent event;
-  event.cache = CacheRole::Target;
-  event.round = round_index_;
-  event.phase = round_index_ == 0 ? Phase::Prefill : Phase::Prune;
-  event.kind = CacheEventKind::Evict;
-  event.reason = DeathReason::Eviction;
-  event.policy = evictionPolicyName(options_.eviction->settings.policy);
-  event.expected_rows = contract_rows_[slot(CacheRole::Target)];
-  event.rows_before = event.rows_after = rowsPerLayer(CacheRole::Target);
-  std::set<int64_t> touched;
-  for (const RemovedRow& r : removed) {
-    // The layout mirrors the cache row for row: the entry the masked row holds.
-    const auto& rows = layout.layers.at(static_cast<size_t>(r.layer));
-    const int64_t row = r.position - cache->firstPosition(r.layer);
-    if (row < 0 || row >= static_cast<int64_t>(rows.size())) continue;
-    event.masked.push_back({rows[static_cast<size_t>(row)], r.layer, r.kv_head, r.score});
-    touched.insert(rows[static_cast<size_t>(row)]);
-  }
-  // An entry no head of any layer holding it reads any more is gone for attention: it dies now.
-  EvictionMasks after = target_masks_;
-  after.apply(event, 0);
-  for (int64_t entry : touched) {
-    bool read = false;
-    for (size_t l = 0; l < layout.layers.size() && !read; ++l) {
-      const auto& rows = layout.layers[l];
-      if (std::find(rows.begin(), rows.end(), entry) == rows.end()) continue;
-      for (int64_t h = 0; h < cache->kvHeads() && !read; ++h) read = !after.masked(entry, static_cast<int64_t>(l), h);
-    }
-    if (read) continue;
-    record_.ledger.recordDeath(entry, round_index_, event.phase, DeathReason::Eviction);
-    event.removed.push_back(entry);
-  }
-  logEvent(std::move(event));
+  const std::vector<int64_t> budgets = layerBudgets(settings, storage.numLayers(), rows.front());
+  target_cache_->logPolicyEviction(removalMoment(), evictionPolicyName(settings.policy),
+                                   evictByPolicy(storage, settings, attention, budgets).removed);
 }
 
 void Session::stepPhase() {
@@ -506,13 +253,13 @@ void Session::runPrefill() {
     evidence_.listen(scored, nullptr, static_cast<int64_t>(prefix.size()));
     feed(CacheRole::Target, prefix, Phase::Prefill, scored ? &evidence_ : nullptr, /*logit_rows=*/0);  // the cache is what a prefill is for
     evidence_.listen(false, nullptr, 0);
-    slideWindows(CacheRole::Target);
+    target_cache_->slideWindows(removalMoment());
     if (options_.eviction) compressTarget();
     record_.rounds.back().verify_ms = millisecondsSince(start);
     if (drafter_cache_) {
       start = Clock::now();
       feed(CacheRole::Drafter, prefix, Phase::Prefill, nullptr, /*logit_rows=*/0);
-      slideWindows(CacheRole::Drafter);
+      drafter_cache_->slideWindows(removalMoment());
       record_.rounds.back().draft_ms = millisecondsSince(start);
     }
   }
@@ -646,7 +393,12 @@ void Session::runAccept() {
     }
   }
   // The bonus token is fed (its row written) by the next round's forwards.
-  if (r.bonus) bonus_position_[0] = bonus_position_[1] = static_cast<int64_t>(record_.sequence.size()) - 1;
+  if (r.bonus) {
+    const int64_t bonus_position = static_cast<int64_t>(record_.sequence.size()) - 1;
+    for (TrackedCache* cache : {target_cache_.get(), drafter_cache_.get()}) {
+      if (cache) cache->expectBonusAt(bonus_position);
+    }
+  }
   r.accept_ms = millisecondsSince(start);
   next_phase_ = Phase::Prune;
 }
@@ -660,12 +412,15 @@ void Session::runPrune() {
   // Exact: each cache keeps L' - 1 entries (the newest token is fed next
   // round). Seed variant: one fewer, and that token is re-fed.
   const int64_t keep = options_.bookkeeping == Bookkeeping::Exact ? new_length - 1 : new_length - 2;
-  pruneCache(CacheRole::Target, keep, first_wrong);
-  pruneCache(CacheRole::Drafter, keep, first_wrong);
-  slideWindows(CacheRole::Target);
-  if (drafter_cache_) slideWindows(CacheRole::Drafter);
+  const PruneRequestOfRound request{keep, first_wrong, r.accepted, options_.bookkeeping == Bookkeeping::Seed};
+  for (TrackedCache* cache : {target_cache_.get(), drafter_cache_.get()}) {
+    if (cache) cache->prune(round_index_, request);
+  }
+  for (TrackedCache* cache : {target_cache_.get(), drafter_cache_.get()}) {
+    if (cache) cache->slideWindows(removalMoment());
+  }
   // The rejected drafts' queries are gone with their tokens.
-  evidence_.keepQueriesBefore(static_cast<int64_t>(believed_target_.size()));
+  evidence_.keepQueriesBefore(static_cast<int64_t>(believedCacheTokens(CacheRole::Target).size()));
   if (recompressDue(/*any_round=*/false)) compressTarget();
 
   if (options_.adaptive_gamma && !r.drafts.empty()) {

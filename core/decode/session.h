@@ -15,15 +15,14 @@
 
 #include "core/cache/cache_compression.h"
 #include "core/cache/cache_event_log.h"
-#include "core/cache/eviction_masks.h"
 #include "core/cache/fault.h"
 #include "core/cache/fault_policy.h"
 #include "core/cache/kv_cache.h"
+#include "core/cache/tracked_cache.h"
 #include "core/decode/drafter.h"
 #include "core/decode/sampling.h"
 #include "core/decode/session_eviction.h"
 #include "core/model/causal_lm.h"
-#include "core/trace/kv_ledger.h"
 #include "core/trace/metrics.h"
 #include "core/trace/record_budget.h"
 #include "core/trace/session_record.h"
@@ -98,8 +97,8 @@ class Session {
   const KvLedger& ledger() const { return record_.ledger; }
   // What the trace budget kept and dropped so far.
   const RecordBudget& recordBudget() const { return record_budget_; }
-  const KvCache* targetCache() const { return target_cache_.get(); }
-  const KvCache* drafterCache() const { return drafter_cache_.get(); }
+  const KvCache* targetCache() const { return target_cache_ ? &target_cache_->storage() : nullptr; }
+  const KvCache* drafterCache() const { return drafter_cache_ ? &drafter_cache_->storage() : nullptr; }
   int64_t currentGamma() const { return gamma_; }
   Metrics metrics() const;
 
@@ -109,40 +108,23 @@ class Session {
   void runVerify();
   void runAccept();
   void runPrune();
-  void beginRound();
-  void advancePhase();
 
-  // Feeds sequence[cache_length..] (+ extra tokens) to a model, recording
-  // births in the ledger. Returns the logits of the last `logit_rows` fed
-  // tokens [logit_rows, vocab] (all of them with kAllRows).
+  // Feeds sequence[cache_length..] (+ extra tokens) to a model through its
+  // tracked cache (which logs the write). Returns the logits of the last
+  // `logit_rows` fed tokens [logit_rows, vocab] (all of them with kAllRows).
   at::Tensor feed(CacheRole role, const std::vector<int64_t>& tokens_after_cache, Phase phase,
                   ProbeSink* probes = nullptr, int64_t logit_rows = CausalLM::kAllRows);
-  // Cuts a cache back so the engine believes it holds `keep` entries; the
-  // fault policy decides what physically happens. Logs the operation.
-  void pruneCache(CacheRole role, int64_t keep, int64_t first_wrong_position);
-  // Writes the ledger entries of a forward's rows and logs the append.
-  void recordWrite(CacheRole role, Phase phase, const std::vector<RowIdentity>& identities,
-                   const std::vector<int64_t>& rows_before, const std::vector<at::Tensor>& computed_k,
-                   const std::vector<at::Tensor>& computed_v, const std::vector<int64_t>& order,
-                   int64_t expected_rows, std::string fault_action);
-  // Sliding-window layers drop the rows the next query can no longer see;
-  // logged as Evict events (one per group of layers that lose the same rows).
-  void slideWindows(CacheRole role);
   // The eviction policy's compression of the target's cache (after the
   // prefill, or after a prune), logged as one Evict event.
   void compressTarget();
-  // The event for a policy's removals; entries no layer and head reads any
-  // more die in the ledger.
-  void logPolicyEviction(const std::vector<RemovedRow>& removed);
   // Whether the eviction re-compresses after this round's prune (any_round:
   // after some round's, so the verify pass must keep its attention).
   bool recompressDue(bool any_round) const;
-  void logEvent(CacheEvent event);
-  std::vector<int64_t> rowsPerLayer(CacheRole role) const;
-  KvCache* cacheOf(CacheRole role) const;
+  // The moment of a removal outside a forward: the prefill's, or this round's prune.
+  Moment removalMoment() const;
+  TrackedCache* cacheOf(CacheRole role) const;
+  std::unique_ptr<TrackedCache> makeTrackedCache(CacheRole role, const CausalLM& model);
   c10::optional<c10::ScalarType> cacheStorage() const;
-  std::vector<int64_t>& believed(CacheRole role);
-  static size_t slot(CacheRole role) { return role == CacheRole::Target ? 0 : 1; }
 
   std::shared_ptr<const CausalLM> target_;
   std::shared_ptr<const Drafter> drafter_;
@@ -153,32 +135,20 @@ class Session {
 
   SessionRecord record_;
   RecordBudget record_budget_;
-  std::unique_ptr<KvCache> target_cache_;
-  std::unique_ptr<KvCache> drafter_cache_;
-  CacheLayout layout_[2];          // the physical rows of each cache now (target, drafter)
-  EvictionMasks target_masks_;     // the rows the eviction policy masked in the target's cache
+  std::unique_ptr<TrackedCache> target_cache_;   // null with the cache off
+  std::unique_ptr<TrackedCache> drafter_cache_;  // null with the cache off or without a drafter model
   EvictionEvidence evidence_;      // the target's attention since the last compression
-  int64_t contract_rows_[2] = {0, 0};  // rows the bookkeeping requires now
-  std::vector<int64_t> contract_first_[2];  // per layer, the first position it requires (sliding windows)
-  int64_t refeed_pending_[2] = {0, 0}; // rows cut on purpose (seed bookkeeping), to be re-fed
-  int64_t bonus_position_[2] = {-1, -1};  // a bonus token not yet written to each cache
 
   Phase next_phase_ = Phase::Prefill;
   int64_t round_index_ = 0;
   int64_t gamma_ = 0;
   bool finished_ = false;
   std::map<int64_t, at::Tensor> draft_logits_;
-  std::vector<int64_t> believed_target_;   // tokens the engine thinks each cache holds
-  std::vector<int64_t> believed_drafter_;
-  int64_t position_shift_[2] = {0, 0};     // stale-rope: positions not rewound after rollbacks
-  int64_t& position_shift(CacheRole role) { return position_shift_[slot(role)]; }
 
   // Working state of the round in progress.
   at::Tensor draft_q_;       // [drafts, vocab] processed drafter distributions
   at::Tensor verify_p_;      // [drafts + 1, vocab] processed target distributions (sampling only)
   at::Tensor verify_logits_; // [drafts + 1, vocab]
-  int64_t target_forwards_ = 0;
-  int64_t drafter_forwards_ = 0;
 };
 
 }  // namespace kvscope

@@ -11,7 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "core/cache/cache_event_log.h"
-#include "core/trace/kv_ledger.h"
+#include "core/cache/kv_ledger.h"
 #include "core/trace/trace_types.h"
 
 namespace kvscope {

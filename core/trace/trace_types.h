@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/cache/cache_types.h"
+#include "core/cache/ledger_entry.h"
 
 namespace kvscope {
 
@@ -24,26 +25,6 @@ const char* bookkeepingName(Bookkeeping bookkeeping);
 Bookkeeping parseBookkeeping(const std::string& name);  // "exact" | "seed"
 
 
-
-// One K/V row write of one cache (all layers at once), from its birth to its
-// death: its identity (the token, the position it was computed for, the
-// rotary position actually applied) and when it was written and removed.
-// Its K/V rows (all layers) are stored once, at birth, in the ledger. Which
-// physical row it occupies in each layer comes from the cache event log.
-struct LedgerEntry {
-  CacheRole cache = CacheRole::Target;
-  int64_t position = 0;       // the absolute position the engine computed it for
-  int64_t rope_position = 0;  // the position its rotary (or learned) embedding used
-  int64_t token = 0;
-  int64_t born_round = 0;
-  Phase born_phase = Phase::Prefill;
-  int64_t died_round = -1;  // -1 while some layer still holds it
-  Phase died_phase = Phase::Prune;
-  DeathReason reason = DeathReason::Alive;
-  int64_t row = 0;  // index of its K/V rows in the ledger's store
-
-  bool aliveAt(int64_t round) const { return born_round <= round && (died_round < 0 || died_round > round); }
-};
 
 struct RoundRecord {
   int64_t index = 0;         // 1-based; round 0 is the prefill

@@ -1,4 +1,4 @@
-#include "core/trace/kv_ledger.h"
+#include "core/cache/kv_ledger.h"
 
 #include <algorithm>
 
@@ -41,18 +41,6 @@ void KvLedger::recordDeath(int64_t index, int64_t round, Phase phase, DeathReaso
   e.died_round = round;
   e.died_phase = phase;
   e.reason = reason;
-}
-
-std::vector<int64_t> KvLedger::entriesOfRound(CacheRole cache, int64_t round) const {
-  std::vector<int64_t> out;
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    const LedgerEntry& e = entries_[i];
-    const bool alive_during = e.born_round <= round && (e.died_round < 0 || e.died_round >= round);
-    if (e.cache == cache && alive_during) out.push_back(static_cast<int64_t>(i));
-  }
-  std::stable_sort(out.begin(), out.end(),
-                   [&](int64_t a, int64_t b) { return entries_[a].position < entries_[b].position; });
-  return out;
 }
 
 std::vector<int64_t> KvLedger::liveAfterRound(CacheRole cache, int64_t round) const {

@@ -8,7 +8,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "core/trace/trace_types.h"
+#include "core/cache/ledger_entry.h"
 
 namespace kvscope {
 
@@ -32,9 +32,6 @@ class KvLedger {
   void recordDeath(int64_t entry, int64_t round, Phase phase, DeathReason reason);
 
   const std::vector<LedgerEntry>& entries() const { return entries_; }
-  // Indices into entries() of `cache` that were alive at some point of
-  // `round` (alive at its start, or born in it), ordered by position then birth.
-  std::vector<int64_t> entriesOfRound(CacheRole cache, int64_t round) const;
   // Live entries of `cache` at the end of `round`, ordered by position.
   std::vector<int64_t> liveAfterRound(CacheRole cache, int64_t round) const;
   int64_t liveCount(CacheRole cache) const;

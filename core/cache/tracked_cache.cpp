@@ -1,0 +1,272 @@
+#include "core/cache/tracked_cache.h"
+
+#include <torch/types.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+
+namespace kvscope {
+namespace {
+
+bool anyPositive(const std::vector<int64_t>& values) {
+  return std::any_of(values.begin(), values.end(), [](int64_t v) { return v > 0; });
+}
+
+// The largest difference between what the cache stored (per layer
+// [kv_heads, m, head_dim]) and what the forward computed, put in write order.
+double storeError(const std::vector<at::Tensor>& stored_k, const std::vector<at::Tensor>& stored_v,
+                  const std::vector<at::Tensor>& computed_k, const std::vector<at::Tensor>& computed_v,
+                  const std::vector<int64_t>& order) {
+  const auto index = torch::tensor(order, torch::kInt64);
+  std::vector<at::Tensor> errors;  // per layer and K/V, a 0-d tensor: one read at the end
+  for (size_t layer = 0; layer < stored_k.size(); ++layer) {
+    const auto wanted_k = computed_k[layer].index_select(1, index).to(torch::kFloat32);
+    const auto wanted_v = computed_v[layer].index_select(1, index).to(torch::kFloat32);
+    errors.push_back((stored_k[layer].to(torch::kFloat32) - wanted_k).abs().max());
+    errors.push_back((stored_v[layer].to(torch::kFloat32) - wanted_v).abs().max());
+  }
+  return torch::stack(errors).max().item<double>();
+}
+
+}  // namespace
+
+TrackedCache::TrackedCache(CacheRole role, std::unique_ptr<KvCache> storage, std::vector<int64_t> windows,
+                           const FaultPolicy& faults, KvLedger& ledger, CacheEventLog& log)
+    : role_(role), storage_(std::move(storage)), windows_(std::move(windows)), faults_(faults), ledger_(ledger), log_(log) {
+  require(storage_ != nullptr, "tracked cache: no storage");
+  require(static_cast<int64_t>(windows_.size()) == storage_->numLayers(),
+          "tracked cache: one sliding window per layer expected");
+  layout_.layers.resize(static_cast<size_t>(storage_->numLayers()));
+}
+
+std::vector<int64_t> TrackedCache::rowsPerLayer() const {
+  std::vector<int64_t> rows;
+  for (int64_t layer = 0; layer < storage_->numLayers(); ++layer) rows.push_back(storage_->length(layer));
+  return rows;
+}
+
+CacheEvent TrackedCache::eventAt(const Moment& moment, CacheEventKind kind) const {
+  CacheEvent event;
+  event.cache = role_;
+  event.round = moment.round;
+  event.phase = moment.phase;
+  event.kind = kind;
+  event.expected_rows = required_rows_;
+  event.rows_before = rowsPerLayer();
+  return event;
+}
+
+void TrackedCache::logEvent(CacheEvent event) {
+  // A window's contract, once it moved, holds for every later event that
+  // does not say otherwise.
+  if (event.expected_first.empty() && anyPositive(required_first_)) event.expected_first = required_first_;
+  required_first_ = event.expected_first;
+  applyEvent(layout_, event);
+  masks_.apply(event, static_cast<int64_t>(log_.events().size()));
+  required_rows_ = event.expected_rows;
+  log_.record(std::move(event));
+}
+
+std::vector<int64_t> TrackedCache::entriesLost(const CacheLayout& before, const CacheLayout& after) {
+  std::set<int64_t> still_held;
+  for (const auto& rows : after.layers) still_held.insert(rows.begin(), rows.end());
+  std::vector<int64_t> lost;
+  std::set<int64_t> seen;
+  for (const auto& rows : before.layers) {
+    for (int64_t entry : rows) {
+      if (still_held.count(entry) > 0 || !seen.insert(entry).second) continue;
+      lost.push_back(entry);
+    }
+  }
+  return lost;
+}
+
+void TrackedCache::clearSwitches() {
+  storage_->setWriteOrder(std::nullopt);
+  storage_->setCausalAmongNewRows(true);
+}
+
+PlannedWrite TrackedCache::planWrite(Phase phase, const std::vector<int64_t>& stream) {
+  const int64_t believed_length = static_cast<int64_t>(believed_.size());
+  PlannedWrite write;
+  write.phase = phase;
+  write.start = faults_.feedStart(role_, phase, believed_length);
+  write.rope_start = write.start + (write.start == believed_length ? position_shift_ : 0);
+  write.tokens.assign(stream.begin() + write.start, stream.end());
+  write.rows_before = rowsPerLayer();
+  write.expected_rows = static_cast<int64_t>(stream.size());
+  const int64_t n = static_cast<int64_t>(write.tokens.size());
+  if (bonus_position_ >= write.start && bonus_position_ < write.start + n) write.bonus_index = bonus_position_ - write.start;
+
+  const WritePlan plan = faults_.write({role_, phase, n, write.rows_before.front(), write.bonus_index});
+  write.fault_action = plan.fault_action;
+  if (write.start != believed_length) write.fault_action = "fed the whole prefix again from position 0 on top of the cache";
+  if (write.rope_start != write.start) {
+    write.fault_action = "rotary positions start at " + std::to_string(write.rope_start) + " instead of " +
+                         std::to_string(write.start) + " (the position counter was not rewound after a rollback)";
+  }
+  if (faults_.halfPrecisionStorage()) write.fault_action = "stored K/V in float16";
+  write.order = plan.order.value_or(std::vector<int64_t>());
+  if (!plan.order) {
+    for (int64_t i = 0; i < n; ++i) write.order.push_back(i);
+  }
+  storage_->setWriteOrder(plan.order);
+  storage_->setCausalAmongNewRows(plan.causal_among_new);
+  return write;
+}
+
+void TrackedCache::abandonWrite() { clearSwitches(); }
+
+void TrackedCache::logWrite(const PlannedWrite& write, int64_t round, const std::vector<at::Tensor>& computed_k,
+                            const std::vector<at::Tensor>& computed_v) {
+  clearSwitches();
+  CacheEvent event = eventAt({round, write.phase}, refeed_pending_ > 0 ? CacheEventKind::Refeed : CacheEventKind::Append);
+  event.rows_before = write.rows_before;
+  event.rows_after = rowsPerLayer();
+  event.expected_rows = write.expected_rows;
+  event.fault_action = write.fault_action;
+  const auto m = static_cast<int64_t>(write.order.size());
+  if (m > 0) {
+    std::vector<RowIdentity> identities;
+    for (int64_t i : write.order) identities.push_back({write.tokens[i], write.start + i, write.rope_start + i});
+    std::vector<at::Tensor> k_rows, v_rows;
+    for (int64_t layer = 0; layer < storage_->numLayers(); ++layer) {
+      k_rows.push_back(storage_->keys(layer).narrow(1, write.rows_before[layer], m));  // [kv_heads, m, head_dim] as stored
+      v_rows.push_back(storage_->values(layer).narrow(1, write.rows_before[layer], m));
+    }
+    // Without an injected fault the cache stores a plain copy of what the
+    // forward computed, in the same dtype and order: comparing them would
+    // cost more than a small drafter's forward and could only find equality.
+    if (faults_.active()) event.max_store_error = storeError(k_rows, v_rows, computed_k, computed_v, write.order);
+    const int64_t first = ledger_.recordBirths(role_, identities, k_rows, v_rows, round, write.phase);
+    for (int64_t i = 0; i < m; ++i) event.written.push_back(first + i);
+  }
+  if (write.bonus_index >= 0) bonus_position_ = -1;  // fed (written or not)
+  refeed_pending_ = 0;
+  believed_.resize(static_cast<size_t>(write.start));
+  believed_.insert(believed_.end(), write.tokens.begin(), write.tokens.end());
+  logEvent(std::move(event));
+}
+
+void TrackedCache::prune(int64_t round, const PruneRequestOfRound& request) {
+  const int64_t required = std::min(required_rows_, request.keep);
+  const PruneAction action = faults_.prune(
+      {role_, static_cast<int64_t>(believed_.size()), request.keep, request.accepted, storage_->numLayers()});
+  const int64_t dropped = static_cast<int64_t>(believed_.size()) - action.believed_after;
+  if (required == required_rows_ && action.crop_to < 0) return;  // nothing required, nothing done
+  believed_.resize(static_cast<size_t>(action.believed_after));
+  if (!faults_.rewindsPositions() && dropped > 0) position_shift_ += dropped;
+
+  CacheEvent event = eventAt({round, Phase::Prune}, action.kind);
+  event.reason = action.reason;
+  event.expected_rows = required;
+  event.fault_action = action.fault_action;
+  if (action.crop_to >= 0) {
+    for (int64_t layer = 0; layer < action.layers_cropped; ++layer) {
+      // crop_to counts positions; a sliding window's layer starts later.
+      const int64_t rows = action.crop_to - storage_->firstPosition(layer);
+      storage_->cropLayer(layer, std::clamp<int64_t>(rows, 0, storage_->length(layer)));
+    }
+  }
+  event.rows_after = rowsPerLayer();
+  CacheLayout after = layout_;
+  applyEvent(after, event);
+  int64_t refeed = 0;
+  for (int64_t entry : entriesLost(layout_, after)) {
+    event.removed.push_back(entry);
+    const LedgerEntry& e = ledger_.entry(entry);
+    if (e.reason == DeathReason::Eviction) continue;  // no head read it since a policy masked it: died then
+    DeathReason reason = action.reason;
+    if (reason == DeathReason::RejectedDraft && e.position < request.first_wrong_position) {
+      reason = DeathReason::Refeed;  // a correct entry cut on purpose (seed bookkeeping)
+      ++refeed;
+    }
+    ledger_.recordDeath(entry, round, Phase::Prune, reason);
+  }
+  if (request.seed_bookkeeping) refeed_pending_ = refeed;
+  logEvent(std::move(event));
+}
+
+void TrackedCache::slideWindows(const Moment& moment) {
+  const int64_t next_position = static_cast<int64_t>(believed_.size());
+  std::vector<int64_t> first = required_first_;
+  first.resize(static_cast<size_t>(storage_->numLayers()), 0);
+  // Layers that lose the same front rows share one event; the contract moves
+  // by the true window whatever the fault does.
+  std::map<std::vector<int64_t>, std::vector<int64_t>> layers_by_removed;
+  std::string fault_action;
+  for (int64_t layer = 0; layer < storage_->numLayers(); ++layer) {
+    const int64_t window = windows_[static_cast<size_t>(layer)];
+    if (window <= 0) continue;
+    first[static_cast<size_t>(layer)] = std::max<int64_t>(0, next_position - (window - 1));
+    const WindowPlan plan = faults_.window(role_, window);
+    const int64_t count = std::clamp<int64_t>(next_position - plan.keep_before_query - storage_->firstPosition(layer), 0,
+                                              storage_->length(layer));
+    if (count == 0) continue;
+    const auto& rows = layout_.layers[static_cast<size_t>(layer)];
+    const std::vector<int64_t> removed(rows.begin(), rows.begin() + std::min<int64_t>(count, rows.size()));
+    layers_by_removed[removed].push_back(layer);
+    if (!plan.fault_action.empty()) fault_action = plan.fault_action;
+  }
+  if (layers_by_removed.empty()) {
+    // Nothing physically left the window (e.g. the cache was just cleared);
+    // the contract still moves, and the next logged event carries it.
+    if (anyPositive(first)) required_first_ = first;
+    return;
+  }
+  for (const auto& [removed, layers] : layers_by_removed) {
+    CacheEvent event = eventAt(moment, CacheEventKind::Evict);
+    event.reason = DeathReason::Eviction;
+    event.expected_first = first;
+    event.layers = layers.size() == static_cast<size_t>(storage_->numLayers()) ? std::vector<int64_t>() : layers;
+    event.fault_action = fault_action;
+    for (int64_t layer : layers) storage_->evictFront(layer, static_cast<int64_t>(removed.size()));
+    event.rows_after = rowsPerLayer();
+    event.removed = removed;
+    // Entries no layer holds any more die now (Gemma 2's global layers keep theirs).
+    CacheLayout after = layout_;
+    applyEvent(after, event);
+    for (int64_t entry : entriesLost(layout_, after)) {
+      ledger_.recordDeath(entry, moment.round, moment.phase, DeathReason::Eviction);
+    }
+    logEvent(std::move(event));
+  }
+}
+
+void TrackedCache::logPolicyEviction(const Moment& moment, const std::string& policy,
+                                     const std::vector<RemovedRow>& removed) {
+  if (removed.empty()) return;  // within budget: nothing happened, nothing to log
+  CacheEvent event = eventAt(moment, CacheEventKind::Evict);
+  event.reason = DeathReason::Eviction;
+  event.policy = policy;
+  event.rows_after = event.rows_before;
+  std::set<int64_t> touched;
+  for (const RemovedRow& r : removed) {
+    // The layout mirrors the storage row for row: the entry the masked row holds.
+    const auto& rows = layout_.layers.at(static_cast<size_t>(r.layer));
+    const int64_t row = r.position - storage_->firstPosition(r.layer);
+    if (row < 0 || row >= static_cast<int64_t>(rows.size())) continue;
+    event.masked.push_back({rows[static_cast<size_t>(row)], r.layer, r.kv_head, r.score});
+    touched.insert(rows[static_cast<size_t>(row)]);
+  }
+  // An entry no head of any layer holding it reads any more is gone for attention: it dies now.
+  EvictionMasks after = masks_;
+  after.apply(event, 0);
+  for (int64_t entry : touched) {
+    bool read = false;
+    for (size_t l = 0; l < layout_.layers.size() && !read; ++l) {
+      const auto& rows = layout_.layers[l];
+      if (std::find(rows.begin(), rows.end(), entry) == rows.end()) continue;
+      for (int64_t h = 0; h < storage_->kvHeads() && !read; ++h) read = !after.masked(entry, static_cast<int64_t>(l), h);
+    }
+    if (read) continue;
+    ledger_.recordDeath(entry, moment.round, moment.phase, DeathReason::Eviction);
+    event.removed.push_back(entry);
+  }
+  logEvent(std::move(event));
+}
+
+}  // namespace kvscope

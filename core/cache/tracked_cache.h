@@ -1,0 +1,124 @@
+#pragma once
+// One model's KV cache together with its books: which ledger entry each
+// physical row of each layer holds, the rows the exact bookkeeping requires,
+// the tokens the engine believes the cache holds, and the operation log.
+//
+// It is the only way an engine changes a cache. A forward's write, a crop, a
+// reset, a re-feed, a sliding window's eviction and an eviction policy's
+// masking each go through one method here, which performs it on the storage,
+// logs it once (CacheEventLog) with the rows it removed and the rows the
+// contract required afterwards, and records births and deaths in the ledger.
+// A fault acts through the FaultPolicy the cache is given: the policy answers
+// what each operation physically does; the books say what was required.
+//
+// The two caches of a session share one ledger and one log (entries are
+// numbered across both), so the cache keeps references to them.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "core/cache/cache_compression.h"
+#include "core/cache/cache_event_log.h"
+#include "core/cache/eviction_masks.h"
+#include "core/cache/fault_policy.h"
+#include "core/cache/kv_cache.h"
+#include "core/cache/kv_ledger.h"
+
+namespace kvscope {
+
+// A forward's write into a tracked cache, planned before the forward runs
+// (TrackedCache::planWrite) and logged after it (TrackedCache::logWrite).
+struct PlannedWrite {
+  Phase phase = Phase::Prefill;
+  int64_t start = 0;       // the position of the first token fed
+  int64_t rope_start = 0;  // the rotary position the forward applies to it
+  std::vector<int64_t> tokens;       // the tokens fed, in order
+  std::vector<int64_t> order;        // which of them are written, in physical row order
+  std::vector<int64_t> rows_before;  // per layer
+  int64_t expected_rows = 0;         // the rows the cache must hold afterwards
+  int64_t bonus_index = -1;          // index among `tokens` of a bonus token not yet written
+  std::string fault_action;
+};
+
+// A cut after verification: the engine keeps `keep` tokens; rows computed
+// for positions >= first_wrong_position came from a rejected draft.
+struct PruneRequestOfRound {
+  int64_t keep = 0;
+  int64_t first_wrong_position = 0;
+  int64_t accepted = 0;          // n, the drafts accepted this round
+  bool seed_bookkeeping = false; // correct rows cut on purpose are re-fed next round
+};
+
+class TrackedCache {
+ public:
+  // windows: per layer, the sliding window of keys (<= 0: a global layer).
+  TrackedCache(CacheRole role, std::unique_ptr<KvCache> storage, std::vector<int64_t> windows,
+               const FaultPolicy& faults, KvLedger& ledger, CacheEventLog& log);
+
+  CacheRole role() const { return role_; }
+  const KvCache& storage() const { return *storage_; }
+  // The storage a forward reads and appends to (the model writes through it;
+  // planWrite has set the fault's switches for that forward).
+  KvCache* storageForForward() { return storage_.get(); }
+  int64_t numLayers() const { return storage_->numLayers(); }
+  const std::vector<int64_t>& believedTokens() const { return believed_; }
+  // The physical rows of every layer now: layout().layers[l][r] is a ledger entry.
+  const CacheLayout& layout() const { return layout_; }
+  // The rows an eviction policy masked, per (entry, layer, kv head).
+  const EvictionMasks& masks() const { return masks_; }
+  int64_t requiredRows() const { return required_rows_; }
+  std::vector<int64_t> rowsPerLayer() const;
+
+  // --- a forward's write ------------------------------------------------------
+  // Plans feeding `stream` (the tokens the cache should hold followed by the
+  // new ones): only the tokens not yet held are fed, at explicit positions,
+  // unless the fault says otherwise. Sets the storage's fault switches.
+  PlannedWrite planWrite(Phase phase, const std::vector<int64_t>& stream);
+  // After the forward: clears the switches, records the written rows in the
+  // ledger (computed_k/v: per layer [kv_heads, fed, head_dim] as the forward
+  // computed them) and logs the write (Append, or Refeed after a cut on purpose).
+  void logWrite(const PlannedWrite& write, int64_t round, const std::vector<at::Tensor>& computed_k,
+                const std::vector<at::Tensor>& computed_v);
+  // The forward failed: clears the switches, logs nothing.
+  void abandonWrite();
+  // A bonus token whose row is written by the next forward that feeds it.
+  void expectBonusAt(int64_t position) { bonus_position_ = position; }
+
+  // --- removals -------------------------------------------------------------
+  // The cut after a round's acceptance (prune phase of `round`).
+  void prune(int64_t round, const PruneRequestOfRound& request);
+  // Sliding-window layers drop the rows the next query can no longer see;
+  // one Evict event per group of layers that lose the same rows.
+  void slideWindows(const Moment& moment);
+  // An eviction policy masked `removed` (rows by layer, kv head and
+  // position); one Evict event. Entries no head reads any more die.
+  void logPolicyEviction(const Moment& moment, const std::string& policy, const std::vector<RemovedRow>& removed);
+
+ private:
+  void logEvent(CacheEvent event);
+  CacheEvent eventAt(const Moment& moment, CacheEventKind kind) const;
+  // Entries `before` held that no layer of `after` holds, in first-seen order.
+  static std::vector<int64_t> entriesLost(const CacheLayout& before, const CacheLayout& after);
+  void clearSwitches();
+
+  CacheRole role_;
+  std::unique_ptr<KvCache> storage_;
+  std::vector<int64_t> windows_;
+  const FaultPolicy& faults_;
+  KvLedger& ledger_;
+  CacheEventLog& log_;
+
+  CacheLayout layout_;
+  EvictionMasks masks_;
+  std::vector<int64_t> believed_;        // the tokens the engine thinks the cache holds
+  int64_t required_rows_ = 0;            // rows the bookkeeping requires now
+  std::vector<int64_t> required_first_;  // per layer, the first position required (sliding windows)
+  int64_t refeed_pending_ = 0;           // rows cut on purpose (seed bookkeeping), to be re-fed
+  int64_t bonus_position_ = -1;          // a bonus token not yet written
+  int64_t position_shift_ = 0;           // stale-rope: positions not rewound after rollbacks
+};
+
+}  // namespace kvscope
