@@ -12,6 +12,7 @@
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
 #include "core/bench/benchmark.h"
+#include "core/decode/threads.h"
 #include "core/error.h"
 #include "core/model/model_config.h"
 #include "core/model/tokenizer/tokenizer.h"
@@ -98,8 +99,8 @@ int runBench(Args& args) {
   const int64_t threads = args.integer("threads", 0);
   const BenchOptions options = benchOptions(args);
   args.finish();
-  if (threads < 0) throw Error("--threads must be >= 0 (0: libtorch's default), got " + std::to_string(threads));
-  if (threads > 0) torch::set_num_threads(static_cast<int>(threads));
+  // 0: the process's default (every core, fewer while other programs hold cores).
+  if (threads != 0) setThreadBudget({checkedThreadCount(threads, "--threads"), false, "--threads"});
 
   auto progress = [](const std::string& what) { std::cerr << "bench: " << what << std::endl; };
   const nlohmann::json report = runBenchmark(options, progress);

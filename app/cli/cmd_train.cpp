@@ -8,6 +8,7 @@
 
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
+#include "core/decode/threads.h"
 #include "core/error.h"
 #include "core/model/model_bundle.h"
 #include "core/train/bpe_trainer.h"
@@ -89,7 +90,7 @@ int runTrain(Args& args) {
   if (text.empty()) throw Error("--corpus " + corpus_path + ": the file is empty");
   const nlohmann::json arch = readArchConfig(arch_value);
   if (o.distill_weight > 0 && !teacher_dir) throw Error("--distill needs --teacher DIR");
-  if (threads > 0) torch::set_num_threads(static_cast<int>(threads));
+  if (threads != 0) setThreadBudget({checkedThreadCount(threads, "--threads"), false, "--threads"});
 
   // Tokenizer: the given one, or one trained on the corpus into out.
   std::string tokenizer_dir;

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/decode/threads.h"
 #include "core/error.h"
 #include "core/model/checkpoint.h"
 #include "core/model/dense.h"
@@ -71,12 +72,14 @@ void CausalLM::checkForwardArguments(const at::Tensor& tokens, int64_t start_pos
 at::Tensor CausalLM::forward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
                              int64_t logit_rows) const {
   checkForwardArguments(tokens, start_pos, cache, /*require_cache_at_start=*/true);
+  shareThreadsBeforeForward();  // this thread's share of the process's threads
   return forwardImpl(tokens, start_pos, cache, probes, logit_rows);
 }
 
 at::Tensor CausalLM::forwardUnchecked(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
                                       ProbeSink* probes, int64_t logit_rows) const {
   checkForwardArguments(tokens, start_pos, cache, /*require_cache_at_start=*/false);
+  shareThreadsBeforeForward();
   return forwardImpl(tokens, start_pos, cache, probes, logit_rows);
 }
 
