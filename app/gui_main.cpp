@@ -13,8 +13,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/decode/allocator_tuning.h"
-#include "core/decode/threads.h"
+#include "core/runtime/allocator_tuning.h"
+#include "core/runtime/threads.h"
 #include "core/cache/fault.h"
 #include "core/decode/session_eviction.h"
 #include "core/error.h"

@@ -64,7 +64,10 @@ nlohmann::json printRowHistory(const SessionSnapshot& snapshot, CacheRole cache,
   const int64_t entry = rows[static_cast<size_t>(row)];
   nlohmann::json items = nlohmann::json::array();
   if (!json) std::cout << "history of " << cacheRoleName(cache) << " layer " << layer << " row " << row << ":\n";
-  for (const RowHistoryItem& item : rowHistory(snapshot.entries, snapshot.events, entry, layer)) {
+  const RoundStream stream = [&snapshot](int64_t round) {
+    return streamOfRound(snapshot.sequence, snapshot.prompt_length, snapshot.rounds, round);
+  };
+  for (const RowHistoryItem& item : rowHistory(snapshot.entries, snapshot.events, entry, layer, stream)) {
     if (!json) {
       std::cout << "  round " << item.moment.round << " " << phaseName(item.moment.phase) << " ("
                 << cacheEventKindName(item.operation) << "): " << item.what;

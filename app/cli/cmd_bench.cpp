@@ -12,7 +12,7 @@
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
 #include "core/bench/benchmark.h"
-#include "core/decode/threads.h"
+#include "core/runtime/threads.h"
 #include "core/error.h"
 #include "core/model/model_config.h"
 #include "core/model/tokenizer/tokenizer.h"

@@ -8,7 +8,7 @@
 
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
-#include "core/decode/threads.h"
+#include "core/runtime/threads.h"
 #include "core/error.h"
 #include "core/model/model_bundle.h"
 #include "core/train/bpe_trainer.h"

@@ -9,8 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include "app/cli/command_registry.h"
-#include "core/decode/allocator_tuning.h"
-#include "core/decode/threads.h"
+#include "core/runtime/allocator_tuning.h"
+#include "core/runtime/threads.h"
 #include "core/error.h"
 
 namespace kvscope::cli {

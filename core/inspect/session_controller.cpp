@@ -20,20 +20,13 @@ namespace kvscope {
 namespace fs = std::filesystem;
 
 DefaultModels defaultModelDirectories() {
-  DefaultModels models;
   try {
-    models.target_dir = bundledModelDirectory("target");
-    models.drafter_dir = bundledModelDirectory("drafter");
-    models.bundled = true;
-    return models;
+    return {bundledModelDirectory("target"), bundledModelDirectory("drafter")};
   } catch (const Error& error) {
-    models.note = std::string("bundled models not found, using the test fixture models "
-                              "(llama-tiny, llama-tiny-draft; random weights): ") + error.what();
+    throw Error(std::string(error.what()) +
+                "\nThe bundled models ship in resources/models of the source tree; `bash cmake/run.sh` sets "
+                "kvscope up from a checkout, or pass --target DIR (and --drafter DIR).");
   }
-  const fs::path fixtures = fs::path(KVSCOPE_SOURCE_DIR) / "tests" / "fixtures" / "models";
-  models.target_dir = (fixtures / "llama-tiny").string();
-  models.drafter_dir = (fixtures / "llama-tiny-draft").string();
-  return models;
 }
 
 struct SessionController::State {
@@ -84,13 +77,7 @@ LoadResult SessionController::loadModels(const ModelSpec& spec, const Progress& 
   LoadResult result;
   const bool need_defaults = spec.target_dir.empty() || (spec.drafter_kind == DrafterKind::Model && spec.drafter_dir.empty());
   DefaultModels defaults;
-  if (need_defaults) {
-    defaults = defaultModelDirectories();
-    if (!defaults.bundled) {
-      spdlog::warn("{}", defaults.note);
-      result.notes.push_back(defaults.note);
-    }
-  }
+  if (need_defaults) defaults = defaultModelDirectories();
   result.target_dir = spec.target_dir.empty() ? defaults.target_dir : spec.target_dir;
   const int total = spec.drafter_kind == DrafterKind::Model ? 2 : 1;
   const c10::TensorOptions options = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCPU);

@@ -58,12 +58,12 @@ struct LoadResult {
   std::vector<std::string> notes;  // e.g. "bundled models not found; using the test fixtures"
 };
 
-// The bundled pair when present, else tests/fixtures' llama-tiny pair.
+// The bundled pair (resources/models, or KVSCOPE_MODELS_DIR). Throws Error
+// naming the directories searched and the set-up command when it is missing:
+// production code never falls back to test fixtures.
 struct DefaultModels {
   std::string target_dir;
   std::string drafter_dir;
-  bool bundled = false;
-  std::string note;  // why the fallback was taken
 };
 DefaultModels defaultModelDirectories();
 

@@ -5,7 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/decode/threads.h"
+#include "core/runtime/threads.h"
 #include "core/error.h"
 #include "core/model/checkpoint.h"
 #include "core/model/dense.h"

@@ -1,4 +1,4 @@
-// One thread budget per process (core/decode/threads.h): threads that run
+// One thread budget per process (core/runtime/threads.h): threads that run
 // forwards at the same time (the GUI's engine and a compression job) split
 // it instead of each starting a full OpenMP team; a lone thread gets all of
 // it; bad KVSCOPE_THREADS / --threads values fall back or fail clearly.
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/decode/threads.h"
+#include "core/runtime/threads.h"
 #include "core/error.h"
 #include "core/inspect/compression_lab.h"
 #include "session_test_support.h"

@@ -41,7 +41,7 @@ class TokenStripPanel;
 
 struct MainWindowOptions {
   bool load_on_start = true;  // load the default (or given) models and start a session
-  ModelSpec models;            // empty dirs: bundled, else the test fixtures
+  ModelSpec models;            // empty dirs: the bundled pair
   bool restore_layout = true;
   int initial_rounds = 0;      // rounds to step right after the first session starts (demos)
   static constexpr int64_t kFirstRejection = -2;

@@ -1,4 +1,4 @@
-#include "core/decode/threads.h"
+#include "core/runtime/threads.h"
 
 #include <omp.h>
 #include <sched.h>

@@ -6,8 +6,9 @@
 // Why: libtorch's OpenMP (libgomp) gives each calling OS thread its own team,
 // and a parallel region waits for its slowest thread. With one of two cores
 // held by another CPU-bound program, a 2-thread team runs every kernel at the
-// pace of the thread that shares its core (128 bundled tokens: 16.9 s at 2
-// threads vs 0.63 s at 1, measured 2026-11-25). So the default budget is
+// pace of the thread that shares its core (128 bundled tokens were measured
+// at 16.9 s with 2 threads vs 0.63 s with 1; docs/performance-threads.md has
+// today's figures). So the default budget is
 // every core, and each forward's thread uses budget minus the cores other
 // programs kept busy over the last fraction of a second (never below 1),
 // divided among this process's threads that are running forwards

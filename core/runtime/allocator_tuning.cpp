@@ -1,4 +1,4 @@
-#include "core/decode/allocator_tuning.h"
+#include "core/runtime/allocator_tuning.h"
 
 #include <cstdlib>
 
