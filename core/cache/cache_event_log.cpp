@@ -1,6 +1,7 @@
 #include "core/cache/cache_event_log.h"
 
 #include <algorithm>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -134,6 +135,27 @@ int64_t CacheEventLog::layerCount(CacheRole cache) const {
     if (e.cache == cache) return static_cast<int64_t>(e.rows_after.size());
   }
   return 0;
+}
+
+std::string describeEvent(const CacheEvent& e, bool with_fault) {
+  std::ostringstream out;
+  out << "round " << e.round << " " << phaseName(e.phase) << " (" << cacheEventKindName(e.kind) << "): "
+      << cacheRoleName(e.cache) << " ";
+  const bool uniform_before = std::all_of(e.rows_before.begin(), e.rows_before.end(), [&](int64_t n) { return n == e.rows_before.front(); });
+  const bool uniform_after = std::all_of(e.rows_after.begin(), e.rows_after.end(), [&](int64_t n) { return n == e.rows_after.front(); });
+  auto rows = [](const std::vector<int64_t>& r, bool uniform) {
+    if (uniform) return std::to_string(r.front());
+    std::string s = "[";
+    for (size_t i = 0; i < r.size(); ++i) s += (i ? " " : "") + std::to_string(r[i]);
+    return s + "]";
+  };
+  out << rows(e.rows_before, uniform_before) << " -> " << rows(e.rows_after, uniform_after) << " rows, "
+      << e.expected_rows << " required";
+  if (!e.written.empty()) out << "; wrote " << e.written.size();
+  if (!e.masked.empty()) out << "; policy " << e.policy << " masked " << e.masked.size() << " (layer, kv head) rows";
+  if (!e.removed.empty()) out << "; removed " << e.removed.size() << " (" << deathReasonName(e.reason) << ")";
+  if (with_fault && !e.fault_action.empty()) out << "; fault: " << e.fault_action;
+  return out.str();
 }
 
 }  // namespace kvscope

@@ -124,6 +124,10 @@ class CacheEventLog {
   std::vector<CacheEvent> events_;
 };
 
+// One line for an event: "round 1 prune (crop): target 15 -> 11 rows, 10
+// required; fault: removed one row too few" (the fault part only with_fault).
+std::string describeEvent(const CacheEvent& event, bool with_fault = true);
+
 // Applies one event to a layout (the replay step; exposed for incremental walks).
 void applyEvent(CacheLayout& layout, const CacheEvent& event);
 // The same for one layer's rows only.

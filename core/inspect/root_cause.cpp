@@ -211,25 +211,4 @@ std::optional<EvictionCause> evictionBefore(const SessionRecord& record, CacheRo
   return c;
 }
 
-std::string describeEvent(const CacheEvent& e) {
-  std::ostringstream out;
-  out << "round " << e.round << " " << phaseName(e.phase) << " (" << cacheEventKindName(e.kind) << "): "
-      << cacheRoleName(e.cache) << " ";
-  const bool uniform_before = std::all_of(e.rows_before.begin(), e.rows_before.end(), [&](int64_t n) { return n == e.rows_before.front(); });
-  const bool uniform_after = std::all_of(e.rows_after.begin(), e.rows_after.end(), [&](int64_t n) { return n == e.rows_after.front(); });
-  auto rows = [](const std::vector<int64_t>& r, bool uniform) {
-    if (uniform) return std::to_string(r.front());
-    std::string s = "[";
-    for (size_t i = 0; i < r.size(); ++i) s += (i ? " " : "") + std::to_string(r[i]);
-    return s + "]";
-  };
-  out << rows(e.rows_before, uniform_before) << " -> " << rows(e.rows_after, uniform_after) << " rows, "
-      << e.expected_rows << " required";
-  if (!e.written.empty()) out << "; wrote " << e.written.size();
-  if (!e.masked.empty()) out << "; policy " << e.policy << " masked " << e.masked.size() << " (layer, kv head) rows";
-  if (!e.removed.empty()) out << "; removed " << e.removed.size() << " (" << deathReasonName(e.reason) << ")";
-  if (!e.fault_action.empty()) out << "; fault: " << e.fault_action;
-  return out.str();
-}
-
 }  // namespace kvscope

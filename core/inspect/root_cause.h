@@ -39,8 +39,6 @@ std::optional<RootCause> findRootCause(const SessionRecord& record, const RootCa
 // policy Evict event of that cache at or before it (nullopt: none).
 std::optional<EvictionCause> evictionBefore(const SessionRecord& record, CacheRole cache, const Moment& moment);
 
-// One line for an event: "round 1 prune (crop): target 15 -> 11 rows, 10 required; fault: removed one row too few".
-std::string describeEvent(const CacheEvent& event);
 
 
 }  // namespace kvscope

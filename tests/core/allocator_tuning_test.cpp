@@ -1,4 +1,4 @@
-// keepTensorMemoryForReuse (core/decode/allocator_tuning.h): after it, blocks
+// keepTensorMemoryForReuse (core/runtime/allocator_tuning.h): after it, blocks
 // the size of a forward's intermediates come from the heap, not from fresh
 // mappings, and the user's own malloc settings are left alone.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <malloc.h>
 #endif
 
-#include "core/decode/allocator_tuning.h"
+#include "core/runtime/allocator_tuning.h"
 
 namespace kvscope {
 namespace {

@@ -48,8 +48,8 @@ class DiffViewTest : public QObject {
     // The row history explains the row: the operation that kept it, with the fault's action.
     const RowHistory& history = window.rowHistoryPanel()->history();
     QCOMPARE(history.entry, cursor.entry);
-    QVERIFY(std::any_of(history.events.begin(), history.events.end(), [&](const RowEvent& e) {
-      return e.round == cause.round && e.phase == cause.phase && e.state != RowState::Ok;
+    QVERIFY(std::any_of(history.events.begin(), history.events.end(), [&](const RowHistoryItem& e) {
+      return e.moment.round == cause.round && e.moment.phase == cause.phase && e.state != RowState::Ok;
     }));
   }
 

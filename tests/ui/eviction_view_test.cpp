@@ -164,14 +164,14 @@ class EvictionViewTest : public QObject {
     const MaskedRow& m = first->masked.front();
     const RowHistory history = rowHistory(*snapshot, m.entry, m.layer);
     int masked = 0;
-    for (const RowEvent& e : history.events) {
+    for (const RowHistoryItem& e : history.events) {
       if (e.effect != RowEffect::Masked) continue;
-      if (++masked == 1) QCOMPARE(e.round, first->round);
+      if (++masked == 1) QCOMPARE(e.moment.round, first->round);
       QCOMPARE(QString::fromStdString(e.policy), QStringLiteral("h2o"));
       if (masked == 1) QVERIFY(std::find(e.kv_heads.begin(), e.kv_heads.end(), m.kv_head) != e.kv_heads.end());
       QVERIFY(e.row_after >= 0);
-      QVERIFY2(QString::fromStdString(e.operation).contains(QStringLiteral("policy h2o masked it")),
-               e.operation.c_str());
+      QVERIFY2(QString::fromStdString(e.event_text).contains(QStringLiteral("policy h2o masked it")),
+               e.event_text.c_str());
     }
     QVERIFY(masked >= 1);  // later re-compressions may mask it in other heads
   }

@@ -119,7 +119,7 @@ class SnapshotLogicTest : public QObject {
     QCOMPARE(history.events[1].effect, RowEffect::Kept);
     QCOMPARE(history.events[1].state, RowState::Stale);
     QCOMPARE(history.events[1].fault_action, std::string("removed one row too few"));
-    QVERIFY(QString::fromStdString(history.events[1].operation).contains("5 -> 5 rows, 4 required"));
+    QVERIFY(QString::fromStdString(history.events[1].event_text).contains("5 -> 5 rows, 4 required"));
     QCOMPARE(history.events[2].effect, RowEffect::Rivalled);  // round 2 wrote the correction for position 4
     // The live row for position 4 is the correction (row 5); the stale one loses.
     QCOMPARE(entryAtPosition(*s, CacheRole::Target, 0, {2, Phase::Verify}, 4), int64_t{5});

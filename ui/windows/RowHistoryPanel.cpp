@@ -121,14 +121,14 @@ QString RowHistoryPanel::eventsHtml(const Cursor& cursor) const {
   // Two lines per operation: what happened to this row, then the operation itself (and the fault's action).
   QString html = tr("<p style='margin:6px 0 2px 0'><b>Cache operations that touched it</b> (layer %1; click to go there)</p>")
                      .arg(history_.layer);
-  for (const RowEvent& e : history_.events) {
-    const bool at_cursor = e.round == cursor.round && e.phase == cursor.phase;
+  for (const RowHistoryItem& e : history_.events) {
+    const bool at_cursor = e.moment.round == cursor.round && e.moment.phase == cursor.phase;
     const QString background = at_cursor ? QStringLiteral("#fff2c0") : (e.state != RowState::Ok ? QStringLiteral("#fde8e8") : QStringLiteral("#ffffff"));
     const QString where = e.row_after >= 0 ? tr("row %1, %2").arg(e.row_after).arg(stateHtml(e.state)) : tr("gone");
     html += QStringLiteral("<table width='100%' cellspacing=0 cellpadding=2 style='background:%1'><tr><td>"
                            "%2: <b>%3</b> &rarr; %4<br><span style='color:#555'>%5</span>%6</td></tr></table>")
-                .arg(background, momentLink(e.round, e.phase), QString::fromUtf8(rowEffectName(e.effect)), where,
-                     QString::fromStdString(e.operation).toHtmlEscaped(),
+                .arg(background, momentLink(e.moment.round, e.moment.phase), QString::fromUtf8(rowEffectName(e.effect)), where,
+                     QString::fromStdString(e.event_text).toHtmlEscaped(),
                      e.fault_action.empty() ? QString()
                                             : QStringLiteral("<br><b style='color:#c00'>fault: %1</b>")
                                                   .arg(QString::fromStdString(e.fault_action).toHtmlEscaped()));
