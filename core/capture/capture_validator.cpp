@@ -92,8 +92,11 @@ void CaptureValidator::checkState(const std::string& what, CaptureRole role, con
     for (const auto& run : state.layers[layer].runs) {
       if (run.first == -1) continue;
       if (run.first + run.count > tensors.rows())
-        fail(path_, at + " holds row id " + std::to_string(std::max(run.first, tensors.rows())) + " but " +
-                        tensors.keys->name + " has " + std::to_string(tensors.rows()) + " rows");
+        fail(path_, at + " holds row " +
+                        (run.count == 1 ? "id " + std::to_string(run.first)
+                                        : "ids " + std::to_string(run.first) + "-" +
+                                              std::to_string(run.first + run.count - 1)) +
+                        " but " + tensors.keys->name + " has " + std::to_string(tensors.rows()) + " rows");
       held.push_back(run);
     }
     std::sort(held.begin(), held.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
