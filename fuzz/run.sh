@@ -38,6 +38,8 @@ case "$name" in
                     max_len=4096 ;;
   trace_metadata)   printf '{"events":[],"rounds":[],"ledger":[]}' > "$seeds/empty"
                     max_len=65536 ;;
+  capture)          cp "$fixtures"/captures/*.kvcapture "$seeds/"
+                    max_len=65536 ;;
   *) echo "unknown harness $name" >&2; exit 2 ;;
 esac
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"

@@ -1,0 +1,138 @@
+// Opening a .kvcapture: the spec's validation steps in order, then access
+// to the tensors it holds.
+#include "core/capture/capture_file.h"
+
+#include <cstring>
+
+#include "core/capture/capture_parse.h"
+#include "core/error.h"
+
+namespace kvscope {
+
+namespace {
+
+float fromBits(uint32_t bits) {
+  float value = 0;
+  std::memcpy(&value, &bits, 4);
+  return value;
+}
+
+float bfloat16ToFloat(uint16_t half) { return fromBits(static_cast<uint32_t>(half) << 16); }
+
+// IEEE binary16 to binary32, subnormals, infinities and NaN included.
+float float16ToFloat(uint16_t half) {
+  const uint32_t sign = static_cast<uint32_t>(half & 0x8000) << 16;
+  const uint32_t exponent = (half >> 10) & 0x1f;
+  uint32_t mantissa = half & 0x3ff;
+  if (exponent == 0x1f) return fromBits(sign | 0x7f800000 | (mantissa << 13));
+  if (exponent != 0) return fromBits(sign | ((exponent + 112) << 23) | (mantissa << 13));
+  if (mantissa == 0) return fromBits(sign);
+  // Subnormal: normalize the mantissa.
+  int shift = 0;
+  while ((mantissa & 0x400) == 0) mantissa <<= 1, ++shift;
+  return fromBits(sign | (static_cast<uint32_t>(113 - shift) << 23) | ((mantissa & 0x3ff) << 13));
+}
+
+float elementAsFloat(const uint8_t* bytes, StDType dtype) {
+  if (dtype == StDType::F32) {
+    float value = 0;
+    std::memcpy(&value, bytes, 4);
+    return value;
+  }
+  uint16_t half = 0;
+  std::memcpy(&half, bytes, 2);
+  return dtype == StDType::BF16 ? bfloat16ToFloat(half) : float16ToFloat(half);
+}
+
+// Steps 6-10 for one call, in the spec's order.
+CaptureCall readCall(const std::string& path, const nlohmann::json& value, size_t position,
+                     const CaptureManifest& manifest, std::array<int64_t, kCaptureRoles>& next_index,
+                     CaptureValidator& validator) {
+  CaptureCall call = parseCallHead(path, value, position, manifest, next_index);
+  const std::string what = describeCall(position, call);
+  const CaptureModel& model = *manifest.model(call.role);
+  call.before = parseCacheState(path, what, value, "before", model);
+  if (call.before) validator.checkState(what + ": before", call.role, *call.before);
+  call.after = parseCacheState(path, what, value, "after", model);
+  if (call.after) validator.checkState(what + ": after", call.role, *call.after);
+  call.between = parseBetween(path, what, value, call.index, model.layers);
+  call.attention_mask = parseMaskRef(path, what, value);
+  validator.checkMask(what, call);
+  call.logits = parseLogitsRef(path, what, value, static_cast<int64_t>(call.input_ids.size()), manifest.logits_mode);
+  validator.checkLogits(what, call, manifest);
+  return call;
+}
+
+}  // namespace
+
+CaptureFile::CaptureFile(std::shared_ptr<const SafetensorsFile> file) : file_(std::move(file)) {}
+
+std::shared_ptr<const CaptureFile> CaptureFile::open(const std::string& path) {
+  // Steps 1 and 3 (and the header's JSON of step 2): the safetensors reader
+  // checks the header length, entries and tiling before mapping any tensor.
+  std::shared_ptr<CaptureFile> capture(new CaptureFile(SafetensorsFile::open(path)));
+  const nlohmann::json manifest_json = parseCaptureMetadata(path, capture->file_->metadata());  // step 2
+  CaptureManifest& manifest = capture->manifest_;
+  parseManifestHead(path, manifest_json, manifest);  // step 4
+  parseModels(path, manifest_json, manifest);        // step 5
+  CaptureValidator validator(path, *capture->file_);
+  for (const auto& model : manifest.models)
+    if (model) validator.checkModelTensors(*model);
+
+  const nlohmann::json& calls = captureCallsArray(path, manifest_json);  // steps 6-10
+  std::array<int64_t, kCaptureRoles> next_index{0, 0};
+  manifest.calls.reserve(calls.size());  // <= kMaxCalls
+  for (size_t position = 0; position < calls.size(); ++position)
+    manifest.calls.push_back(readCall(path, calls[position], position, manifest, next_index, validator));
+  checkCallCounts(path, manifest, next_index);
+  validator.checkEveryTensorReferenced();  // step 11
+
+  for (int role = 0; role < kCaptureRoles; ++role)
+    if (const auto& model = manifest.models[role])
+      for (int64_t layer = 0; layer < model->layers; ++layer)
+        capture->rows_[role].push_back(validator.rowTensors(model->role, layer));
+  return capture;
+}
+
+CaptureTensor CaptureFile::tensor(const std::string& name) const {
+  const StTensorInfo* info = file_->find(name);
+  if (info == nullptr) fail(path(), "no tensor '" + name + "' in the capture");
+  return {info, file_->data(*info)};
+}
+
+const CaptureRowTensors& CaptureFile::rowTensors(CaptureRole role, int64_t layer) const {
+  const auto& layers = rows_[static_cast<int>(role)];
+  if (layer < 0 || layer >= static_cast<int64_t>(layers.size()))
+    fail(path(), std::string("no layer ") + std::to_string(layer) + " for role " + captureRoleName(role) +
+                     " (it has " + std::to_string(layers.size()) + ")");
+  return layers[static_cast<size_t>(layer)];
+}
+
+CaptureTensor CaptureFile::rows(CaptureRole role, int64_t layer, CaptureKV part) const {
+  const CaptureRowTensors& pair = rowTensors(role, layer);
+  const StTensorInfo* info = part == CaptureKV::Keys ? pair.keys : pair.values;
+  return {info, file_->data(*info)};
+}
+
+int64_t CaptureFile::rowCount(CaptureRole role, int64_t layer) const { return rowTensors(role, layer).rows(); }
+
+std::vector<float> CaptureFile::rowsFloat32(CaptureRole role, int64_t layer, CaptureKV part, int64_t first,
+                                            int64_t count) const {
+  const CaptureRowTensors& pair = rowTensors(role, layer);
+  if (first < 0 || count < 0 || first > pair.rows() - count)
+    fail(path(), "rows " + std::to_string(first) + " + " + std::to_string(count) + " of " + pair.keys->name +
+                     " out of its " + std::to_string(pair.rows()) + " rows");
+  const CaptureTensor stored = rows(role, layer, part);
+  const size_t element = stDTypeSize(stored.dtype());
+  const int64_t heads = pair.kv_heads(), dim = pair.head_dim(), n_rows = pair.rows();
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(heads * count * dim));  // bounded by the tensor the file holds
+  for (int64_t head = 0; head < heads; ++head)
+    for (int64_t row = first; row < first + count; ++row) {
+      const uint8_t* base = stored.data + static_cast<size_t>((head * n_rows + row) * dim) * element;
+      for (int64_t d = 0; d < dim; ++d) out.push_back(elementAsFloat(base + static_cast<size_t>(d) * element, stored.dtype()));
+    }
+  return out;
+}
+
+}  // namespace kvscope

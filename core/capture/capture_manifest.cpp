@@ -1,0 +1,56 @@
+// Names of the manifest's enums and the decoding of a layer's slot runs.
+#include "core/capture/capture_manifest.h"
+
+namespace kvscope {
+
+const char* captureRoleName(CaptureRole role) { return role == CaptureRole::Target ? "target" : "drafter"; }
+
+const char* captureLayerKindName(CaptureLayerKind kind) {
+  switch (kind) {
+    case CaptureLayerKind::Append: return "append";
+    case CaptureLayerKind::Static: return "static";
+    case CaptureLayerKind::Ring: return "ring";
+  }
+  return "?";
+}
+
+const char* capturePositionsSourceName(CapturePositionsSource source) {
+  switch (source) {
+    case CapturePositionsSource::PositionIds: return "position_ids";
+    case CapturePositionsSource::CachePosition: return "cache_position";
+    case CapturePositionsSource::PastLength: return "past_length";
+  }
+  return "?";
+}
+
+const char* captureMaskKindName(CaptureMaskKind kind) {
+  return kind == CaptureMaskKind::Padding ? "padding" : "explicit";
+}
+
+const char* captureBetweenKindName(CaptureBetweenKind kind) {
+  switch (kind) {
+    case CaptureBetweenKind::None: return "none";
+    case CaptureBetweenKind::Crop: return "crop";
+    case CaptureBetweenKind::Slice: return "slice";
+    case CaptureBetweenKind::Reset: return "reset";
+    case CaptureBetweenKind::Overwrite: return "overwrite";
+    case CaptureBetweenKind::Roll: return "roll";
+    case CaptureBetweenKind::Replace: return "replace";
+  }
+  return "?";
+}
+
+std::vector<int64_t> CaptureLayerState::slots() const {
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(slot_count));  // validated <= kMaxSlots
+  for (const auto& run : runs)
+    for (int64_t i = 0; i < run.count; ++i) out.push_back(run.first == -1 ? -1 : run.first + i);
+  return out;
+}
+
+const CaptureModel* CaptureManifest::model(CaptureRole role) const {
+  const auto& slot = models[static_cast<int>(role)];
+  return slot ? &*slot : nullptr;
+}
+
+}  // namespace kvscope

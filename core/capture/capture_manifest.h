@@ -1,0 +1,132 @@
+#pragma once
+// The manifest of a .kvcapture file (docs/capture-format.md, sections 2-6)
+// as plain structs, torch-free. Everything here has been validated by
+// CaptureFile::open: row ids are in range, tensors exist with the right
+// dtypes and shapes, call indices run 0, 1, 2, ... per role.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+
+enum class CaptureRole { Target, Drafter };
+constexpr int kCaptureRoles = 2;  // CaptureRole's values, usable as an array index
+enum class CaptureLogitsMode { Full, TopK };
+enum class CaptureLayerKind { Append, Static, Ring };
+enum class CapturePositionsSource { PositionIds, CachePosition, PastLength };
+enum class CaptureMaskKind { Padding, Explicit };
+enum class CaptureBetweenKind { None, Crop, Slice, Reset, Overwrite, Roll, Replace };
+
+// Names as the format writes them ("target", "static", "past_length", ...).
+const char* captureRoleName(CaptureRole role);
+const char* captureLayerKindName(CaptureLayerKind kind);
+const char* capturePositionsSourceName(CapturePositionsSource source);
+const char* captureMaskKindName(CaptureMaskKind kind);
+const char* captureBetweenKindName(CaptureBetweenKind kind);
+
+// The subset of the Hugging Face config the engine ran with; nullopt where
+// the capture holds null.
+struct CaptureModelConfig {
+  std::optional<std::string> model_type;
+  std::optional<int64_t> num_hidden_layers;
+  std::optional<int64_t> num_attention_heads;
+  std::optional<int64_t> num_key_value_heads;
+  std::optional<int64_t> head_dim;
+  std::optional<int64_t> hidden_size;
+  std::optional<int64_t> vocab_size;
+  std::optional<int64_t> sliding_window;
+  std::optional<std::vector<bool>> sliding_layers;
+};
+
+// Sum and sum of squares of the input embedding matrix, to match checkpoints.
+struct CaptureFingerprint {
+  std::string tensor;  // "input_embeddings"
+  std::vector<int64_t> shape;
+  double sum = 0;
+  double sum_squares = 0;
+};
+
+struct CaptureModel {
+  CaptureRole role = CaptureRole::Target;
+  std::string name_or_path;
+  CaptureModelConfig config;
+  std::optional<CaptureFingerprint> fingerprint;
+  int64_t layers = 0;
+  int64_t calls = 0;
+};
+
+// `count` consecutive slots holding row ids first .. first + count - 1, or
+// `count` empty slots when first == -1.
+struct CaptureSlotRun {
+  int64_t first = -1;
+  int64_t count = 0;
+};
+
+// One layer of a cache state, kept as the runs the file holds: a run of
+// 2^24 empty slots is 12 bytes of JSON, so decoding every state of a hostile
+// file up front would be an amplification; slots() decodes one layer.
+struct CaptureLayerState {
+  CaptureLayerKind kind = CaptureLayerKind::Append;
+  std::vector<CaptureSlotRun> runs;
+  int64_t slot_count = 0;  // the sum of the runs' counts
+  // The row id in each slot, -1 for an empty slot.
+  std::vector<int64_t> slots() const;
+};
+
+struct CaptureCacheState {
+  std::string cache;  // the cache's class name, informational
+  std::vector<CaptureLayerState> layers;
+};
+
+// The recorder's hint of what changed since the role's previous call.
+// Informational: readers derive the change from the two states.
+struct CaptureBetween {
+  CaptureBetweenKind kind = CaptureBetweenKind::None;
+  std::vector<int64_t> layers;
+  std::string what;
+};
+
+struct CaptureMaskRef {
+  CaptureMaskKind kind = CaptureMaskKind::Explicit;
+  std::string tensor;  // BOOL [n, K] (explicit) or [1, K] (padding)
+};
+
+// Logits of the call's last `rows` inputs: `logits` in full mode, the other
+// three in top-k mode (the unused names are empty).
+struct CaptureLogitsRef {
+  int64_t rows = 0;
+  std::string logits;      // F32 [rows, V]
+  std::string top_ids;     // I32 [rows, k']
+  std::string top_values;  // F32 [rows, k']
+  std::string lse;         // F32 [rows]
+};
+
+struct CaptureCall {
+  CaptureRole role = CaptureRole::Target;
+  int64_t index = 0;  // that role's forward count from 0
+  std::vector<int64_t> input_ids;
+  std::vector<int64_t> positions;
+  CapturePositionsSource positions_source = CapturePositionsSource::PastLength;
+  std::optional<std::vector<int64_t>> cache_position;
+  std::optional<CaptureMaskRef> attention_mask;
+  std::optional<CaptureCacheState> before;
+  std::optional<CaptureBetween> between;  // nullopt for index 0
+  std::optional<CaptureCacheState> after;
+  std::optional<CaptureLogitsRef> logits;
+};
+
+struct CaptureManifest {
+  std::string engine_name;
+  std::string recorder;
+  bool complete = false;
+  CaptureLogitsMode logits_mode = CaptureLogitsMode::Full;
+  int64_t top_k = 0;  // K in top-k mode, 0 in full mode
+  std::optional<CaptureModel> models[kCaptureRoles];  // indexed by CaptureRole; target always set
+  std::vector<CaptureCall> calls;                     // in run order across both roles
+  std::optional<std::vector<int64_t>> committed;
+
+  const CaptureModel* model(CaptureRole role) const;
+};
+
+}  // namespace kvscope

@@ -1,0 +1,65 @@
+#pragma once
+// The manifest JSON of a .kvcapture into CaptureManifest structs: field
+// types, the format's limits, and every rule the manifest can be checked
+// against on its own (roles known, indices 0, 1, 2, ... per role, positions
+// as many as inputs, runs well formed). Checks against the tensor table are
+// CaptureValidator's. Each function is one step of the spec's validation
+// order (docs/capture-format.md, section 7); CaptureFile::open calls them in
+// that order. Errors: Error("<path>: <where>: <problem>"). Torch-free.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/capture/capture_manifest.h"
+
+namespace kvscope {
+
+// Step 2: the three metadata strings, then the manifest parsed within
+// capture_limits::kManifestJsonLimits, with format and version 1.
+nlohmann::json parseCaptureMetadata(const std::string& path, const std::map<std::string, std::string>& metadata);
+
+// Step 4: engine, complete, logits mode and committed (types and limits).
+void parseManifestHead(const std::string& path, const nlohmann::json& manifest, CaptureManifest& out);
+
+// Step 5, the JSON part: target present, only known roles, layers <= 1024.
+// Then committed ids within the target's vocab_size when known.
+void parseModels(const std::string& path, const nlohmann::json& manifest, CaptureManifest& out);
+
+// Step 6: the calls array (at most 1,000,000 entries).
+const nlohmann::json& captureCallsArray(const std::string& path, const nlohmann::json& manifest);
+
+// Step 6 for one call: role, index (next_index[role] is the index expected
+// and is advanced), input_ids, positions, positions_source, cache_position.
+CaptureCall parseCallHead(const std::string& path, const nlohmann::json& call, size_t position,
+                          const CaptureManifest& manifest, std::array<int64_t, kCaptureRoles>& next_index);
+
+// "call 7 (drafter index 3)": how errors name a call.
+std::string describeCall(size_t position, const CaptureCall& call);
+
+// Step 7 for one state (`field` is "before" or "after"), on its own: kinds
+// and layers have model.layers entries, runs are pairs with count >= 1 and
+// first >= -1, empty runs only in static and ring layers, at most 2^24 slots.
+std::optional<CaptureCacheState> parseCacheState(const std::string& path, const std::string& what,
+                                                 const nlohmann::json& call, const char* field,
+                                                 const CaptureModel& model);
+
+// Step 8: null for a role's first call, else a known kind, layers in range, a string what.
+std::optional<CaptureBetween> parseBetween(const std::string& path, const std::string& what,
+                                           const nlohmann::json& call, int64_t index, int64_t layers);
+
+// Step 9, the JSON part: null or {"kind": "padding"|"explicit", "tensor": NAME}.
+std::optional<CaptureMaskRef> parseMaskRef(const std::string& path, const std::string& what,
+                                           const nlohmann::json& call);
+
+// Step 10, the JSON part: null or {"rows" <= n, "tensors": the names of the mode}.
+std::optional<CaptureLogitsRef> parseLogitsRef(const std::string& path, const std::string& what,
+                                               const nlohmann::json& call, int64_t inputs, CaptureLogitsMode mode);
+
+// After the last call: models[role].calls equals the calls of that role.
+void checkCallCounts(const std::string& path, const CaptureManifest& manifest,
+                     const std::array<int64_t, kCaptureRoles>& next_index);
+
+}  // namespace kvscope
