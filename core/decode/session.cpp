@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
 
 #include "core/decode/autoregressive.h"
 #include "core/decode/speculative_acceptance.h"
