@@ -19,9 +19,10 @@
 namespace kvscope::cli {
 namespace {
 
-std::string gigabytes(double bytes) {
+std::string humanBytes(double bytes) {
   std::ostringstream out;
-  out << std::fixed << std::setprecision(bytes < 1e10 ? 2 : 0) << bytes / 1e9 << " GB";
+  if (bytes >= 1e12) out << std::fixed << std::setprecision(1) << bytes / 1e12 << " TB";
+  else out << std::fixed << std::setprecision(bytes < 1e10 ? 2 : 0) << bytes / 1e9 << " GB";
   return out.str();
 }
 
@@ -50,9 +51,9 @@ void refuseIfTooLarge(const nlohmann::json& config_json, const std::string& shap
     std::ostringstream params;
     params << std::setprecision(3) << parameters;
     throw Error("model shape '" + shape + "' has " + params.str() + " parameters: building it needs about " +
-                gigabytes(bytes) + " of memory (float32 weights, 4 bytes each, plus the " +
+                humanBytes(bytes) + " of memory (float32 weights, 4 bytes each, plus the " +
                 std::to_string(stDTypeSize(storage)) + "-byte copy written), more than this machine's " +
-                gigabytes(limit) + " (the limit); nothing was allocated");
+                humanBytes(limit) + " (the limit); nothing was allocated");
   }
 }
 

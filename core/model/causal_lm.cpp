@@ -151,7 +151,7 @@ void CausalLM::refuseNonFinite(const at::Tensor& tokens, int64_t start_pos, cons
                                   allFinite(rerun.values(site.layer()).narrow(1, 0, rows)));
     }
   }
-  throw Error("forward of " + std::to_string(tokens.size(0)) + " token(s) at position " + std::to_string(start_pos) +
+  throw Error((source_.empty() ? config_.architecture_name : source_) + ": forward of " + std::to_string(tokens.size(0)) + " token(s) at position " + std::to_string(start_pos) +
               " gave non-finite logits (NaN or Inf): " + describeNonFinite(config_, site, stale_cache));
 }
 
@@ -205,8 +205,11 @@ std::unique_ptr<CausalLM> buildCausalLM(const ModelConfig& config, const NamedTe
                        shapeString(spec.shape));
     }
   }
-  if (config.arch == Architecture::Gpt2) return std::make_unique<Gpt2Model>(config, weights, options);
-  return std::make_unique<LlamaModel>(config, weights, options);
+  std::unique_ptr<CausalLM> model;
+  if (config.arch == Architecture::Gpt2) model = std::make_unique<Gpt2Model>(config, weights, options);
+  else model = std::make_unique<LlamaModel>(config, weights, options);
+  model->setSource(source);
+  return model;
 }
 
 std::unique_ptr<CausalLM> loadCausalLM(const std::string& dir, const c10::TensorOptions& options) {

@@ -30,6 +30,9 @@ class CausalLM {
 
   const ModelConfig& config() const { return config_; }
   const c10::TensorOptions& options() const { return options_; }
+  // Where the weights came from (the model directory), for error messages.
+  const std::string& source() const { return source_; }
+  void setSource(std::string source) { source_ = std::move(source); }
 
   // tokens: [n] int64 ids at positions start_pos .. start_pos + n - 1.
   // With a cache, its length must equal start_pos (it holds exactly the
@@ -74,6 +77,7 @@ class CausalLM {
 
   ModelConfig config_;
   c10::TensorOptions options_;
+  std::string source_;
 
  private:
   void checkForwardArguments(const at::Tensor& tokens, int64_t start_pos, const KvCache* cache,

@@ -2,6 +2,12 @@
 // error dialog naming the layer, and the session stays as it was before the
 // failing step (same rounds, same tokens, still browsable), instead of a
 // run that carries on with NaN and picks token 0 forever.
+// libtorch first: Qt's `slots` macro would break its headers.
+#include <torch/types.h>
+
+#include "core/model/causal_lm.h"
+#include "core/model/checkpoint.h"
+
 #include <QApplication>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -9,8 +15,6 @@
 #include <filesystem>
 #include <limits>
 
-#include "core/model/causal_lm.h"
-#include "core/model/checkpoint.h"
 #include "tests/ui/ui_test_support.h"
 
 using namespace kvscope;
@@ -23,7 +27,7 @@ namespace fs = std::filesystem;
 
 // A copy of gpt2-tiny whose position embeddings from `first_bad` on are NaN:
 // the prompt and the first rounds compute normally, a later verify does not.
-QString poisonedGpt2(const QTemporaryDir& dir, int64_t first_bad) {
+std::string poisonedGpt2(const QTemporaryDir& dir, int64_t first_bad) {
   const fs::path from = fs::path(KVSCOPE_FIXTURES) / "models" / "gpt2-tiny";
   const fs::path to = dir.path().toStdString();
   for (const auto& entry : fs::directory_iterator(from)) fs::copy_file(entry.path(), to / entry.path().filename());
@@ -35,7 +39,7 @@ QString poisonedGpt2(const QTemporaryDir& dir, int64_t first_bad) {
     tensors.emplace_back(name, t);
   }
   saveTensors((to / "model.safetensors").string(), tensors, {{"format", "pt"}});
-  return dir.path();
+  return to.string();
 }
 
 }  // namespace
