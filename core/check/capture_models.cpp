@@ -50,12 +50,13 @@ std::string fingerprintMismatch(const CaptureFingerprint& f, const CausalLM& mod
   const auto embedding = inputEmbedding(model);
   if (!embedding) return "the checkpoint has no input embedding to compare the capture's fingerprint with";
   c10::InferenceMode guard;
-  const auto e = embedding->to(torch::kFloat64);  // [vocab, hidden]
-  if (std::vector<int64_t>(e.sizes().begin(), e.sizes().end()) != f.shape) {
-    return "the input embedding's shape differs from the capture's fingerprint";
-  }
+  // The inference layout may store it as panels [vocab / 16, hidden, 16]
+  // (core/model/dense.h): the same values, so the same sums; the shape is the config's.
+  const auto e = embedding->to(torch::kFloat64);
+  const std::vector<int64_t> shape{model.config().vocab_size, model.config().hidden_size};
+  if (shape != f.shape) return "the input embedding's shape differs from the capture's fingerprint";
   const double sum = e.sum().item<double>(), sum_squares = e.square().sum().item<double>();
-  const double count = static_cast<double>(e.numel());
+  const double count = static_cast<double>(shape[0] * shape[1]);
   const bool squares_match = std::abs(sum_squares - f.sum_squares) <= 1e-3 * f.sum_squares;
   const bool sum_matches = std::abs(sum - f.sum) <= 1e-3 * std::sqrt(count * f.sum_squares);
   if (squares_match && sum_matches) return "";

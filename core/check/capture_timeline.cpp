@@ -82,9 +82,25 @@ std::vector<int64_t> targetStarts(const CaptureManifest& manifest, const std::ve
   return starts;
 }
 
+// What a check may hold in memory, whatever the file says: the streams copy
+// a prefix of the committed sequence per target call, the ledger keeps every
+// row's K/V of every layer. A capture of a real run stays far below both.
+constexpr int64_t kMaxStreamTokens = int64_t{1} << 25;  // 256 MB of ids
+constexpr int64_t kMaxLedgerFloats = int64_t{1} << 28;  // 1 GiB of K/V
+
 // Round k's stream: C[0:F_k + 1], then target call k's drafts; the last, C.
 std::vector<std::vector<int64_t>> roundStreams(const CaptureManifest& manifest, const std::vector<int64_t>& committed,
-                                               const std::vector<int64_t>& starts) {
+                                               const std::vector<int64_t>& starts, const std::string& path) {
+  int64_t total = static_cast<int64_t>(committed.size());
+  size_t t = 0;
+  for (const CaptureCall& call : manifest.calls) {
+    if (call.role != CaptureRole::Target) continue;
+    total += std::min<int64_t>(starts[t++], static_cast<int64_t>(committed.size())) + static_cast<int64_t>(call.input_ids.size());
+    if (total > kMaxStreamTokens) {
+      throw Error(path + ": too large to check: the token streams of its " + std::to_string(t) +
+                  " target calls exceed " + std::to_string(kMaxStreamTokens) + " tokens");
+    }
+  }
   std::vector<std::vector<int64_t>> streams;
   size_t k = 0;
   for (const CaptureCall& call : manifest.calls) {
@@ -131,7 +147,7 @@ class TimelineBuilder {
     out_.committed_inferred = !manifest_.committed.has_value();
     out_.record.sequence = manifest_.committed ? *manifest_.committed : inferCommitted(manifest_);
     starts_ = targetStarts(manifest_, out_.record.sequence);
-    out_.streams = roundStreams(manifest_, out_.record.sequence, starts_);
+    out_.streams = roundStreams(manifest_, out_.record.sequence, starts_, file_.path());
     for (int r = 0; r < kCaptureRoles; ++r) {
       if (manifest_.models[r]) startRole(static_cast<CaptureRole>(r));
     }
@@ -190,6 +206,11 @@ class TimelineBuilder {
                 const std::vector<std::vector<int64_t>>& rows, int64_t round, Phase phase) {
     RoleState& s = state(role);
     const int64_t n = static_cast<int64_t>(identities.size());
+    ledger_floats_ += 2 * n * s.layers * s.kv_heads * s.head_dim;
+    if (ledger_floats_ > kMaxLedgerFloats) {
+      throw Error(file_.path() + ": too large to check: its rows of every layer would take more than " +
+                  std::to_string(kMaxLedgerFloats * 4 >> 20) + " MB");
+    }
     std::vector<at::Tensor> keys, values;
     for (int64_t l = 0; l < s.layers; ++l) {
       auto k = torch::zeros({s.kv_heads, n, s.head_dim});  // [kv_heads, n, head_dim]
@@ -458,6 +479,7 @@ class TimelineBuilder {
   RoleState roles_[kCaptureRoles];
   std::vector<int64_t> starts_;  // per target call, where its inputs belong
   size_t call_index_ = 0;        // the manifest call being added
+  int64_t ledger_floats_ = 0;    // K and V floats the ledger holds so far
 };
 
 }  // namespace
