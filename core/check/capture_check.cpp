@@ -12,6 +12,7 @@
 #include "core/inspect/row_identity.h"
 #include "core/model/probe.h"
 #include "core/model/scoring.h"
+#include "core/model/tokenizer/visible_text.h"
 
 namespace kvscope {
 namespace {
@@ -44,7 +45,7 @@ ReferenceRun referenceForward(const CausalLM& model, const std::vector<int64_t>&
 
 std::string quoted(const TokenText& text, int64_t token) {
   if (token < 0) return "<unknown>";
-  std::string shown = text ? text(token) : std::string();
+  std::string shown = text ? visibleText(text(token)) : std::string();
   return shown.empty() ? "<id " + std::to_string(token) + ">" : "'" + shown + "'";
 }
 
