@@ -46,17 +46,28 @@ std::optional<at::Tensor> inputEmbedding(const CausalLM& model) {
   return std::nullopt;
 }
 
-std::string fingerprintMismatch(const CaptureFingerprint& f, const CausalLM& model) {
+// The inference layout may store the embedding as panels [vocab / 16,
+// hidden, 16] (core/model/dense.h): the same values, so the same sums; the
+// shape is the config's.
+std::optional<CaptureFingerprint> fingerprintOf(const CausalLM& model) {
   const auto embedding = inputEmbedding(model);
-  if (!embedding) return "the checkpoint has no input embedding to compare the capture's fingerprint with";
+  if (!embedding) return std::nullopt;
   c10::InferenceMode guard;
-  // The inference layout may store it as panels [vocab / 16, hidden, 16]
-  // (core/model/dense.h): the same values, so the same sums; the shape is the config's.
   const auto e = embedding->to(torch::kFloat64);
-  const std::vector<int64_t> shape{model.config().vocab_size, model.config().hidden_size};
-  if (shape != f.shape) return "the input embedding's shape differs from the capture's fingerprint";
-  const double sum = e.sum().item<double>(), sum_squares = e.square().sum().item<double>();
-  const double count = static_cast<double>(shape[0] * shape[1]);
+  CaptureFingerprint f;
+  f.tensor = "input_embeddings";
+  f.shape = {model.config().vocab_size, model.config().hidden_size};
+  f.sum = e.sum().item<double>();
+  f.sum_squares = e.square().sum().item<double>();
+  return f;
+}
+
+std::string fingerprintMismatch(const CaptureFingerprint& f, const CausalLM& model) {
+  const auto mine = fingerprintOf(model);
+  if (!mine) return "the checkpoint has no input embedding to compare the capture's fingerprint with";
+  if (mine->shape != f.shape) return "the input embedding's shape differs from the capture's fingerprint";
+  const double sum = mine->sum, sum_squares = mine->sum_squares;
+  const double count = static_cast<double>(mine->shape[0] * mine->shape[1]);
   const bool squares_match = std::abs(sum_squares - f.sum_squares) <= 1e-3 * f.sum_squares;
   const bool sum_matches = std::abs(sum - f.sum) <= 1e-3 * std::sqrt(count * f.sum_squares);
   if (squares_match && sum_matches) return "";
@@ -67,6 +78,27 @@ std::string fingerprintMismatch(const CaptureFingerprint& f, const CausalLM& mod
 }
 
 }  // namespace
+
+CaptureModel describeCaptureModel(CaptureRole role, const std::string& name_or_path, const CausalLM& model) {
+  const ModelConfig& m = model.config();
+  CaptureModel d;
+  d.role = role;
+  d.name_or_path = name_or_path;
+  d.config.model_type = m.model_type;
+  d.config.num_hidden_layers = m.num_layers;
+  d.config.num_attention_heads = m.num_heads;
+  d.config.num_key_value_heads = m.num_kv_heads;
+  d.config.head_dim = m.head_dim;
+  d.config.hidden_size = m.hidden_size;
+  d.config.vocab_size = m.vocab_size;
+  if (m.sliding_window > 0) {
+    d.config.sliding_window = m.sliding_window;
+    d.config.sliding_layers = m.sliding_layers;
+  }
+  d.fingerprint = fingerprintOf(model);
+  d.layers = m.num_layers;
+  return d;
+}
 
 std::string captureModelMismatch(const CaptureModel& captured, const CausalLM& model) {
   const std::string config = configMismatch(captured.config, model.config(), captured.layers);

@@ -15,4 +15,8 @@ namespace kvscope {
 // ("num_hidden_layers: the capture says 2, the checkpoint 4").
 std::string captureModelMismatch(const CaptureModel& captured, const CausalLM& model);
 
+// What a capture says about `model` (name, config subset, fingerprint), as a
+// writer of the format does. nullopt fingerprint: no input embedding found.
+CaptureModel describeCaptureModel(CaptureRole role, const std::string& name_or_path, const CausalLM& model);
+
 }  // namespace kvscope

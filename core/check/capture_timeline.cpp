@@ -13,6 +13,14 @@ namespace {
 
 using Slots = std::vector<std::vector<int64_t>>;  // per layer, the row id of each slot (-1: empty)
 
+// Where a target call's inputs belong in the committed sequence, and how many
+// of them it confirms.
+struct TargetPlacement {
+  int64_t start = 0;
+  int64_t matched = 0;
+  int64_t required = 0;  // the rows the call's cache must hold: the frontier (0 for a call without a cache)
+};
+
 // Row identities the timeline cannot know: a row written between calls, or
 // one no input of the writing call accounts for.
 constexpr int64_t kUnknownPosition = -2;
@@ -55,31 +63,51 @@ std::vector<int64_t> inferCommitted(const CaptureManifest& manifest) {
   return sequence;
 }
 
-// Where each target call's inputs belong (its frontier), from the committed
-// sequence alone: an engine's own positions and cache sizes are what the
-// check is about, so they cannot be the reference.
-std::vector<int64_t> targetStarts(const CaptureManifest& manifest, const std::vector<int64_t>& committed) {
-  std::vector<int64_t> starts;
+// How many of `ids` match `sequence` from `at` on.
+int64_t matchLength(const std::vector<int64_t>& sequence, int64_t at, const std::vector<int64_t>& ids) {
+  int64_t n = 0;
+  while (n < static_cast<int64_t>(ids.size()) && at + n < static_cast<int64_t>(sequence.size()) &&
+         ids[static_cast<size_t>(n)] == sequence[static_cast<size_t>(at + n)]) {
+    ++n;
+  }
+  return n;
+}
+
+// Where tokens fed again may start: the sequence's start (a prefix fed again)
+// or just before `near` (a few tokens fed twice). A bounded set, so a hostile
+// capture cannot make the search quadratic.
+std::vector<int64_t> refeedCandidates(int64_t near) {
+  constexpr int64_t kRecent = 64;
+  std::vector<int64_t> candidates{0};
+  for (int64_t s = std::max<int64_t>(1, near - kRecent); s < near; ++s) candidates.push_back(s);
+  return candidates;
+}
+
+// Where each target call's inputs belong, from the committed sequence alone:
+// an engine's own positions and cache sizes are what the check is about, so
+// they cannot be the reference. A call normally starts at the frontier with
+// its committed token; one that starts elsewhere in the sequence (the prefix
+// fed again, a call without a cache) is placed where its tokens are.
+std::vector<TargetPlacement> placeTargetCalls(const CaptureManifest& manifest, const std::vector<int64_t>& committed) {
+  std::vector<TargetPlacement> placements;
   int64_t frontier = 0;
   for (const CaptureCall& call : manifest.calls) {
     if (call.role != CaptureRole::Target) continue;
-    const auto& ids = call.input_ids;
-    const int64_t held = call.before ? heldRows(call.before->layers.front().slots()) : 0;
-    int64_t start = frontier;
-    // No cache and the whole sequence from position 0 again: a legitimate uncached call.
-    if (held == 0 && frontier > 0 && static_cast<int64_t>(ids.size()) > frontier &&
-        matchesAt(committed, 0, ids, static_cast<size_t>(frontier) + 1)) {
-      start = 0;
+    TargetPlacement p{frontier, matchLength(committed, frontier, call.input_ids), frontier};
+    const bool holds_nothing = !call.before || heldRows(call.before->layers.front().slots()) == 0;
+    const int64_t from_start = matchLength(committed, 0, call.input_ids);
+    if (holds_nothing && frontier > 0 && from_start > frontier) {
+      p = {0, from_start, 0};  // no cache, the whole sequence again: a call without a cache
+    } else if (p.matched == 0) {
+      for (int64_t s : refeedCandidates(frontier)) {
+        const int64_t m = s < frontier ? matchLength(committed, s, call.input_ids) : 0;
+        if (m > 0 && m >= p.matched) p = {s, m, frontier};
+      }
     }
-    int64_t matched = 0;
-    while (matched < static_cast<int64_t>(ids.size()) && start + matched < static_cast<int64_t>(committed.size()) &&
-           ids[static_cast<size_t>(matched)] == committed[static_cast<size_t>(start + matched)]) {
-      ++matched;
-    }
-    starts.push_back(start);
-    if (matched > 0) frontier = start + matched;
+    placements.push_back(p);
+    frontier = std::max(frontier, p.start + p.matched);
   }
-  return starts;
+  return placements;
 }
 
 // What a check may hold in memory, whatever the file says: the streams copy
@@ -88,14 +116,17 @@ std::vector<int64_t> targetStarts(const CaptureManifest& manifest, const std::ve
 constexpr int64_t kMaxStreamTokens = int64_t{1} << 25;  // 256 MB of ids
 constexpr int64_t kMaxLedgerFloats = int64_t{1} << 28;  // 1 GiB of K/V
 
-// Round k's stream: C[0:F_k + 1], then target call k's drafts; the last, C.
+// Round k's stream: the committed tokens target call k's inputs confirm,
+// then its drafts; a call whose first input is not committed gets C's token
+// there (so that input is wrong). After the last target call, C.
 std::vector<std::vector<int64_t>> roundStreams(const CaptureManifest& manifest, const std::vector<int64_t>& committed,
-                                               const std::vector<int64_t>& starts, const std::string& path) {
-  int64_t total = static_cast<int64_t>(committed.size());
+                                               const std::vector<TargetPlacement>& placements, const std::string& path) {
+  const auto committed_size = static_cast<int64_t>(committed.size());
+  int64_t total = committed_size;
   size_t t = 0;
   for (const CaptureCall& call : manifest.calls) {
     if (call.role != CaptureRole::Target) continue;
-    total += std::min<int64_t>(starts[t++], static_cast<int64_t>(committed.size())) + static_cast<int64_t>(call.input_ids.size());
+    total += std::min(placements[t++].start, committed_size) + 1 + static_cast<int64_t>(call.input_ids.size());
     if (total > kMaxStreamTokens) {
       throw Error(path + ": too large to check: the token streams of its " + std::to_string(t) +
                   " target calls exceed " + std::to_string(kMaxStreamTokens) + " tokens");
@@ -105,15 +136,15 @@ std::vector<std::vector<int64_t>> roundStreams(const CaptureManifest& manifest, 
   size_t k = 0;
   for (const CaptureCall& call : manifest.calls) {
     if (call.role != CaptureRole::Target) continue;
-    const int64_t start = starts[k++];
-    std::vector<int64_t> stream(committed.begin(),
-                                committed.begin() + std::min<std::ptrdiff_t>(start, static_cast<std::ptrdiff_t>(committed.size())));
-    if (start < static_cast<int64_t>(committed.size())) {
-      stream.push_back(committed[static_cast<size_t>(start)]);
-      stream.insert(stream.end(), call.input_ids.begin() + 1, call.input_ids.end());
-    } else {
-      stream.insert(stream.end(), call.input_ids.begin(), call.input_ids.end());
+    const TargetPlacement p = placements[k++];
+    int64_t kept = std::min(p.start + p.matched, committed_size);
+    int64_t skip = p.matched;
+    if (p.matched == 0 && p.start < committed_size) {
+      kept = p.start + 1;
+      skip = 1;
     }
+    std::vector<int64_t> stream(committed.begin(), committed.begin() + kept);
+    stream.insert(stream.end(), call.input_ids.begin() + std::min<int64_t>(skip, call.input_ids.size()), call.input_ids.end());
     streams.push_back(std::move(stream));
   }
   streams.push_back(committed);
@@ -125,8 +156,11 @@ std::vector<std::vector<int64_t>> roundStreams(const CaptureManifest& manifest, 
 // holds them (a prefix fed again, a skipped token), else where it put them.
 int64_t alignInputs(const std::vector<int64_t>& stream, const std::vector<int64_t>& ids, int64_t claimed) {
   if (matchesAt(stream, claimed, ids, ids.size())) return claimed;
+  constexpr int64_t kNear = 64;  // a bounded search: a hostile capture cannot make it quadratic
+  std::vector<int64_t> candidates = refeedCandidates(claimed);
+  for (int64_t s = claimed; s <= claimed + kNear; ++s) candidates.push_back(s);
   int64_t best = -1;
-  for (int64_t s = 0; s + static_cast<int64_t>(ids.size()) <= static_cast<int64_t>(stream.size()); ++s) {
+  for (int64_t s : candidates) {
     if (matchesAt(stream, s, ids, ids.size()) && (best < 0 || std::abs(s - claimed) < std::abs(best - claimed))) best = s;
   }
   return best >= 0 ? best : claimed;
@@ -146,8 +180,8 @@ class TimelineBuilder {
   CaptureTimeline build() {
     out_.committed_inferred = !manifest_.committed.has_value();
     out_.record.sequence = manifest_.committed ? *manifest_.committed : inferCommitted(manifest_);
-    starts_ = targetStarts(manifest_, out_.record.sequence);
-    out_.streams = roundStreams(manifest_, out_.record.sequence, starts_, file_.path());
+    placements_ = placeTargetCalls(manifest_, out_.record.sequence);
+    out_.streams = roundStreams(manifest_, out_.record.sequence, placements_, file_.path());
     for (int r = 0; r < kCaptureRoles; ++r) {
       if (manifest_.models[r]) startRole(static_cast<CaptureRole>(r));
     }
@@ -195,6 +229,7 @@ class TimelineBuilder {
     (role == CaptureRole::Target ? out_.record.target_layers : out_.record.drafter_layers) = s.layers;
     const auto& config = model.config;
     out_.window[static_cast<int>(role)] = config.sliding_window.value_or(0);
+    if (config.sliding_layers) sliding_[static_cast<int>(role)] = *config.sliding_layers;
     out_.empty_entry[static_cast<int>(role)] =
         birth(role, {{-1, kEmptyPosition, kEmptyPosition}}, {std::vector<int64_t>(static_cast<size_t>(s.layers), -1)}, 0,
               Phase::Prefill);
@@ -289,16 +324,31 @@ class TimelineBuilder {
     return layout;
   }
 
-  // What each layer must hold after an event: positions [first, end), a ring
-  // its window only.
+  bool slidingLayer(CaptureRole role, size_t layer) const {
+    const auto& sliding = sliding_[static_cast<int>(role)];
+    return out_.window[static_cast<int>(role)] > 0 && (sliding.empty() || (layer < sliding.size() && sliding[layer]));
+  }
+
+  // What each layer must hold after an event: positions [first, end). A ring
+  // holds its window only. A growing (append) layer of a sliding-window model
+  // may keep every row (the mask does the window) or drop the ones the window
+  // has left, never one it still needs: after a forward, the last input's
+  // window (W rows); between calls, the next input's (W - 1 rows before it).
   void setContract(CacheEvent& e, CaptureRole role, const std::vector<CaptureLayerKind>& kinds, int64_t end,
-                   int64_t ring_rows) const {
+                   int64_t ring_rows, const std::vector<std::vector<int64_t>>& layout, bool between) const {
     e.expected_rows = end;
     const int64_t window = out_.window[static_cast<int>(role)];
     for (size_t l = 0; l < kinds.size(); ++l) {
-      if (kinds[l] != CaptureLayerKind::Ring) continue;
+      int64_t first = 0;
+      if (kinds[l] == CaptureLayerKind::Ring) {
+        first = std::max<int64_t>(0, end - (window > 0 ? window : ring_rows));
+      } else if (kinds[l] == CaptureLayerKind::Append && slidingLayer(role, l) && !layout[l].empty()) {
+        const int64_t needed = std::max<int64_t>(0, end - window + (between ? 1 : 0));
+        first = std::clamp<int64_t>(out_.record.ledger.entry(layout[l].front()).position, 0, needed);
+      }
+      if (first == 0) continue;
       e.expected_first.resize(kinds.size(), 0);
-      e.expected_first[l] = std::max<int64_t>(0, end - (window > 0 ? window : ring_rows));
+      e.expected_first[l] = first;
     }
   }
 
@@ -360,7 +410,7 @@ class TimelineBuilder {
     const int64_t end = call.role == CaptureRole::Target
                             ? target_start
                             : validPrefix(layout.front(), stream, kinds.front() == CaptureLayerKind::Ring);
-    setContract(e, call.role, kinds, end, static_cast<int64_t>(before.front().size()));
+    setContract(e, call.role, kinds, end, static_cast<int64_t>(before.front().size()), layout, true);
     record(step, std::move(e), std::move(layout));
   }
 
@@ -453,22 +503,23 @@ class TimelineBuilder {
     auto layout = checkedLayout(call.role, after, kinds, staticLimit(call, true));
     // Without a returned cache nothing must be held: the inputs are checked on their own.
     const int64_t end = step.uncached ? 0 : step.true_start + step.inputs;
-    setContract(e, call.role, kinds, end, static_cast<int64_t>(after.front().size()));
+    setContract(e, call.role, kinds, end, static_cast<int64_t>(after.front().size()), layout, false);
     record(step, std::move(e), std::move(layout));
   }
 
   void addCall(const CaptureCall& call, int64_t targets_seen) {
     RoleState& s = state(call.role);
     const int64_t stream_index = targets_seen;
-    const int64_t target_start = call.role == CaptureRole::Target ? starts_[static_cast<size_t>(targets_seen)] : 0;
+    const bool target = call.role == CaptureRole::Target;
+    const TargetPlacement placement = target ? placements_[static_cast<size_t>(targets_seen)] : TargetPlacement{};
     const Slots before = slotsOf(call.before, s.layers);
     const auto before_kinds = kindsOf(call.before, s.layers, s.kinds);
     adoptUnknownRows(call.role, before, stream_index);
     const bool held_something = std::any_of(before.begin(), before.end(), [](const auto& l) { return heldRows(l) > 0; });
-    if (call.index > 0 || held_something) addBetween(call, before, before_kinds, stream_index, target_start);
+    if (call.index > 0 || held_something) addBetween(call, before, before_kinds, stream_index, placement.required);
     const Slots after = slotsOf(call.after, s.layers);
     const auto after_kinds = kindsOf(call.after, s.layers, before_kinds);
-    addForward(call, before, after, after_kinds, stream_index, target_start);
+    addForward(call, before, after, after_kinds, stream_index, placement.start);
     s.returned = after;
     s.kinds = after_kinds;
   }
@@ -477,9 +528,10 @@ class TimelineBuilder {
   const CaptureManifest& manifest_;
   CaptureTimeline out_;
   RoleState roles_[kCaptureRoles];
-  std::vector<int64_t> starts_;  // per target call, where its inputs belong
+  std::vector<TargetPlacement> placements_;  // per target call, where its inputs belong
   size_t call_index_ = 0;        // the manifest call being added
   int64_t ledger_floats_ = 0;    // K and V floats the ledger holds so far
+  std::vector<bool> sliding_[kCaptureRoles];  // per layer, from the config (empty: every layer when windowed)
 };
 
 }  // namespace

@@ -125,13 +125,24 @@ class BuggyLoopsAreNamed(CheckCaptures):
         cause, _, c = self.breach("crop0-noop", "dynamic")
         verify, n, L = self.first_rejecting_verify(c)
         self.assertEqual(n, 0)
-        calls = c.manifest["calls"]
-        at = calls.index(verify)
-        next_draft = next(call for call in calls[at:] if call["role"] == "drafter")
-        # The drafter drafts first next round: its cache is the first to be read with the stale drafts in it.
-        self.assertCause(cause, "drafter", next_draft["index"], "between", "none")
-        self.assertEqual(cause["expected_rows"], L)
+        # Both caches kept the rejected drafts after the same verify; the drafter reads its cache first
+        # (it drafts first), but the rollback that failed is the target's, where the drafts were rejected.
+        self.assertCause(cause, "target", verify["index"] + 1, "between", "none")
+        self.assertEqual((cause["expected_rows"], cause["actual_rows"]), (L + n, L + len(verify["input_ids"]) - 1))
         self.assertIn("rejected draft", cause["what"])
+
+    def test_a_drafter_alone_left_unpruned_is_named_as_the_drafter(self):
+        """The negative control of the rule above: kvscope's own drafter-not-pruned fault."""
+        path = os.path.join(self.directory.name, "drafter-not-pruned.kvcapture")
+        done = subprocess.run([CLI, "run", "--target", os.path.join(MODELS, "llama-tiny"), "--drafter",
+                               os.path.join(MODELS, "llama-tiny-draft"), "--prompt", "Once upon a time", "--gamma", "4",
+                               "--max-new", "24", "--ignore-eos", "--fault", "drafter-not-pruned", "--capture", path,
+                               "--no-baseline", "--json"], capture_output=True, text=True, timeout=600)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        code, result, stderr = run_check(path)
+        self.assertEqual(code, 1, stderr)
+        cause = result["root_cause"]
+        self.assertEqual((cause["role"], cause["operation"], cause["kind"]), ("drafter", "between", "none"))
 
     def test_positions_advanced_by_one_after_a_multi_token_accept(self):
         cause, _, c = self.breach("positions-plus-one", "dynamic")
