@@ -12,6 +12,7 @@
 #include "app/cli/token_printer.h"
 #include "core/decode/autoregressive.h"
 #include "core/error.h"
+#include "core/check/capture_writer.h"
 #include "core/inspect/trace_capture.h"
 #include "core/trace/trace_file.h"
 #include "core/trace/trace_json.h"
@@ -86,6 +87,7 @@ int runRun(Args& args) {
   if (args.value("draft-cache")) throw Error("--draft-cache is for --drafter-compressed POLICY:BUDGET");
   const bool json = args.flag("json");
   const auto trace_path = args.value("trace");
+  const auto capture_path = args.value("capture");
   const bool baseline = !args.flag("no-baseline");
   SessionSetup setup = parseSessionSetup(args);
   args.finish();
@@ -107,6 +109,11 @@ int runRun(Args& args) {
     writeTrace(*trace_path, captureTrace(*session, setup.target->tokenizer.get(),
                                          nlohmann::json::object({{"target_dir", setup.target->dir}, {"drafter_dir", setup.drafter_label}})));
   }
+  if (capture_path) {
+    writeSessionCapture(*capture_path, session->record(), {setup.target->dir, setup.target->model.get()},
+                        {setup.drafter ? setup.drafter->dir : "", setup.drafter ? setup.drafter->model.get() : nullptr},
+                        std::string("kvscope-cli run (fault ") + faultInfo(setup.options.fault).name + ")");
+  }
   const auto ids = session->generated();
   if (!json) {
     printColouredRounds(std::cout, *session, *setup.target->tokenizer, isatty(STDOUT_FILENO) != 0);
@@ -118,6 +125,7 @@ int runRun(Args& args) {
     printBudget(std::cout, session->recordBudget());
     printEvictions(std::cout, *session);
     if (trace_path) std::cout << "trace written to " << *trace_path << "\n";
+    if (capture_path) std::cout << "capture written to " << *capture_path << " (check it: kvscope-cli check " << *capture_path << ")\n";
   }
   nlohmann::json result = toJson(metrics);
   result["ids"] = ids;
@@ -143,6 +151,7 @@ const CommandRegistrar kRegister{
     "run [--target DIR] [--drafter DIR | --ngram N] (--prompt TEXT | --prompt-ids 1,2,3) [--gamma G | --adaptive]\n"
     "           [--max-new N] [--cache on|off] [--greedy | --temperature T --top-k K --top-p P] [--seed S]\n"
     "           [--bookkeeping exact|seed] [--ignore-eos] [--fault NAME] [--trace out.kvtrace] [--trace-budget MB]\n"
+    "           [--capture out.kvcapture]   (the caches in the format any engine writes: kvscope-cli check reads it)\n"
     "           [--evict POLICY:BUDGET[:every=N]] [--no-baseline] [--json]\n"
     "           --evict: token eviction on the target's cache after the prefill (and every N rounds), e.g.\n"
     "           h2o:0.25:every=4 or streaming:64:sinks=4; policies as in `compress`; traces carry the Evict events\n"

@@ -14,11 +14,13 @@ const char* cacheEventKindName(CacheEventKind kind) {
     case CacheEventKind::Crop: return "crop";
     case CacheEventKind::Reset: return "reset";
     case CacheEventKind::Evict: return "evict";
+    case CacheEventKind::Rewrite: return "rewrite";
   }
   return "?";
 }
 
 CacheEventKind parseCacheEventKind(const std::string& name) {
+  // Rewrite is left out: a trace does not store the layouts it needs.
   for (CacheEventKind kind : {CacheEventKind::Append, CacheEventKind::Refeed, CacheEventKind::Crop,
                               CacheEventKind::Reset, CacheEventKind::Evict}) {
     if (name == cacheEventKindName(kind)) return kind;
@@ -42,6 +44,8 @@ void checkPerLayerFields(const CacheEvent& e) {
             "cache event: touched layer " + std::to_string(layer) + " is out of range");
   }
   require(e.masked.empty() || e.masksRows(), "cache event: only a policy's evict event masks rows");
+  require(e.layout.empty() || e.layout.size() == e.rows_after.size(),
+          "cache event: an explicit layout must give every layer");
   for (const MaskedRow& m : e.masked) {
     require(m.layer >= 0 && m.layer < static_cast<int64_t>(e.rows_after.size()) && m.kv_head >= 0 && m.entry >= 0,
             "cache event: masked row (entry " + std::to_string(m.entry) + ", layer " + std::to_string(m.layer) +
@@ -70,6 +74,10 @@ void CacheEventLog::restore(std::vector<CacheEvent> events) {
 
 void applyEventToLayer(std::vector<int64_t>& rows, const CacheEvent& e, int64_t layer) {
   if (layer < 0 || layer >= static_cast<int64_t>(e.rows_after.size()) || !e.touches(layer)) return;
+  if (static_cast<size_t>(layer) < e.layout.size()) {
+    rows = e.layout[static_cast<size_t>(layer)];
+    return;
+  }
   if (e.masksRows()) return;  // masked rows stay where they are (core/cache/eviction_masks.h replays them)
   const size_t before = static_cast<size_t>(std::max<int64_t>(0, e.rows_before[static_cast<size_t>(layer)]));
   const size_t after = static_cast<size_t>(std::max<int64_t>(0, e.rows_after[static_cast<size_t>(layer)]));

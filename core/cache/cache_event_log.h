@@ -22,6 +22,11 @@ enum class CacheEventKind {
   Crop,    // the cache cut back to a length (a rollback after verification)
   Reset,   // the cache cleared
   Evict,   // rows removed by an eviction policy
+  // Another engine's cache rewritten otherwise (a capture: rows written in
+  // place, a ring buffer rolled, a slice that keeps a sub-sequence). Such an
+  // event gives its resulting rows outright (CacheEvent::layout). Never in a
+  // session or a trace: parseCacheEventKind refuses it.
+  Rewrite,
 };
 const char* cacheEventKindName(CacheEventKind kind);
 CacheEventKind parseCacheEventKind(const std::string& name);  // throws Error
@@ -78,6 +83,10 @@ struct CacheEvent {
   std::string fault_action;
   // Append: max |stored - computed| over the written K/V (storage precision).
   double max_store_error = 0;
+  // When not empty, the entries every layer holds after this operation, in
+  // row order: a capture of another engine gives each state outright
+  // (core/check/capture_timeline.h). Replay then takes it as is.
+  std::vector<std::vector<int64_t>> layout;
 
   Moment moment() const { return {round, phase}; }
   int64_t expectedFirst(int64_t layer) const {

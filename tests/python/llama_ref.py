@@ -47,13 +47,17 @@ class LlamaRef(torch.nn.Module):
         cfg = self.config
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.sliding_window = getattr(cfg, "sliding_window", None)
-        self.weights, _ = read_tensors(os.path.join(model_dir, "model.safetensors"))
+        # Hugging Face's from_pretrained default: float32, whatever the checkpoint stores (bf16 widens exactly).
+        weights, _ = read_tensors(os.path.join(model_dir, "model.safetensors"))
+        self.weights = {name: t.float() if t.is_floating_point() else t for name, t in weights.items()}
         self.inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
 
     def get_input_embeddings(self):
         return SimpleNamespace(weight=self.weights["model.embed_tokens.weight"])
 
     def w(self, name):
+        if name == "lm_head.weight" and name not in self.weights:  # tie_word_embeddings
+            return self.weights["model.embed_tokens.weight"]
         return self.weights[name]
 
     def rotary(self, position_ids):
