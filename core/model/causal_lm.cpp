@@ -128,8 +128,16 @@ at::Tensor CausalLM::guardedForward(const at::Tensor& tokens, int64_t start_pos,
     for (int64_t layer = 0; layer < cache->numLayers(); ++layer) rows_before.push_back(cache->length(layer));
   }
   at::Tensor logits = forwardImpl(tokens, start_pos, cache, probes, logit_rows);
-  if (!allFinite(logits)) refuseNonFinite(tokens, start_pos, cache, rows_before, logit_rows);
-  return logits;
+  if (allFinite(logits)) return logits;
+  try {
+    refuseNonFinite(tokens, start_pos, cache, rows_before, logit_rows);
+  } catch (const Error&) {
+    // Drop the rows this forward appended: a session that shows the error
+    // and stays open must be able to step again from where it was.
+    for (int64_t layer = 0; cache != nullptr && layer < cache->numLayers(); ++layer)
+      cache->cropLayer(layer, rows_before[static_cast<size_t>(layer)]);
+    throw;
+  }
 }
 
 void CausalLM::refuseNonFinite(const at::Tensor& tokens, int64_t start_pos, const KvCache* cache,

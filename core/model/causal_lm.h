@@ -39,8 +39,8 @@ class CausalLM {
   // tokens before these); the forward appends n rows to every layer.
   // Without a cache, start_pos must be 0 and tokens is the whole sequence.
   // Throws Error when the logits hold NaN or Inf, naming the layer where
-  // values first became non-finite and the config fields involved (the
-  // cache may then hold this forward's rows: the caller rolls back).
+  // values first became non-finite and the config fields involved; the
+  // cache is then left as the call found it (no row of this forward kept).
   // Returns logits [n, vocab] in the compute dtype, or of only the last
   // `logit_rows` tokens ([logit_rows, vocab]) when that is >= 0: a prefill
   // needs none, a decode step one, and the head of a 150k-token vocabulary

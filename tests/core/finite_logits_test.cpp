@@ -65,6 +65,9 @@ TEST(FiniteLogits, NanWeightsNamedByLayerStepAndTensor) {
   auto cache = model->makeCache();
   model->forward(ids({5, 6, 7}), 0, cache.get(), nullptr, /*logit_rows=*/0);
   hostile::expectRefused([&] { model->forward(ids({8}), 3, cache.get()); }, parts);
+  // The failed forward kept none of its rows: the caller can feed it again.
+  for (int64_t layer = 0; layer < cache->numLayers(); ++layer) EXPECT_EQ(cache->length(layer), 3) << layer;
+  hostile::expectRefused([&] { model->forward(ids({8}), 3, cache.get()); }, parts);
 }
 
 TEST(FiniteLogits, LongRopeOriginalContextOfOneNamesTheRotaryFields) {
