@@ -141,21 +141,14 @@ class Checker {
     std::optional<CaptureBreach> breach;
     for (size_t l = 0; l < e.layout.size(); ++l) {
       const auto layer = static_cast<int64_t>(l);
-      std::vector<RowVerdict> broken;
-      for (const RowVerdict& v : classifyRows(timeline_.record.ledger.entries(), e.cache, layer, e.layout[l],
-                                              e.contract(layer), stream)) {
-        if (v.state != RowState::Ok) broken.push_back(v);
-      }
+      std::vector<RowVerdict> broken =
+          brokenRows(timeline_.record.ledger.entries(), e.cache, layer, e.layout[l], e.contract(layer), stream);
       const int64_t held = static_cast<int64_t>(e.layout[l].size());
       if (broken.empty() && held == e.contract(layer).rows()) continue;
       if (!breach) {
         breach = breachAt(i);
         breach->expected_rows = e.contract(layer).rows();
         breach->actual_rows = held;
-        std::stable_sort(broken.begin(), broken.end(), [](const RowVerdict& a, const RowVerdict& b) {
-          const bool a_missing = a.state == RowState::Missing, b_missing = b.state == RowState::Missing;
-          return a.row != b.row ? a.row < b.row : a_missing && !b_missing;
-        });
         for (const RowVerdict& v : broken) {
           if (std::find(breach->rows.begin(), breach->rows.end(), v.row) == breach->rows.end()) breach->rows.push_back(v.row);
         }
@@ -292,6 +285,13 @@ class Checker {
           << (step.true_start - step.landed_row == 1 ? " " : "s ") << span(step.landed_row, step.true_start - step.landed_row)
           << " (" << quoted(text_, stream[static_cast<size_t>(step.landed_row)]) << ") never fed, so "
           << (step.true_start - step.landed_row == 1 ? "its" : "their") << " K/V never written";
+    } else if (!step.unwritten.empty()) {
+      const int64_t k = step.unwritten.front();
+      b.kind = "unwritten";
+      out << " but wrote no row for input " << k << " (" << quoted(text_, call.input_ids[static_cast<size_t>(k)])
+          << " at position " << step.true_start + k << ")";
+      if (step.unwritten.size() > 1) out << " and " << step.unwritten.size() - 1 << " more";
+      out << ": its K/V was never stored";
     } else if (step.claimed_start != step.true_start) {
       b.kind = "positions";
       out << " (" << capturePositionsSourceName(call.positions_source) << ") where the " << step.landed_row
