@@ -10,6 +10,7 @@
 // and layers need not agree. The layout is what the model actually attended to.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cache/cache_types.h"
@@ -68,6 +69,9 @@ struct CacheEvent {
   // Append / Refeed: the ledger entries written, in physical row order; layer
   // l holds them at rows [rows_before[l], rows_before[l] + written.size()).
   std::vector<int64_t> written;
+  // Append / Refeed: inputs the forward was fed but whose rows it did not
+  // write (a fault), as (token, rotary position): a capture lists every input.
+  std::vector<std::pair<int64_t, int64_t>> unwritten;
   // Crop / Reset / Evict: ledger entries removed (any layer), and why. A
   // policy's Evict lists the entries that died: masked in every kv head of
   // every layer holding them (they still occupy their rows).

@@ -144,6 +144,11 @@ void TrackedCache::logWrite(const PlannedWrite& write, int64_t round, const std:
     const int64_t first = ledger_.recordBirths(role_, identities, k_rows, v_rows, round, write.phase);
     for (int64_t i = 0; i < m; ++i) event.written.push_back(first + i);
   }
+  for (int64_t i = 0; i < static_cast<int64_t>(write.tokens.size()); ++i) {
+    if (std::find(write.order.begin(), write.order.end(), i) == write.order.end()) {
+      event.unwritten.emplace_back(write.tokens[static_cast<size_t>(i)], write.rope_start + i);
+    }
+  }
   if (write.bonus_index >= 0) bonus_position_ = -1;  // fed (written or not)
   refeed_pending_ = 0;
   believed_.resize(static_cast<size_t>(write.start));

@@ -9,39 +9,13 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/check/reference_streams.h"
 #include "core/inspect/row_identity.h"
-#include "core/model/probe.h"
 #include "core/model/scoring.h"
 #include "core/model/tokenizer/visible_text.h"
 
 namespace kvscope {
 namespace {
-
-// The K/V rows of every layer and the logits of one uncached reference forward.
-struct ReferenceRun {
-  std::vector<at::Tensor> keys, values;  // per layer [kv_heads, n, head_dim] float32
-  at::Tensor logits;                     // [n, vocab] float32
-};
-
-class KeyValueProbe : public ProbeSink {
- public:
-  explicit KeyValueProbe(int64_t layers) : keys(static_cast<size_t>(layers)), values(static_cast<size_t>(layers)) {}
-  bool wants(Probe probe, int64_t) const override { return probe == Probe::Key || probe == Probe::Value; }
-  void record(Probe probe, int64_t layer, const at::Tensor& value) override {
-    (probe == Probe::Key ? keys : values)[static_cast<size_t>(layer)] = value.to(torch::kFloat32);
-  }
-  std::vector<at::Tensor> keys, values;
-};
-
-ReferenceRun referenceForward(const CausalLM& model, const std::vector<int64_t>& tokens) {
-  c10::InferenceMode guard;
-  KeyValueProbe probe(model.config().num_layers);
-  ReferenceRun run;
-  run.logits = model.forward(idsTensor(tokens), 0, nullptr, &probe).to(torch::kFloat32);  // [n, vocab]
-  run.keys = std::move(probe.keys);
-  run.values = std::move(probe.values);
-  return run;
-}
 
 std::string quoted(const TokenText& text, int64_t token) {
   if (token < 0) return "<unknown>";
@@ -141,21 +115,14 @@ class Checker {
     std::optional<CaptureBreach> breach;
     for (size_t l = 0; l < e.layout.size(); ++l) {
       const auto layer = static_cast<int64_t>(l);
-      std::vector<RowVerdict> broken;
-      for (const RowVerdict& v : classifyRows(timeline_.record.ledger.entries(), e.cache, layer, e.layout[l],
-                                              e.contract(layer), stream)) {
-        if (v.state != RowState::Ok) broken.push_back(v);
-      }
+      std::vector<RowVerdict> broken =
+          brokenRows(timeline_.record.ledger.entries(), e.cache, layer, e.layout[l], e.contract(layer), stream);
       const int64_t held = static_cast<int64_t>(e.layout[l].size());
       if (broken.empty() && held == e.contract(layer).rows()) continue;
       if (!breach) {
         breach = breachAt(i);
         breach->expected_rows = e.contract(layer).rows();
         breach->actual_rows = held;
-        std::stable_sort(broken.begin(), broken.end(), [](const RowVerdict& a, const RowVerdict& b) {
-          const bool a_missing = a.state == RowState::Missing, b_missing = b.state == RowState::Missing;
-          return a.row != b.row ? a.row < b.row : a_missing && !b_missing;
-        });
         for (const RowVerdict& v : broken) {
           if (std::find(breach->rows.begin(), breach->rows.end(), v.row) == breach->rows.end()) breach->rows.push_back(v.row);
         }
@@ -292,6 +259,13 @@ class Checker {
           << (step.true_start - step.landed_row == 1 ? " " : "s ") << span(step.landed_row, step.true_start - step.landed_row)
           << " (" << quoted(text_, stream[static_cast<size_t>(step.landed_row)]) << ") never fed, so "
           << (step.true_start - step.landed_row == 1 ? "its" : "their") << " K/V never written";
+    } else if (!step.unwritten.empty()) {
+      const int64_t k = step.unwritten.front();
+      b.kind = "unwritten";
+      out << " but wrote no row for input " << k << " (" << quoted(text_, call.input_ids[static_cast<size_t>(k)])
+          << " at position " << step.true_start + k << ")";
+      if (step.unwritten.size() > 1) out << " and " << step.unwritten.size() - 1 << " more";
+      out << ": its K/V was never stored";
     } else if (step.claimed_start != step.true_start) {
       b.kind = "positions";
       out << " (" << capturePositionsSourceName(call.positions_source) << ") where the " << step.landed_row
@@ -399,24 +373,29 @@ class Checker {
 
   // --- values against the reference ------------------------------------------
 
-  const ReferenceRun* streamRun(const CaptureStep& step) {
-    const CausalLM* model = options_.models[static_cast<int>(step.role)];
-    if (!model) return nullptr;
-    const auto key = std::make_pair(static_cast<int>(step.role), step.stream);
-    auto it = runs_.find(key);
-    if (it == runs_.end()) {
-      const auto& stream = timeline_.streams[static_cast<size_t>(step.stream)];
-      if (stream.empty()) return nullptr;
-      it = runs_.emplace(key, referenceForward(*model, stream)).first;
+  // The reference of a step's stream; null without a model for its role.
+  const StreamReference* streamReference(const CaptureStep& step) {
+    const int r = static_cast<int>(step.role);
+    if (!options_.models[r]) return nullptr;
+    const auto key = std::make_pair(r, step.stream);
+    auto it = stream_refs_.find(key);
+    if (it == stream_refs_.end()) {
+      it = stream_refs_.emplace(key, references(step.role).of(timeline_.streams[static_cast<size_t>(step.stream)])).first;
     }
     return &it->second;
+  }
+
+  ReferenceStreams& references(CaptureRole role) {
+    auto& refs = references_[static_cast<int>(role)];
+    if (!refs) refs = std::make_unique<ReferenceStreams>(*options_.models[static_cast<int>(role)], timeline_.record.sequence);
+    return *refs;
   }
 
   std::optional<CaptureBreach> values(size_t i) {
     const CaptureStep& step = timeline_.steps[i];
     const CacheEvent& e = timeline_.event(i);
     if (e.written.empty()) return std::nullopt;
-    const ReferenceRun* run = streamRun(step);
+    const StreamReference* run = streamReference(step);
     if (!run) return std::nullopt;
     const AuditTolerance& tol = tolerance_[static_cast<int>(step.role)].rows;
     std::optional<CaptureBreach> breach;
@@ -425,9 +404,10 @@ class Checker {
       for (size_t r = 0; r < rows.size(); ++r) {
         if (std::find(e.written.begin(), e.written.end(), rows[r]) == e.written.end()) continue;
         const LedgerEntry& written = entry(rows[r]);
-        if (written.position < 0 || written.position >= run->keys[l].size(1)) continue;
-        const auto want_k = run->keys[l].select(1, written.position);  // [kv_heads, head_dim]
-        const auto want_v = run->values[l].select(1, written.position);
+        if (written.position < 0 || written.position >= run->length()) continue;
+        const auto layer = static_cast<int64_t>(l);
+        const auto want_k = run->key(layer, written.position);  // [kv_heads, head_dim]
+        const auto want_v = run->value(layer, written.position);
         const auto got_k = timeline_.record.ledger.keys(written.row)[static_cast<int64_t>(l)];
         const auto got_v = timeline_.record.ledger.values(written.row)[static_cast<int64_t>(l)];
         const double dk = (got_k - want_k).abs().max().item<double>();
@@ -482,19 +462,26 @@ class Checker {
     return out;
   }
 
-  // The reference logits of the call's last `rows` inputs, at the positions they belong.
+  // The reference logits of the call's last `rows` inputs, at the positions
+  // they belong: [rows, vocab].
   at::Tensor referenceLogits(const CaptureStep& step, const CaptureCall& call, int64_t rows) {
-    const CausalLM* model = options_.models[static_cast<int>(step.role)];
     const auto& stream = timeline_.streams[static_cast<size_t>(step.stream)];
     const int64_t end = step.true_start + step.inputs;
+    std::optional<StreamReference> own;
+    const StreamReference* ref = nullptr;
     if (!wrongToken(step, call, stream)) {
-      const ReferenceRun* run = streamRun(step);
-      if (run && end <= run->logits.size(0)) return run->logits.slice(0, end - rows, end);
+      ref = streamReference(step);
+    } else {  // the inputs are not the stream's: what a correct engine computes for them where they belong
+      std::vector<int64_t> context(stream.begin(), stream.begin() + std::min<int64_t>(step.true_start, stream.size()));
+      context.insert(context.end(), call.input_ids.begin(), call.input_ids.end());
+      own = references(step.role).of(context);
+      ref = &*own;
     }
-    std::vector<int64_t> context(stream.begin(), stream.begin() + std::min<int64_t>(step.true_start, stream.size()));
-    context.insert(context.end(), call.input_ids.begin(), call.input_ids.end());
-    const at::Tensor logits = referenceForward(*model, context).logits;
-    return logits.slice(0, logits.size(0) - rows, logits.size(0));
+    const int64_t last = std::min(end, ref->length());
+    if (last < rows) return {};  // the stream is shorter than the call's logits: nothing to compare
+    std::vector<at::Tensor> out;
+    for (int64_t p = last - rows; p < last; ++p) out.push_back(ref->logits(p));
+    return torch::stack(out);
   }
 
   std::optional<CaptureDivergence> firstDivergence() {
@@ -511,7 +498,9 @@ class Checker {
   std::optional<CaptureDivergence> divergenceOf(const CaptureStep& step, const CaptureCall& call) {
     c10::InferenceMode guard;
     const int64_t rows = call.logits->rows;
-    const at::Tensor reference = torch::log_softmax(referenceLogits(step, call, rows), -1);  // [rows, V]
+    const at::Tensor logits_ref = referenceLogits(step, call, rows);
+    if (!logits_ref.defined()) return std::nullopt;
+    const at::Tensor reference = torch::log_softmax(logits_ref, -1);  // [rows, V]
     const double tol = tolerance_[static_cast<int>(step.role)].log_probability;
     const bool full = file_.manifest().logits_mode == CaptureLogitsMode::Full;
     at::Tensor engine_lp, ref_lp, engine_ids;  // [rows, k] comparable log-probabilities
@@ -562,7 +551,8 @@ class Checker {
   const CaptureCheckOptions& options_;
   const TokenText& text_;
   CaptureTolerance tolerance_[kCaptureRoles];
-  std::map<std::pair<int, int64_t>, ReferenceRun> runs_;  // (role, stream) -> its reference forward
+  std::unique_ptr<ReferenceStreams> references_[kCaptureRoles];
+  std::map<std::pair<int, int64_t>, StreamReference> stream_refs_;  // (role, stream) -> its reference
   int64_t rows_value_checked_ = 0;
   double max_value_error_ = 0;
   int64_t logit_rows_checked_ = 0;

@@ -29,7 +29,8 @@ struct CaptureBreach {
   CaptureOperation operation = CaptureOperation::Forward;
   // between: the change ("none", "crop", "slice", "reset", "overwrite",
   // "roll", "replace"); forward: "refed_prefix", "skipped_position",
-  // "positions", "tokens", "window", "empty_slot", "rows", "mask", "values".
+  // "unwritten", "positions", "tokens", "window", "empty_slot", "rows", "mask", "values",
+  // "no_cache".
   std::string kind;
   std::string what;                  // one sentence for people
   std::vector<int64_t> rows;         // rows breaking the contract (first such layer), in the layer's position order

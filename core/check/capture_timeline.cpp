@@ -480,7 +480,10 @@ class TimelineBuilder {
     std::vector<RowIdentity> identities;
     std::vector<std::vector<int64_t>> written_rows;
     for (size_t i = 0; i < rows.size(); ++i) {
-      if (std::all_of(rows[i].begin(), rows[i].end(), [](int64_t r) { return r < 0; })) continue;
+      if (std::all_of(rows[i].begin(), rows[i].end(), [](int64_t r) { return r < 0; })) {
+        if (!step.uncached && kinds.front() == CaptureLayerKind::Append) step.unwritten.push_back(static_cast<int64_t>(i));
+        continue;
+      }
       identities.push_back({call.input_ids[i], step.true_start + static_cast<int64_t>(i), call.positions[i]});
       written_rows.push_back(rows[i]);
     }

@@ -50,6 +50,8 @@ struct CaptureStep {
   bool static_cache = false;  // the role's cache is a fixed buffer written at cache_position
   bool uncached = false;      // Forward: the call returned no cache (use_cache=False)
   size_t manifest_call = 0;   // index into the manifest's calls
+  // Forward: inputs of a growing (append) cache that no layer holds a row of.
+  std::vector<int64_t> unwritten;
   // Forward with an attention mask: the entry in each slot of layer 0 of the
   // after state (the mask's key axis), the empty-slot entry for empty slots.
   std::vector<int64_t> mask_slots;

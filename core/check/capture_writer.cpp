@@ -165,10 +165,14 @@ class Writer {
     std::stable_sort(written.begin(), written.end(), [&](int64_t a, int64_t b) {
       return record_.ledger.entry(a).position < record_.ledger.entry(b).position;
     });
+    std::vector<std::pair<int64_t, int64_t>> fed = e.unwritten;  // (rotary position, token) once sorted
+    for (auto& [token, position] : fed) std::swap(token, position);
+    for (int64_t entry : written) fed.emplace_back(record_.ledger.entry(entry).rope_position, record_.ledger.entry(entry).token);
+    std::stable_sort(fed.begin(), fed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<int64_t> ids, positions;
-    for (int64_t entry : written) {
-      ids.push_back(record_.ledger.entry(entry).token);
-      positions.push_back(record_.ledger.entry(entry).rope_position);
+    for (const auto& [position, token] : fed) {
+      ids.push_back(token);
+      positions.push_back(position);
     }
     if (ids.empty()) return;  // a forward that wrote nothing leaves no call to check
     const int64_t index = calls_[r]++;

@@ -15,22 +15,6 @@
 namespace kvscope {
 namespace {
 
-// Rows whose identity breaks the contract in one layer after an event.
-std::vector<RowVerdict> brokenRows(const SessionRecord& record, const CacheEvent& event, int64_t layer,
-                                   const std::vector<int64_t>& rows, const std::vector<int64_t>& stream) {
-  std::vector<RowVerdict> broken;
-  for (const RowVerdict& v : classifyRows(record.ledger.entries(), event.cache, layer, rows, event.contract(layer), stream)) {
-    if (v.state != RowState::Ok) broken.push_back(v);
-  }
-  // By row; at one row a missing position comes first: when a window evicts
-  // too early, the lost position explains the rows that moved up after it.
-  std::stable_sort(broken.begin(), broken.end(), [](const RowVerdict& a, const RowVerdict& b) {
-    const bool a_missing = a.state == RowState::Missing, b_missing = b.state == RowState::Missing;
-    return a.row != b.row ? a.row < b.row : a_missing && !b_missing;
-  });
-  return broken;
-}
-
 std::string quoted(const TokenText& text, int64_t token) {
   std::string shown = text ? text(token) : std::string();
   return shown.empty() ? "<id " + std::to_string(token) + ">" : "'" + shown + "'";
@@ -106,7 +90,7 @@ std::optional<RootCause> structuralDeparture(const SessionRecord& record, const 
   std::optional<RootCause> cause;
   for (int64_t layer = 0; layer < static_cast<int64_t>(layout.layers.size()); ++layer) {
     const auto& rows = layout.layers[static_cast<size_t>(layer)];
-    std::vector<RowVerdict> broken = brokenRows(record, e, layer, rows, stream);
+    std::vector<RowVerdict> broken = brokenRows(record.ledger.entries(), e.cache, layer, rows, e.contract(layer), stream);
     if (broken.empty() && static_cast<int64_t>(rows.size()) == e.contract(layer).rows()) continue;
     if (!cause) {
       cause = causeAt(e, index);

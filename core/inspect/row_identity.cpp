@@ -70,4 +70,18 @@ std::vector<RowVerdict> classifyRows(const std::vector<LedgerEntry>& entries, Ca
   return verdicts;
 }
 
+std::vector<RowVerdict> brokenRows(const std::vector<LedgerEntry>& entries, CacheRole cache, int64_t layer,
+                                   const std::vector<int64_t>& rows, const RowContract& contract,
+                                   const std::vector<int64_t>& stream) {
+  std::vector<RowVerdict> broken;
+  for (const RowVerdict& v : classifyRows(entries, cache, layer, rows, contract, stream)) {
+    if (v.state != RowState::Ok) broken.push_back(v);
+  }
+  std::stable_sort(broken.begin(), broken.end(), [](const RowVerdict& a, const RowVerdict& b) {
+    const bool a_missing = a.state == RowState::Missing, b_missing = b.state == RowState::Missing;
+    return a.row != b.row ? a.row < b.row : a_missing && !b_missing;
+  });
+  return broken;
+}
+
 }  // namespace kvscope

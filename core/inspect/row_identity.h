@@ -22,4 +22,12 @@ std::vector<RowVerdict> classifyRows(const std::vector<LedgerEntry>& entries, Ca
                                      const std::vector<int64_t>& rows, const RowContract& contract,
                                      const std::vector<int64_t>& stream);
 
+// The verdicts of classifyRows that break the contract, by row; at one row a
+// missing position first: when a window evicts too early, the lost position
+// explains the rows that moved up after it. The root cause of a session and
+// of a capture name these.
+std::vector<RowVerdict> brokenRows(const std::vector<LedgerEntry>& entries, CacheRole cache, int64_t layer,
+                                   const std::vector<int64_t>& rows, const RowContract& contract,
+                                   const std::vector<int64_t>& stream);
+
 }  // namespace kvscope

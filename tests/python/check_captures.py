@@ -199,6 +199,60 @@ class UnusableInputs(CheckCaptures):
         self.assertIn("broken.kvcapture", stderr)
 
 
+def rewrite_manifest(source, target, change):
+    """Copies a capture with change(manifest) applied; the tensors are untouched."""
+    with open(source, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    manifest = json.loads(header["__metadata__"]["kvscope_capture"])
+    change(manifest)
+    header["__metadata__"]["kvscope_capture"] = json.dumps(manifest)
+    encoded = json.dumps(header).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    with open(target, "wb") as f:
+        f.write(len(encoded).to_bytes(8, "little") + encoded + data)
+
+
+def target_calls(manifest):
+    return [call for call in manifest["calls"] if call["role"] == "target"]
+
+
+class HostileCaptures(CheckCaptures):
+    """Captures that pass the format's validator (or not) but make no sense: check answers 0, 1 or 2 with a
+    message, never crashes, never an internal error."""
+
+    MUTATIONS = {
+        "no committed sequence": lambda m: m.update(committed=None),
+        "empty committed sequence": lambda m: m.update(committed=[]),
+        "committed sequence of other tokens": lambda m: m.update(committed=[5] * len(m["committed"])),
+        "positions far away": lambda m: [c.update(positions=[10 ** 9 + i for i in range(len(c["input_ids"]))])
+                                         for c in target_calls(m)[1:]],
+        "before and after swapped": lambda m: [c.update(before=c["after"], after=c["before"])
+                                               for c in m["calls"] if c["before"] is not None],
+        "runs reversed": lambda m: [layer.reverse() for c in m["calls"] if c["after"]
+                                    for layer in c["after"]["layers"]],
+        "inputs replaced": lambda m: [c.update(input_ids=[7] * len(c["input_ids"])) for c in m["calls"]],
+        "states dropped": lambda m: [c.update(before=None, after=None) for c in m["calls"]],
+        "calls reordered": lambda m: m["calls"].reverse(),
+    }
+
+    def test_every_mutation_gets_an_answer(self):
+        for loop, shape in (("speculative", "dynamic"), ("speculative", "static"), ("greedy", "ring")):
+            path, _ = self.capture(loop, shape)
+            for name, change in self.MUTATIONS.items():
+                with self.subTest(loop=loop, shape=shape, mutation=name):
+                    mutated = os.path.join(self.directory.name, "mutated.kvcapture")
+                    rewrite_manifest(path, mutated, change)
+                    code, result, stderr = run_check(mutated)
+                    self.assertIn(code, (0, 1, 2), stderr)
+                    self.assertNotIn("internal error", stderr)
+                    if code == 2:
+                        self.assertIn("error:", stderr)
+                    else:
+                        self.assertIsNotNone(result)
+
+
 class Speed(CheckCaptures):
     def test_check_of_the_48_token_pair_capture_prints_its_time(self):
         """Prints the ratio for docs; the bound is the issue's 5x, kept loose for a shared machine."""
