@@ -1,5 +1,7 @@
 #include "app/cli/cli_common.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -58,12 +60,29 @@ std::string modelDirectory(Args& args, const std::string& option, const std::str
   return bundledModelDirectory(role);
 }
 
-std::string readFileBytes(const std::string& path) {
+std::string readFileBytes(const std::string& path, size_t max_bytes, const std::string& what) {
+  const auto limit = [&] { return "the limit of " + std::to_string(max_bytes) + " bytes for " + what; };
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status)) throw Error(path + ": is a directory, not " + what);
+  // A regular file's size is known before any byte is read; a device or pipe
+  // (/dev/zero never ends) is read up to the limit and refused past it.
+  if (std::filesystem::is_regular_file(status)) {
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec && size > max_bytes) throw Error(path + ": " + std::to_string(size) + " bytes exceed " + limit());
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open file");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  std::string bytes;
+  constexpr size_t kChunk = size_t{1} << 20;
+  while (in && bytes.size() <= max_bytes) {
+    const size_t old_size = bytes.size();
+    bytes.resize(old_size + std::min(kChunk, max_bytes + 1 - old_size));
+    in.read(bytes.data() + old_size, static_cast<std::streamsize>(bytes.size() - old_size));
+    bytes.resize(old_size + static_cast<size_t>(in.gcount()));
+  }
+  if (bytes.size() > max_bytes) throw Error(path + ": longer than " + limit() + " (reading stopped there)");
+  return bytes;
 }
 
 }  // namespace kvscope::cli

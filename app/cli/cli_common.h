@@ -36,7 +36,12 @@ void printJson(const nlohmann::json& result);
 // ("target" or "drafter") when the option is absent.
 std::string modelDirectory(Args& args, const std::string& option, const std::string& role);
 
-// Reads a whole file as bytes (no newline added or stripped).
-std::string readFileBytes(const std::string& path);
+// Reads a whole file as bytes (no newline added or stripped), refusing one
+// larger than max_bytes before it is read (a device such as /dev/zero: once
+// max_bytes were read), with an error naming the file, `what` it is for and
+// the limit.
+constexpr size_t kMaxInputFileBytes = size_t{1} << 30;
+std::string readFileBytes(const std::string& path, size_t max_bytes = kMaxInputFileBytes,
+                          const std::string& what = "an input file");
 
 }  // namespace kvscope::cli

@@ -111,6 +111,11 @@ std::optional<PruneSettings> pruneSettings(Args& args) {
   return p;
 }
 
+// A continuation is teacher-forced through the model, so it must fit its
+// context (the bundled target's 512 tokens are about 2 kB of text): 16 MiB
+// is thousands of times more, and bounds what the tokenizer is handed.
+constexpr size_t kMaxTextFileBytes = size_t{16} << 20;
+
 std::vector<int64_t> continuationIds(Args& args, const ModelBundle& bundle) {
   const auto text = args.value("continuation");
   const auto file = args.value("text-file");
@@ -124,7 +129,7 @@ std::vector<int64_t> continuationIds(Args& args, const ModelBundle& bundle) {
                 " has no tokenizer.json: give --continuation-ids 1,2,3");
   }
   if (text) return bundle.tokenizer->encode(*text, false);
-  if (file) return bundle.tokenizer->encode(readFileBytes(*file), false);
+  if (file) return bundle.tokenizer->encode(readFileBytes(*file, kMaxTextFileBytes, "--text-file"), false);
   return {};
 }
 

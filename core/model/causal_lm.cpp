@@ -1,14 +1,14 @@
 #include "core/model/causal_lm.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
-
-#include <spdlog/spdlog.h>
 
 #include "core/runtime/threads.h"
 #include "core/error.h"
 #include "core/model/checkpoint.h"
 #include "core/model/dense.h"
+#include "core/model/finite_logits.h"
 #include "core/model/gpt2_model.h"
 #include "core/model/llama_model.h"
 
@@ -37,6 +37,43 @@ std::string storedName(const Checkpoint& ckpt, const std::string& canonical) {
     return canonical.substr(prefix.size());
   }
   return canonical;
+}
+
+// "model.layers.7.mlp.up_proj.weight" -> 7; -1 for tensors outside the layers.
+int64_t layerIndexOf(const std::string& name) {
+  for (const std::string prefix : {"model.layers.", "transformer.h.", "h."}) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const size_t end = name.find('.', prefix.size());
+    const std::string digits = name.substr(prefix.size(), end - prefix.size());
+    if (!digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos)
+      return std::stoll(digits);
+  }
+  return -1;
+}
+
+// Checkpoint tensors the config does not account for are an error: a
+// config.json with 2 layers over a 24-layer checkpoint would otherwise run
+// a different, truncated model and say nothing.
+void refuseUnusedTensors(const Checkpoint& ckpt, const std::set<std::string>& used, const ModelConfig& config,
+                         const std::string& dir) {
+  std::vector<std::string> unused;
+  int64_t deepest = -1;
+  for (const std::string& name : ckpt.names()) {
+    if (used.count(name) || isIgnoredBuffer(name) || name == "lm_head.weight") continue;
+    unused.push_back(name);
+    deepest = std::max(deepest, layerIndexOf(name));
+  }
+  if (unused.empty()) return;
+  constexpr size_t kShown = 5;
+  std::string list;
+  for (size_t i = 0; i < std::min(unused.size(), kShown); ++i) list += (i ? ", '" : "'") + unused[i] + "'";
+  if (unused.size() > kShown) list += ", ... (" + std::to_string(unused.size()) + " in all)";
+  std::string hint;
+  if (deepest >= config.num_layers) {
+    hint = "; the checkpoint has layers up to " + std::to_string(deepest) + " but config.json says " +
+           std::to_string(config.num_layers) + " (num_hidden_layers / n_layer)";
+  }
+  fail(dir, "tensors that config.json does not account for (" + config.architecture_name + "): " + list + hint);
 }
 
 }  // namespace
@@ -73,14 +110,57 @@ at::Tensor CausalLM::forward(const at::Tensor& tokens, int64_t start_pos, KvCach
                              int64_t logit_rows) const {
   checkForwardArguments(tokens, start_pos, cache, /*require_cache_at_start=*/true);
   shareThreadsBeforeForward();  // this thread's share of the process's threads
-  return forwardImpl(tokens, start_pos, cache, probes, logit_rows);
+  return guardedForward(tokens, start_pos, cache, probes, logit_rows);
 }
 
 at::Tensor CausalLM::forwardUnchecked(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
                                       ProbeSink* probes, int64_t logit_rows) const {
   checkForwardArguments(tokens, start_pos, cache, /*require_cache_at_start=*/false);
   shareThreadsBeforeForward();
-  return forwardImpl(tokens, start_pos, cache, probes, logit_rows);
+  return guardedForward(tokens, start_pos, cache, probes, logit_rows);
+}
+
+at::Tensor CausalLM::guardedForward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
+                                    int64_t logit_rows) const {
+  std::vector<int64_t> rows_before;  // per layer; a fault may write fewer rows than it feeds
+  if (cache != nullptr) {
+    rows_before.reserve(static_cast<size_t>(cache->numLayers()));
+    for (int64_t layer = 0; layer < cache->numLayers(); ++layer) rows_before.push_back(cache->length(layer));
+  }
+  at::Tensor logits = forwardImpl(tokens, start_pos, cache, probes, logit_rows);
+  if (allFinite(logits)) return logits;
+  try {
+    refuseNonFinite(tokens, start_pos, cache, rows_before, logit_rows);
+  } catch (const Error&) {
+    // Drop the rows this forward appended: a session that shows the error
+    // and stays open must be able to step again from where it was.
+    for (int64_t layer = 0; cache != nullptr && layer < cache->numLayers(); ++layer)
+      cache->cropLayer(layer, rows_before[static_cast<size_t>(layer)]);
+    throw;
+  }
+}
+
+void CausalLM::refuseNonFinite(const at::Tensor& tokens, int64_t start_pos, const KvCache* cache,
+                               const std::vector<int64_t>& rows_before, int64_t logit_rows) const {
+  FirstNonFinite site;
+  bool stale_cache = false;
+  if (cache == nullptr) {
+    forwardImpl(tokens, start_pos, nullptr, &site, logit_rows);
+  } else {
+    KvCache rerun = cache->clone();
+    for (int64_t layer = 0; layer < rerun.numLayers(); ++layer) rerun.cropLayer(layer, rows_before[static_cast<size_t>(layer)]);
+    forwardImpl(tokens, start_pos, &rerun, &site, logit_rows);
+    // Attention that read non-finite rows written earlier (by a prefill that
+    // computed no logits, so nothing checked it then).
+    const bool reads_cache = site.point() == Probe::AttentionWeights || site.point() == Probe::AttentionOutput;
+    if (site.found() && reads_cache) {
+      const int64_t rows = rows_before[static_cast<size_t>(site.layer())];
+      stale_cache = rows > 0 && !(allFinite(rerun.keys(site.layer()).narrow(1, 0, rows)) &&
+                                  allFinite(rerun.values(site.layer()).narrow(1, 0, rows)));
+    }
+  }
+  throw Error((source_.empty() ? config_.architecture_name : source_) + ": forward of " + std::to_string(tokens.size(0)) + " token(s) at position " + std::to_string(start_pos) +
+              " gave non-finite logits (NaN or Inf): " + describeNonFinite(config_, site, stale_cache));
 }
 
 at::Tensor CausalLM::rowsForLogits(const at::Tensor& x, int64_t logit_rows) {
@@ -105,6 +185,16 @@ std::vector<TensorSpec> expectedTensors(const ModelConfig& config) {
                                            : LlamaModel::expectedTensors(config);
 }
 
+double parameterCountOf(const ModelConfig& config) {
+  double total = 0;
+  for (const TensorSpec& spec : expectedTensors(config)) {
+    double elements = 1;
+    for (int64_t extent : spec.shape) elements *= static_cast<double>(extent);
+    total += elements;
+  }
+  return total;
+}
+
 static bool packedForInference(const ModelConfig& config, const TensorSpec& spec) {
   return config.arch == Architecture::Gpt2 ? Gpt2Model::packedForInference(config, spec)
                                            : LlamaModel::packedForInference(config, spec);
@@ -123,8 +213,11 @@ std::unique_ptr<CausalLM> buildCausalLM(const ModelConfig& config, const NamedTe
                        shapeString(spec.shape));
     }
   }
-  if (config.arch == Architecture::Gpt2) return std::make_unique<Gpt2Model>(config, weights, options);
-  return std::make_unique<LlamaModel>(config, weights, options);
+  std::unique_ptr<CausalLM> model;
+  if (config.arch == Architecture::Gpt2) model = std::make_unique<Gpt2Model>(config, weights, options);
+  else model = std::make_unique<LlamaModel>(config, weights, options);
+  model->setSource(source);
+  return model;
 }
 
 std::unique_ptr<CausalLM> loadCausalLM(const std::string& dir, const c10::TensorOptions& options) {
@@ -142,11 +235,7 @@ std::unique_ptr<CausalLM> loadCausalLM(const std::string& dir, const c10::Tensor
     tensors.emplace_back(spec.name, ckpt.load(stored, options, packedForInference(config, spec)));
     used.insert(stored);
   }
-  for (const std::string& name : ckpt.names()) {
-    if (!used.count(name) && !isIgnoredBuffer(name) && name != "lm_head.weight") {
-      spdlog::warn("{}: tensor '{}' is not used by {}", dir, name, config.architecture_name);
-    }
-  }
+  refuseUnusedTensors(ckpt, used, config, dir);
   // Loaded in the layout layOutForInference would give (InferenceLayoutTest
   // checks they agree), so no weight is re-stored and none exists twice.
   return buildCausalLM(config, tensors, options, dir);

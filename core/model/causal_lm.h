@@ -30,11 +30,17 @@ class CausalLM {
 
   const ModelConfig& config() const { return config_; }
   const c10::TensorOptions& options() const { return options_; }
+  // Where the weights came from (the model directory), for error messages.
+  const std::string& source() const { return source_; }
+  void setSource(std::string source) { source_ = std::move(source); }
 
   // tokens: [n] int64 ids at positions start_pos .. start_pos + n - 1.
   // With a cache, its length must equal start_pos (it holds exactly the
   // tokens before these); the forward appends n rows to every layer.
   // Without a cache, start_pos must be 0 and tokens is the whole sequence.
+  // Throws Error when the logits hold NaN or Inf, naming the layer where
+  // values first became non-finite and the config fields involved; the
+  // cache is then left as the call found it (no row of this forward kept).
   // Returns logits [n, vocab] in the compute dtype, or of only the last
   // `logit_rows` tokens ([logit_rows, vocab]) when that is >= 0: a prefill
   // needs none, a decode step one, and the head of a 150k-token vocabulary
@@ -71,14 +77,29 @@ class CausalLM {
 
   ModelConfig config_;
   c10::TensorOptions options_;
+  std::string source_;
 
  private:
   void checkForwardArguments(const at::Tensor& tokens, int64_t start_pos, const KvCache* cache,
                              bool require_cache_at_start) const;
+  // forwardImpl, then the finite-logits guard (core/model/finite_logits.h).
+  at::Tensor guardedForward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
+                            int64_t logit_rows) const;
+  // Runs the forward again on a copy of the cache as it was before (each
+  // layer cut back to rows_before), watching every probe point, and throws
+  // Error naming the layer and step where values first became non-finite.
+  [[noreturn]] void refuseNonFinite(const at::Tensor& tokens, int64_t start_pos, const KvCache* cache,
+                                    const std::vector<int64_t>& rows_before, int64_t logit_rows) const;
 };
 
 // The parameters an architecture expects, with shapes, under HF names.
 std::vector<TensorSpec> expectedTensors(const ModelConfig& config);
+
+// How many parameters a model of `config` has, counted from the shapes
+// alone (nothing allocated). A double: a config within the field limits can
+// ask for more than 2^63 (4096 layers of 2^52-element projections); exact
+// up to 2^53, far beyond any model that fits in memory.
+double parameterCountOf(const ModelConfig& config);
 
 // Builds a model of config's architecture from named tensors (HF names).
 // Throws Error naming a missing tensor or a shape mismatch.

@@ -137,6 +137,7 @@ at::Tensor Gpt2Model::forwardImpl(const at::Tensor& tokens, int64_t start_pos, K
     const Layer& layer = layers_[i];
     x = x + attention(layer, static_cast<int64_t>(i), layerNorm(x, layer.ln1_w, layer.ln1_b), cache, probes);
     x = x + mlp(layer, layerNorm(x, layer.ln2_w, layer.ln2_b));
+    probe(probes, Probe::LayerOutput, static_cast<int64_t>(i), x);
   }
   x = rowsForLogits(x, logit_rows);                       // [rows, C]
   return dense(layerNorm(x, lnf_w_, lnf_b_), lm_head_);  // [rows, vocab]

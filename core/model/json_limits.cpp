@@ -5,7 +5,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <limits>
 #include <vector>
@@ -21,7 +23,9 @@ namespace kvscope {
 // A parsed value costs 16-100 bytes, so max_values bounds the memory of a
 // document (a safetensors header is streamed: only one member is held).
 const JsonLimits kSafetensorsHeaderLimits{"safetensors header", 100000000, 16, 4000000, false, true};
-const JsonLimits kConfigJsonLimits{"config.json", size_t{16} << 20, 32, 1000000, true, false};
+// config.json refuses repeated keys: nlohmann keeps the last one, so a file
+// that says both 2 and 24 layers would load silently as whichever came last.
+const JsonLimits kConfigJsonLimits{"config.json", size_t{16} << 20, 32, 1000000, true, true};
 const JsonLimits kTokenizerJsonLimits{"tokenizer.json", size_t{128} << 20, 64, 4000000, true, false};
 const JsonLimits kTokenizerConfigLimits{"tokenizer_config.json", size_t{16} << 20, 64, 1000000, true, false};
 const JsonLimits kShardIndexLimits{"safetensors index", size_t{64} << 20, 8, 4000000, true, false};
@@ -73,7 +77,8 @@ class LimitedBuilder : public nlohmann::json_sax<json> {
   bool key(string_t& key) override {
     Frame& frame = frames_.back();
     if (limits_.unique_keys && !streamingMember() && frame.container->contains(key))
-      fail("duplicate key '" + shortKey(key) + "' at " + path());
+      fail("duplicate key '" + shortKey(key) + "' in the object at " + path(frames_.size() - 1) +
+           " (JSON readers disagree on which value wins)");
     frame.key = std::move(key);
     return true;
   }
@@ -100,11 +105,14 @@ class LimitedBuilder : public nlohmann::json_sax<json> {
   }
 
   // "/model/vocab/abc": where the value being read sits (first and last
-  // components only, when it is deep).
-  std::string path() const {
+  // components only, when it is deep). `depth` components: fewer names the
+  // enclosing container (a key being read has no value yet).
+  std::string path(size_t depth = SIZE_MAX) const {
     std::vector<std::string> parts;
-    for (const Frame& f : frames_)
+    for (size_t i = 0; i < std::min(depth, frames_.size()); ++i) {
+      const Frame& f = frames_[i];
       parts.push_back(f.container->is_array() ? std::to_string(f.index) : shortKey(f.key));
+    }
     std::string out;
     for (size_t i = 0; i < parts.size(); ++i) {
       if (parts.size() > kPathHead + kPathTail && i == kPathHead) {

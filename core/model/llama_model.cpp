@@ -180,7 +180,10 @@ at::Tensor LlamaModel::forwardImpl(const at::Tensor& tokens, int64_t start_pos, 
     // sqrt(hidden) rounded to the compute dtype first, as the reference does.
     x = x * torch::tensor(std::sqrt(static_cast<double>(config_.hidden_size)), x.options());
   }
-  for (size_t i = 0; i < layers_.size(); ++i) x = block(layers_[i], static_cast<int64_t>(i), x, cos, sin, cache, probes);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    x = block(layers_[i], static_cast<int64_t>(i), x, cos, sin, cache, probes);
+    probe(probes, Probe::LayerOutput, static_cast<int64_t>(i), x);
+  }
   x = rowsForLogits(x, logit_rows);                                                              // [rows, hidden]
   return softcap(dense(rmsNorm(x, final_norm_), lm_head_), config_.final_logit_softcap);  // [rows, vocab]
 }

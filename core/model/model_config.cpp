@@ -92,14 +92,24 @@ std::vector<int64_t> tokenIdList(const json& j, const char* key, const std::stri
   return ids;
 }
 
+// Rope factors and soft-caps are read in double but used in float32: 1e-300
+// becomes 0 there, and 1 / (0 * base^x) or x / 0 turn every rotary angle or
+// logit into Inf or NaN. Factors stay where float32 keeps them and their
+// products with rope_theta (<= 1e12) finite; real ones lie in [1, 100].
+constexpr double kMinFactor = 1e-6;
+constexpr double kMaxFactor = 1e6;
+
 std::vector<double> factorList(const json& rs, const char* key, const std::string& source) {
   if (!rs.contains(key) || !rs[key].is_array()) fail(source, std::string("rope_scaling 'longrope' needs a list '") + key + "'");
   std::vector<double> factors;
-  for (const json& f : rs[key]) {
-    if (!f.is_number() || !(f.get<double>() > 0) || !std::isfinite(f.get<double>())) {
-      fail(source, std::string("rope_scaling '") + key + "' must hold positive numbers");
+  for (size_t i = 0; i < rs[key].size(); ++i) {
+    const json& f = rs[key][i];
+    const double value = f.is_number() ? f.get<double>() : 0.0;
+    if (!f.is_number() || !std::isfinite(value) || value < kMinFactor || value > kMaxFactor) {
+      fail(source, std::string("field 'rope_scaling.") + key + "[" + std::to_string(i) + "]' must be a number in [" +
+                       formatNumber(kMinFactor) + ", " + formatNumber(kMaxFactor) + "], got " + jsonSnippet(f));
     }
-    factors.push_back(f.get<double>());
+    factors.push_back(value);
   }
   return factors;
 }
@@ -115,8 +125,10 @@ RopeScaling parseLongRope(const json& j, const json& rs, const std::string& sour
   if (!holder.contains("original_max_position_embeddings")) {
     fail(source, "rope_scaling 'longrope' needs a positive integer 'original_max_position_embeddings'");
   }
+  // cos/sin are scaled by sqrt(1 + ln(max / original) / ln(original)): an
+  // original context of 1 divides by ln(1) = 0 and makes every logit NaN.
   scaling.original_max_position_embeddings =
-      jsonInteger(holder["original_max_position_embeddings"], source, "original_max_position_embeddings", 1, kMaxPositions);
+      jsonInteger(holder["original_max_position_embeddings"], source, "'original_max_position_embeddings'", 2, kMaxPositions);
   return scaling;
 }
 
@@ -137,6 +149,18 @@ std::string architectureName(const json& j, const std::string& source) {
   fail(source, "missing required field 'architectures' (or 'model_type')");
 }
 
+// An eos or bos id the vocabulary lacks: generation could never stop on it
+// (or start with it), and nothing would say so.
+void checkIdsInVocabulary(const std::vector<int64_t>& ids, const char* key, int64_t vocab_size,
+                          const std::string& source) {
+  for (int64_t id : ids) {
+    if (id >= vocab_size) {
+      fail(source, std::string("field '") + key + "' holds " + std::to_string(id) + ", outside the vocabulary (vocab_size " +
+                       std::to_string(vocab_size) + ": ids 0 to " + std::to_string(vocab_size - 1) + ")");
+    }
+  }
+}
+
 RopeScaling parseRopeScaling(const json& j, const std::string& source) {
   RopeScaling scaling;
   if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return scaling;
@@ -153,13 +177,13 @@ RopeScaling parseRopeScaling(const json& j, const std::string& source) {
   }
   scaling.type = type == "linear" ? RopeScaling::Type::Linear : RopeScaling::Type::Llama3;
   if (!rs.contains("factor") || !rs["factor"].is_number()) fail(source, "rope_scaling '" + type + "' needs a numeric 'factor'");
-  scaling.factor = optionalNumber(rs, "factor", 1.0, source, 1e-6, 1e6);
+  scaling.factor = optionalNumber(rs, "factor", 1.0, source, kMinFactor, kMaxFactor);
   if (scaling.type == RopeScaling::Type::Llama3) {
     for (const char* key : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
       if (!rs.contains(key) || !rs[key].is_number()) fail(source, std::string("rope_scaling 'llama3' needs '") + key + "'");
     }
-    scaling.low_freq_factor = optionalNumber(rs, "low_freq_factor", 1.0, source, 1e-6, 1e6);
-    scaling.high_freq_factor = optionalNumber(rs, "high_freq_factor", 1.0, source, 1e-6, 1e6);
+    scaling.low_freq_factor = optionalNumber(rs, "low_freq_factor", 1.0, source, kMinFactor, kMaxFactor);
+    scaling.high_freq_factor = optionalNumber(rs, "high_freq_factor", 1.0, source, kMinFactor, kMaxFactor);
     scaling.original_max_position_embeddings =
         jsonInteger(rs["original_max_position_embeddings"], source, "original_max_position_embeddings", 1, kMaxPositions);
     if (scaling.high_freq_factor <= scaling.low_freq_factor) fail(source, "rope_scaling: high_freq_factor must exceed low_freq_factor");
@@ -183,6 +207,18 @@ void parseGpt2(const json& j, ModelConfig& c, const std::string& source) {
   c.scale_attn_by_inverse_layer_idx = optionalBool(j, "scale_attn_by_inverse_layer_idx", false, source);
   if (c.hidden_size % c.num_heads != 0) fail(source, "n_embd is not a multiple of n_head");
   c.head_dim = c.hidden_size / c.num_heads;
+}
+
+// Gemma 2's cap * tanh(x / cap): 0 or null turns it off. A cap below 1
+// squeezes every score into (-1, 1), a near-uniform distribution, and one
+// that float32 rounds to 0 divides by zero; trained models use 30 and 50.
+double softcap(const json& j, const char* key, const std::string& source) {
+  const double cap = optionalNumber(j, key, 0.0, source, 0.0, 1e6);
+  if (cap != 0 && cap < 1) {
+    fail(source, std::string("field '") + key + "' must be 0 (no cap) or a number in [1, 1e+06], got " +
+                     jsonSnippet(j[key]) + ": a smaller cap flattens every score to about the same value");
+  }
+  return cap;
 }
 
 // A window that applies to every layer (Mistral, Phi-3) or to the even ones (Gemma 2).
@@ -218,8 +254,8 @@ void parseFamilyDetails(const json& j, ModelConfig& c, const std::string& source
       parseSlidingWindow(j, c, source, true);
       const double scalar = optionalNumber(j, "query_pre_attn_scalar", static_cast<double>(c.head_dim), source, 1e-6, 1e12);
       c.attention_scale = 1.0 / std::sqrt(scalar);
-      c.attn_logit_softcap = optionalNumber(j, "attn_logit_softcapping", 0.0, source, 0.0, 1e6);
-      c.final_logit_softcap = optionalNumber(j, "final_logit_softcapping", 0.0, source, 0.0, 1e6);
+      c.attn_logit_softcap = softcap(j, "attn_logit_softcapping", source);
+      c.final_logit_softcap = softcap(j, "final_logit_softcapping", source);
       break;
     }
     case DecoderFamily::Phi3:
@@ -302,6 +338,8 @@ ModelConfig parseModelConfig(const json& j, const std::string& source) {
   }
   c.bos_token_ids = tokenIdList(j, "bos_token_id", source);
   c.eos_token_ids = tokenIdList(j, "eos_token_id", source);
+  checkIdsInVocabulary(c.bos_token_ids, "bos_token_id", c.vocab_size, source);
+  checkIdsInVocabulary(c.eos_token_ids, "eos_token_id", c.vocab_size, source);
   return c;
 }
 
@@ -316,8 +354,10 @@ void mergeGenerationConfig(ModelConfig& config, const std::string& path) {
   const json j = readJsonFileWithLimits(path, kConfigJsonLimits);
   if (!j.is_object()) fail(path, "not a JSON object");
   auto eos = tokenIdList(j, "eos_token_id", path);
+  checkIdsInVocabulary(eos, "eos_token_id", config.vocab_size, path);
   if (!eos.empty()) config.eos_token_ids = eos;
   auto bos = tokenIdList(j, "bos_token_id", path);
+  checkIdsInVocabulary(bos, "bos_token_id", config.vocab_size, path);
   if (!bos.empty()) config.bos_token_ids = bos;
 }
 

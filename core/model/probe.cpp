@@ -14,6 +14,7 @@ const char* probeName(Probe probe) {
     case Probe::QueryBeforeRope: return "query before RoPE";
     case Probe::KeyBeforeRope: return "key before RoPE";
     case Probe::AttentionProjected: return "attention output after o_proj";
+    case Probe::LayerOutput: return "layer output";
   }
   return "unknown probe";
 }

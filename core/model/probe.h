@@ -21,6 +21,7 @@ enum class Probe {
   KeyBeforeRope,     // [kv_heads, n, head_dim] likewise for the keys this forward writes
   AttentionProjected,  // [n, hidden] the attention block's output after o_proj (GPT-2: c_proj), bias included,
                        // before the residual add (and before Gemma 2's post-attention norm)
+  LayerOutput,         // [n, hidden] the residual stream after the whole layer (attention and MLP added)
 };
 
 const char* probeName(Probe probe);

@@ -146,6 +146,26 @@ TEST_F(ModelErrors, ShardIndexWith200kNamesInOneMissingShard) {
   hostile::expectRefused([&] { Checkpoint::open(dir_.string()); }, {"model-00001-of-00001.safetensors"});
 }
 
+// Issue 29: checkpoint tensors the config does not account for were a
+// warning, so a config.json saying 1 layer over a 2-layer checkpoint ran half
+// the model and said nothing.
+TEST_F(ModelErrors, ConfigWithFewerLayersThanTheCheckpointRefused) {
+  writeWeights([](NamedTensors&) {});
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(dir_ / "config.json"));
+  config["num_hidden_layers"] = 1;
+  std::ofstream(dir_ / "config.json", std::ios::trunc) << config.dump();
+  expectLoadError("tensors that config.json does not account for (LlamaForCausalLM): 'model.layers.1.");
+  expectLoadError("the checkpoint has layers up to 1 but config.json says 1 (num_hidden_layers / n_layer)");
+}
+
+TEST_F(ModelErrors, UnknownTensorRefusedByName) {
+  writeWeights([](NamedTensors& t) { t.emplace_back("model.vision_tower.weight", torch::zeros({4})); });
+  expectLoadError("does not account for (LlamaForCausalLM): 'model.vision_tower.weight'");
+  // Buffers Hugging Face saves beside the parameters are not weights: still fine.
+  writeWeights([](NamedTensors& t) { t.emplace_back("model.layers.0.self_attn.rotary_emb.inv_freq", torch::ones({8})); });
+  EXPECT_NO_THROW(loadCausalLM(dir_.string(), torch::kFloat32));
+}
+
 TEST(ForwardErrors, IdOutOfVocabulary) {
   auto model = loadCausalLM(kLlama.string(), torch::kFloat32);
   try {

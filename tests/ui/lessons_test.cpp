@@ -190,6 +190,42 @@ class LessonsTest : public QObject {
     QVERIFY2(readLesson(good, &error).has_value(), qPrintable(error.message));
   }
 
+  // Issue 29: QJsonValue::toInt() reads 2.5 and 1e300 as 0, so a what_if_remove
+  // of 1e300 ticked row 0; a key written twice kept one value silently.
+  void numbersThatAreNotWholeOrInRangeAreRefusedByField() {
+    QTemporaryDir dir;
+    const struct {
+      const char* name;
+      QByteArray page;  // one page's extra fields
+      const char* parts[2];
+    } cases[] = {
+        {"remove-huge.json", R"("what_if_remove": [1e300])", {"'pages[0].what_if_remove[0]'", "got 1e+300"}},
+        {"remove-half.json", R"("what_if_remove": [3, 2.5])", {"'pages[0].what_if_remove[1]'", "got 2.5"}},
+        {"remove-below.json", R"("what_if_remove": [-2])", {"'pages[0].what_if_remove[0]'", "(or -1: the query's own row)"}},
+        {"gamma-half.json", R"("session": {"gamma": 2.5})", {"'pages[0].session.gamma'", "whole number in 1..16, got 2.5"}},
+        {"seed-huge.json", R"("session": {"seed": 1e300})", {"'pages[0].session.seed'", "got 1e+300"}},
+        {"round-huge.json", R"("cursor": {"round": 1e300})", {"'pages[0].cursor.round'", "got 1e+300"}},
+        {"position-half.json", R"("cursor": {"position": 0.5})", {"'pages[0].cursor.position'", "got 0.5"}},
+        {"layer-huge.json", R"("cursor": {"layer": 1e300})", {"'pages[0].cursor.layer'", "got 1e+300"}},
+        {"gamma-twice.json", R"("session": {"gamma": 2, "gamma": 8})", {"duplicate key 'gamma'", "/pages/0/session"}},
+    };
+    for (const auto& c : cases) {
+      const QByteArray json = R"({"title": "x", "pages": [{"title": "a", "text": "t", )" + c.page + "}]}";
+      const QString path = writeLesson(dir, QString::fromUtf8(c.name), json);
+      LessonError error;
+      QVERIFY2(!readLesson(path, &error).has_value(), c.name);
+      QVERIFY2(error.message.contains(path), qPrintable(error.message));
+      for (const char* part : c.parts) QVERIFY2(error.message.contains(QString::fromUtf8(part)), qPrintable(error.message));
+    }
+    // The rows a lesson may name still read: the query's own (-1) and whole rows.
+    LessonError error;
+    const QString good = writeLesson(dir, "good.json",
+                                     R"({"title": "x", "pages": [{"title": "a", "text": "t", "what_if_remove": [-1, 0, 7]}]})");
+    const auto lesson = readLesson(good, &error);
+    QVERIFY2(lesson.has_value(), qPrintable(error.message));
+    QCOMPARE(lesson->pages[0].what_if_remove, (QVector<int>{-1, 0, 7}));
+  }
+
   void aMalformedLessonInTheWindowIsAnErrorNotACrash() {
     QTemporaryDir dir;
     const QString path = writeLesson(dir, "broken.json", R"({"title": "x", "pages": [{"title": "a", "text": 3}]})");

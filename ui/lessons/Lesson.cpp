@@ -7,13 +7,25 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLocale>
 #include <QRegularExpression>
 
+#include <cmath>
+#include <optional>
+
+#include "core/error.h"
+#include "core/model/json_limits.h"
 #include "ui/lessons/LessonText.h"
 
 namespace kvscope::ui {
 
 namespace {
+
+// Rounds, positions and rows a lesson may name: far beyond any context
+// kvscope runs, and well inside an int.
+constexpr int kMaxIndex = 1 << 24;
+// The six bundled lessons take 2-4 kB each.
+constexpr size_t kMaxLessonBytes = size_t{16} << 20;
 
 const QStringList kPhases = {QStringLiteral("prefill"), QStringLiteral("draft"), QStringLiteral("verify"),
                              QStringLiteral("accept"), QStringLiteral("prune")};
@@ -47,13 +59,31 @@ class Reader {
   int integer(const QJsonObject& o, const QString& key, const QString& path, int fallback, int low, int high) {
     const QJsonValue v = o.value(key);
     if (v.isUndefined()) return fallback;
-    if (!v.isDouble() || v.toDouble() != static_cast<double>(static_cast<int>(v.toDouble()))) {
-      fail(path + key, QStringLiteral("must be a whole number"));
+    const std::optional<int> value = wholeNumber(v, low, high);
+    if (!value) {
+      fail(path + key, QStringLiteral("must be a whole number in %1..%2, got %3").arg(low).arg(high).arg(shown(v)));
       return fallback;
     }
-    const int value = v.toInt();
-    if (value < low || value > high) fail(path + key, QStringLiteral("%1 is outside %2..%3").arg(value).arg(low).arg(high));
-    return value;
+    return *value;
+  }
+
+  // v as an int when it is a JSON number with no fraction in [low, high].
+  // Checked in double before any conversion: QJsonValue::toInt() turns 2.5
+  // and 1e300 into 0, a cast of 1e300 is undefined, and row 0 is a real row.
+  static std::optional<int> wholeNumber(const QJsonValue& v, int low, int high) {
+    if (!v.isDouble()) return std::nullopt;
+    const double d = v.toDouble();
+    if (!(d >= low && d <= high) || d != std::floor(d)) return std::nullopt;
+    return static_cast<int>(d);
+  }
+
+  // The value as the file wrote it, for messages ("2.5", "1e+300", "\"4\"").
+  static QString shown(const QJsonValue& v) {
+    if (v.isDouble()) return QString::number(v.toDouble(), 'g', QLocale::FloatingPointShortest);
+    if (v.isString()) return QStringLiteral("\"%1\"").arg(v.toString().left(40));
+    if (v.isBool()) return v.toBool() ? QStringLiteral("true") : QStringLiteral("false");
+    if (v.isNull()) return QStringLiteral("null");
+    return v.isArray() ? QStringLiteral("a list") : QStringLiteral("an object");
   }
 
   bool boolean(const QJsonObject& o, const QString& key, const QString& path, bool fallback) {
@@ -68,9 +98,11 @@ class Reader {
                        const QStringList& words) {
     const QJsonValue v = o.value(key);
     if (v.isUndefined()) return fallback;
-    if (v.isDouble() && v.toDouble() >= 0 && v.toDouble() == static_cast<double>(v.toInt())) return QString::number(v.toInt());
+    if (const auto number = wholeNumber(v, 0, kMaxIndex)) return QString::number(*number);
     if (v.isString() && words.contains(v.toString())) return v.toString();
-    fail(path + key, QStringLiteral("must be a number >= 0 or one of: %1").arg(words.join(QStringLiteral(", "))));
+    fail(path + key, QStringLiteral("must be a whole number in 0..%1 or one of: %2, got %3")
+                         .arg(kMaxIndex)
+                         .arg(words.join(QStringLiteral(", ")), shown(v)));
     return fallback;
   }
 
@@ -164,14 +196,33 @@ LessonPage readPage(Reader& r, const QJsonObject& o, const QString& path) {
   if (o.contains(QStringLiteral("what_if_remove"))) {
     const QJsonValue v = o.value(QStringLiteral("what_if_remove"));
     if (!v.isArray()) r.fail(path + QStringLiteral("what_if_remove"), QStringLiteral("must be a list of key rows"));
-    for (const QJsonValue& row : v.toArray()) {
-      if (!row.isDouble() || row.toInt() < -1) {
-        r.fail(path + QStringLiteral("what_if_remove"), QStringLiteral("each entry is a row number >= 0 (or -1: the query's own row)"));
+    const QJsonArray rows = v.toArray();
+    for (qsizetype i = 0; i < rows.size(); ++i) {
+      const std::optional<int> row = Reader::wholeNumber(rows[i], -1, kMaxIndex);
+      if (!row) {
+        r.fail(path + QStringLiteral("what_if_remove[%1]").arg(i),
+               QStringLiteral("must be a whole row number in 0..%1 (or -1: the query's own row), got %2")
+                   .arg(kMaxIndex)
+                   .arg(Reader::shown(rows[i])));
+        break;
       }
-      page.what_if_remove << row.toInt();
+      page.what_if_remove << *row;
     }
   }
   return page;
+}
+
+// A key written twice in one object: QJsonDocument keeps one of the two
+// without a word, so a page that says "gamma": 2 and later "gamma": 8 would
+// run with whichever it kept. The core's JSON reader names the key and where.
+QString repeatedKeyError(const QByteArray& json, const QString& file) {
+  static const JsonLimits kLessonLimits{"lesson", kMaxLessonBytes, 64, 1000000, false, true};
+  try {
+    parseJsonWithLimits(std::string_view(json.constData(), static_cast<size_t>(json.size())), file.toStdString(), kLessonLimits);
+  } catch (const Error& e) {
+    return QString::fromStdString(e.what());
+  }
+  return {};
 }
 
 }  // namespace
@@ -199,6 +250,10 @@ std::optional<Lesson> parseLesson(const QByteArray& json, const QString& file, L
   const QJsonDocument document = QJsonDocument::fromJson(json, &parse);
   if (parse.error != QJsonParseError::NoError) {
     if (error) error->message = QStringLiteral("%1: not valid JSON at byte %2: %3").arg(file).arg(parse.offset).arg(parse.errorString());
+    return std::nullopt;
+  }
+  if (const QString repeated = repeatedKeyError(json, file); !repeated.isEmpty()) {
+    if (error) error->message = repeated;
     return std::nullopt;
   }
   Reader r(file, error);
@@ -242,7 +297,11 @@ std::optional<Lesson> readLesson(const QString& path, LessonError* error) {
     if (error) error->message = QStringLiteral("%1: cannot read: %2").arg(path, file.errorString());
     return std::nullopt;
   }
-  return parseLesson(file.readAll(), path, error);
+  if (static_cast<size_t>(file.size()) > kMaxLessonBytes) {
+    if (error) error->message = QStringLiteral("%1: a lesson of %2 bytes exceeds the limit of %3 bytes").arg(path).arg(file.size()).arg(kMaxLessonBytes);
+    return std::nullopt;
+  }
+  return parseLesson(file.read(static_cast<qint64>(kMaxLessonBytes) + 1), path, error);
 }
 
 QStringList lessonPanelNames() {

@@ -79,7 +79,7 @@ TEST_F(HostileSafetensorsTest, HugeShapeArrayRefusedByTheValueLimit) {
 TEST_F(HostileSafetensorsTest, NestedDuplicateKey) {
   const std::string header = R"({"w":{"dtype":"U8","dtype":"U8","shape":[4],"data_offsets":[0,4]}})";
   const std::string path = write("dup.safetensors", fileBytes(header, "abcd"));
-  expectRefused([&] { SafetensorsFile::open(path); }, {path, "duplicate key 'dtype' at /w"});
+  expectRefused([&] { SafetensorsFile::open(path); }, {path, "duplicate key 'dtype' in the object at /w "});
 }
 
 TEST_F(HostileSafetensorsTest, HugeNumbersInShapeAndOffsets) {

@@ -71,7 +71,7 @@ TEST(JsonLimitsTest, DuplicateKeysWhenAsked) {
   JsonLimits unique = kSmall;
   unique.unique_keys = true;
   expectRefused([&] { parseJsonWithLimits(R"({"a":{"k":1,"k":2}})", "dup.json", unique); },
-                {"dup.json", "duplicate key 'k' at /a"});
+                {"dup.json", "duplicate key 'k' in the object at /a "});
   EXPECT_EQ(parseJsonWithLimits(R"({"k":1,"k":2})", "last.json", kSmall)["k"], 2);
 }
 

@@ -57,6 +57,7 @@ TEST(ModelConfig, ExplicitHeadDimAndAttentionBias) {
 
 TEST(ModelConfig, EosListAndRopeScalingLlama3) {
   auto j = llamaConfig();
+  j["vocab_size"] = 128256;  // Llama 3's: its eos ids must lie inside the vocabulary
   j["eos_token_id"] = {128001, 128009};
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
                        {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
