@@ -82,18 +82,12 @@ class Checker {
   // the target's, where the rejected drafts were decided.
   CaptureBreach preferTheTargetsRollback(CaptureBreach drafter) {
     if (drafter.role != CaptureRole::Drafter || drafter.operation != CaptureOperation::Between) return drafter;
-    std::optional<size_t> last_target_forward;
+    std::optional<size_t> last_forward[kCaptureRoles];  // each role's last forward before the drafter's breach
     for (size_t i = 0; i < drafter.step; ++i) {
-      if (timeline_.steps[i].role == CaptureRole::Target && timeline_.steps[i].operation == CaptureOperation::Forward) {
-        last_target_forward = i;
-      }
+      if (timeline_.steps[i].operation == CaptureOperation::Forward) last_forward[static_cast<int>(timeline_.steps[i].role)] = i;
     }
-    std::optional<size_t> drafter_previous;
-    for (size_t i = 0; i < drafter.step; ++i) {
-      if (timeline_.steps[i].role == CaptureRole::Drafter && timeline_.steps[i].operation == CaptureOperation::Forward) {
-        drafter_previous = i;
-      }
-    }
+    const std::optional<size_t>& last_target_forward = last_forward[static_cast<int>(CaptureRole::Target)];
+    const std::optional<size_t>& drafter_previous = last_forward[static_cast<int>(CaptureRole::Drafter)];
     for (size_t j = drafter.step + 1; j < timeline_.steps.size(); ++j) {
       const CaptureStep& step = timeline_.steps[j];
       if (step.role != CaptureRole::Target) continue;
