@@ -216,7 +216,7 @@ class DocsCommands(unittest.TestCase):
     def test_gui_flags_in_the_docs_exist(self):
         gui = os.environ.get("KVSCOPE_GUI")
         if not gui or not os.path.exists(gui):
-            self.skipTest("KVSCOPE_GUI is not set (a build without the GUI)")
+            self.skipTest("KVSCOPE_GUI is not set or not built (a build without the GUI)")
         env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
         help_text = run_help(gui, env)
         self.assertIn("--lesson", help_text)
