@@ -182,6 +182,20 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const Session& session) 
   return snapshot;
 }
 
+std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const SessionRecord& record) {
+  reset();
+  auto snapshot = std::make_shared<SessionSnapshot>();
+  snapshot->replay_only = true;
+  snapshot->finished = true;
+  snapshot->use_cache = record.use_cache;
+  fillRecord(*snapshot, record);
+  snapshot->metrics = computeMetrics(record.rounds);
+  const Moment last = record.lastMoment();
+  snapshot->current_round = last.round + 1;
+  snapshot->next_phase = Phase::Draft;
+  return snapshot;
+}
+
 std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace) {
   reset();
   auto snapshot = std::make_shared<SessionSnapshot>();
