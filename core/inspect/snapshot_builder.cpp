@@ -4,7 +4,10 @@
 
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "core/decode/session.h"
+#include "core/inspect/investigation_fit.h"
 #include "core/model/tokenizer/tokenizer.h"
 #include "core/trace/trace_file.h"
 #include "core/trace/trace_json.h"
@@ -253,7 +256,13 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace) 
   if (info.contains("investigation") && info["investigation"].is_object()) {
     const nlohmann::json& investigation = info["investigation"];
     if (investigation.contains("diff") && investigation["diff"].is_object()) {
-      snapshot->diff = std::make_shared<const DiffReport>(diffReportFromJson(investigation["diff"]));
+      DiffReport diff = diffReportFromJson(investigation["diff"]);
+      // The views size plots by what it names: it must fit the trace (issue 28).
+      for (const std::string& warning : fitInvestigation(diff, trace.record)) {
+        spdlog::warn("{}", warning);
+        snapshot->notes.push_back(warning);
+      }
+      snapshot->diff = std::make_shared<const DiffReport>(std::move(diff));
     }
   }
   // Where the session stood: saved by the GUI, else inferred from the last round.

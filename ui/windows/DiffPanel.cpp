@@ -289,9 +289,6 @@ void DiffPanel::showReport(const SessionSnapshot* snapshot, const DiffReport* di
                   .arg(diff->divergent)
                   .arg(diff->divergent ? tr(" (max |\u0394 log p| %1; the check stops at the first)").arg(diff->max_abs_logit_diff, 0, 'g', 3)
                                        : QString());
-      for (const std::string& note : snapshot->notes) {
-        html += QStringLiteral("<p style='margin:2px 0; color:#805000'>%1</p>").arg(QString::fromStdString(note).toHtmlEscaped());
-      }
     } else {
       html += tr("<p style='margin:2px 0'>fault <b>%1</b> &middot; %2 agree, %3 float noise, %4 divergent; max |\u0394 logit| %5</p>")
                   .arg(QString::fromStdString(snapshot->fault).toHtmlEscaped())
@@ -300,6 +297,10 @@ void DiffPanel::showReport(const SessionSnapshot* snapshot, const DiffReport* di
                   .arg(diff->divergent)
                   .arg(diff->max_abs_logit_diff, 0, 'g', 3);
     }
+  }
+  // What could not be checked (a capture), or what a trace's file named beyond its record.
+  for (const std::string& note : snapshot ? snapshot->notes : std::vector<std::string>{}) {
+    html += QStringLiteral("<p style='margin:2px 0; color:#805000'>%1</p>").arg(QString::fromStdString(note).toHtmlEscaped());
   }
   if (const CacheAudit* audit = shownAudit()) html += QStringLiteral("<p style='margin:2px 0'>") + auditSummary(*audit) + QStringLiteral("</p>");
   if (diff && !snapshot->from_capture) html += faultExplanation(snapshot->fault);
