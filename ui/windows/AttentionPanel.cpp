@@ -213,14 +213,36 @@ void AttentionPanel::fillMap(const AttentionData& attention) {
 
 void AttentionPanel::drawMaskEdge(const AttentionData& attention) {
   if (!has_mask_) return;
-  const QPen pen(Qt::black, 1.5);
+  const int keys = keyCount();
   const auto visible = [&](int q, int k) { return attention.visible(layer_, q, k); };
-  for (int q = 0; q < queries_; ++q) {
-    for (int k = 0; k < keyCount(); ++k) {
-      if (k + 1 < keyCount() && visible(q, k) != visible(q, k + 1)) segment(plot_, k + 0.5, q - 0.5, k + 0.5, q + 0.5, pen);
-      if (q + 1 < queries_ && visible(q, k) != visible(q + 1, k)) segment(plot_, k - 0.5, q + 0.5, k + 0.5, q + 0.5, pen);
+  // The outline as runs: one segment per stretch of a cell boundary the mask
+  // changes across. A causal mask gives about queries + keys of them; a mask
+  // from a file may be a checkerboard (queries x keys), which the grey cells
+  // already show: its outline is not drawn, so a hostile trace cannot make
+  // the panel build millions of plot items.
+  struct Run { double x1, y1, x2, y2; };
+  std::vector<Run> runs;
+  const size_t cap = static_cast<size_t>(4 * (queries_ + keys) + 16);
+  for (int k = 0; k + 1 < keys && runs.size() <= cap; ++k) {  // vertical boundaries x = k + 0.5
+    for (int q = 0; q < queries_ && runs.size() <= cap;) {
+      if (visible(q, k) == visible(q, k + 1)) { ++q; continue; }
+      const int start = q;
+      while (q < queries_ && visible(q, k) != visible(q, k + 1)) ++q;
+      runs.push_back({k + 0.5, start - 0.5, k + 0.5, q - 0.5});
     }
   }
+  for (int q = 0; q + 1 < queries_ && runs.size() <= cap; ++q) {  // horizontal boundaries y = q + 0.5
+    for (int k = 0; k < keys && runs.size() <= cap;) {
+      if (visible(q, k) == visible(q + 1, k)) { ++k; continue; }
+      const int start = k;
+      while (k < keys && visible(q, k) != visible(q + 1, k)) ++k;
+      runs.push_back({start - 0.5, q + 0.5, k - 0.5, q + 0.5});
+    }
+  }
+  mask_outlined_ = runs.size() <= cap;
+  if (!mask_outlined_) return;
+  const QPen pen(Qt::black, 1.5);
+  for (const Run& r : runs) segment(plot_, r.x1, r.y1, r.x2, r.y2, pen);
 }
 
 void AttentionPanel::drawKeyMarks(const Cursor& cursor) {
@@ -298,6 +320,7 @@ void AttentionPanel::describe(const AttentionData& attention, int64_t round) {
                      .arg(keyCount());
   if (wrong > 0) text += tr(" &middot; <span style='color:#c00'><b>%1 wrong rows</b></span>").arg(wrong);
   if (!has_mask_) text += tr(" &middot; no mask recorded");
+  if (has_mask_ && !mask_outlined_) text += tr(" &middot; mask too irregular to outline (grey cells are masked)");
   info_->setText(text);
 }
 

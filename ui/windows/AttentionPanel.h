@@ -70,6 +70,7 @@ class AttentionPanel : public ViewerPanel {
   QCPColorMap* map_;
   QVector<AttentionKey> keys_;
   bool has_mask_ = true;
+  bool mask_outlined_ = true;  // false: the mask had too many edges to draw (drawMaskEdge)
   int queries_ = 0;
   int layer_ = 0;
   int kv_head_ = 0;
