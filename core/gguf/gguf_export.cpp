@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
 #include <functional>
 
 #include "core/error.h"
@@ -17,9 +18,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// One GGUF tensor: its llama.cpp name and how to make it from the checkpoint.
+// One GGUF tensor: its llama.cpp name, its row-major shape (known without
+// loading it, so each tensor is read once) and how to make it.
 struct Recipe {
   std::string name;
+  std::vector<int64_t> shape;
   std::function<HostTensor()> make;
 };
 
@@ -43,13 +46,18 @@ class PlanBuilder {
  public:
   PlanBuilder(const WeightFiles& w, const ModelConfig& c, Plan& plan) : w_(w), c_(c), plan_(plan) {}
 
-  // A checkpoint tensor under a llama.cpp name, optionally edited.
-  void add(const std::string& name, const std::string& source, std::function<void(HostTensor&)> edit = {}) {
+  // A checkpoint tensor under a llama.cpp name, optionally edited (an edit
+  // keeps the shape unless `transpose`).
+  void add(const std::string& name, const std::string& source, std::function<void(HostTensor&)> edit = {},
+           bool transpose = false) {
     if (!w_.has(source)) fail("exporting", "the checkpoint has no tensor '" + source + "'");
     const WeightFiles* w = &w_;
-    plan_.tensors.push_back({name, [w, source, edit] {
+    auto shape = w_.shape(source);
+    if (transpose) std::reverse(shape.begin(), shape.end());
+    plan_.tensors.push_back({name, shape, [w, source, edit, transpose] {
                                HostTensor t = w->load(source);
                                if (edit) edit(t);
+                               if (transpose) t = transposed(t);
                                return t;
                              }});
   }
@@ -57,7 +65,7 @@ class PlanBuilder {
     if (w_.has(source)) add(name, source, std::move(edit));
   }
   void addValues(const std::string& name, std::vector<float> values) {
-    plan_.tensors.push_back({name, [values] {
+    plan_.tensors.push_back({name, {static_cast<int64_t>(values.size())}, [values] {
                                HostTensor t;
                                t.shape = {static_cast<int64_t>(values.size())};
                                t.data = values;
@@ -67,11 +75,10 @@ class PlanBuilder {
   void meta(const std::string& key, GgufValue v) { plan_.metadata.emplace_back(plan_.arch + "." + key, std::move(v)); }
 
   // The output projection: llama.cpp reuses token_embd when output.weight is absent.
-  void output(const std::string& embed) {
+  void output() {
     if (c_.tie_word_embeddings) return;
     if (!w_.has("lm_head.weight")) fail("exporting", "tie_word_embeddings is false but the checkpoint has no lm_head.weight");
     add("output.weight", "lm_head.weight");
-    (void)embed;
   }
 
  private:
@@ -143,7 +150,7 @@ void planLlama(PlanBuilder& b, Plan& plan, const ModelConfig& c) {
   }
   b.add("token_embd.weight", "model.embed_tokens.weight");
   b.add("output_norm.weight", "model.norm.weight");
-  b.output("model.embed_tokens.weight");
+  b.output();
   llamaBlocks(b, c, /*interleave_qk=*/true);
   plan.notes.push_back("attn_q/attn_k rows interleaved per head for llama.cpp's rotary layout");
 }
@@ -153,7 +160,7 @@ void planQwen(PlanBuilder& b, Plan& plan, const ModelConfig& c) {
   commonDecoderMetadata(b, c);
   b.add("token_embd.weight", "model.embed_tokens.weight");
   b.add("output_norm.weight", "model.norm.weight");
-  b.output("model.embed_tokens.weight");
+  b.output();
   llamaBlocks(b, c, /*interleave_qk=*/false);
   if (plan.arch == "qwen3") {
     for (int64_t l = 0; l < c.num_layers; ++l) {
@@ -224,7 +231,7 @@ void planPhi3(PlanBuilder& b, Plan& plan, const ModelConfig& c) {
   }
   b.add("token_embd.weight", "model.embed_tokens.weight");
   b.add("output_norm.weight", "model.norm.weight");
-  b.output("model.embed_tokens.weight");
+  b.output();
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string hf = "model.layers." + std::to_string(l) + ".";
     b.add(layerName(l, "attn_norm.weight"), hf + "input_layernorm.weight");
@@ -251,21 +258,21 @@ void planGpt2(PlanBuilder& b, Plan& plan, const ModelConfig& c, const WeightFile
   b.add("position_embd.weight", p + "wpe.weight");
   b.add("output_norm.weight", p + "ln_f.weight");
   b.add("output_norm.bias", p + "ln_f.bias");
-  b.output(p + "wte.weight");
-  const auto conv1d = [](HostTensor& t) { t = transposed(t); };  // HF Conv1D stores [in, out]
+  b.output();
+  const bool conv1d = true;  // HF Conv1D stores [in, out]: transposed
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string hf = p + "h." + std::to_string(l) + ".";
     b.add(layerName(l, "attn_norm.weight"), hf + "ln_1.weight");
     b.add(layerName(l, "attn_norm.bias"), hf + "ln_1.bias");
-    b.add(layerName(l, "attn_qkv.weight"), hf + "attn.c_attn.weight", conv1d);
+    b.add(layerName(l, "attn_qkv.weight"), hf + "attn.c_attn.weight", {}, conv1d);
     b.add(layerName(l, "attn_qkv.bias"), hf + "attn.c_attn.bias");
-    b.add(layerName(l, "attn_output.weight"), hf + "attn.c_proj.weight", conv1d);
+    b.add(layerName(l, "attn_output.weight"), hf + "attn.c_proj.weight", {}, conv1d);
     b.add(layerName(l, "attn_output.bias"), hf + "attn.c_proj.bias");
     b.add(layerName(l, "ffn_norm.weight"), hf + "ln_2.weight");
     b.add(layerName(l, "ffn_norm.bias"), hf + "ln_2.bias");
-    b.add(layerName(l, "ffn_up.weight"), hf + "mlp.c_fc.weight", conv1d);
+    b.add(layerName(l, "ffn_up.weight"), hf + "mlp.c_fc.weight", {}, conv1d);
     b.add(layerName(l, "ffn_up.bias"), hf + "mlp.c_fc.bias");
-    b.add(layerName(l, "ffn_down.weight"), hf + "mlp.c_proj.weight", conv1d);
+    b.add(layerName(l, "ffn_down.weight"), hf + "mlp.c_proj.weight", {}, conv1d);
     b.add(layerName(l, "ffn_down.bias"), hf + "mlp.c_proj.bias");
   }
 }
@@ -292,12 +299,11 @@ void requireSupported(const ModelConfig& c, const std::string& dir) {
 GgufExportReport writePlan(const Plan& plan, const GgufVocab& vocab, const std::string& out_path, GgufExportDType dtype) {
   std::vector<GgufTensorOut> outs;
   for (const auto& r : plan.tensors) {
-    HostTensor probe = r.make();  // shapes are needed before the header is written
-    const bool keep_f32 = probe.shape.size() < 2 || dtype == GgufExportDType::F32;
+    const bool keep_f32 = r.shape.size() < 2 || dtype == GgufExportDType::F32;
     GgufTensorOut o;
     o.name = r.name;
     o.type = keep_f32 ? GgmlType::F32 : GgmlType::F16;
-    for (auto it = probe.shape.rbegin(); it != probe.shape.rend(); ++it) o.ne.push_back(static_cast<uint64_t>(*it));
+    for (auto it = r.shape.rbegin(); it != r.shape.rend(); ++it) o.ne.push_back(static_cast<uint64_t>(*it));
     const auto make = r.make;
     o.bytes = [make, keep_f32] {
       const HostTensor t = make();
