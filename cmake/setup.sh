@@ -7,6 +7,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$here/build}"
 
 "$here/cmake/install-deps.sh" "$here/cmake/debian-deps.txt"
+# node-llama-cpp for the llama.cpp interop (skips with a reason when npm is missing)
+"$here/cmake/llamacpp-deps.sh"
 
 # libtorch calls whatever libblas.so.3 the alternatives system selects; the
 # reference BLAS is 2-35x slower than OpenBLAS for our matrix products.

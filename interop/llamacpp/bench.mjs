@@ -1,0 +1,161 @@
+// llama.cpp beside kvscope on the same model pair, in one run, trials
+// interleaved (kvscope, llama.cpp F32, llama.cpp F16, kvscope, ...), medians
+// reported. One thread each: node-llama-cpp's decode of the tiny bundled
+// models stalls in llama.cpp's thread barrier at 2 threads (10-15x slower
+// than its C API), so the comparison is made at 1.
+//
+// node bench.mjs --cli build/app/kvscope-cli [--target DIR --drafter DIR] [--trials 3]
+//   [--new-tokens 64] [--prefill 500] [--gamma 4] [--json FILE]
+//
+// Measured per engine:
+//   decode      greedy tokens/s after the prompt, one token per forward (cache on)
+//   prefill     ms for one forward of `prefill` prompt tokens
+//   speculative greedy tokens/s with the drafter, gamma 4 (kvscope: its session;
+//               llama.cpp: spec_loop.mjs, the same bookkeeping, and node-llama-cpp's
+//               own DraftSequenceTokenPredictor)
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import {performance} from "node:perf_hooks";
+import {kvscope, parseArgs, requireNodeLlamaCpp} from "./kvscope.mjs";
+
+await requireNodeLlamaCpp();
+const {loadModel, makeContext} = await import("./llama.mjs");
+const {speculativeGreedy} = await import("./spec_loop.mjs");
+const {DraftSequenceTokenPredictor} = await import("node-llama-cpp");
+
+const args = parseArgs(process.argv.slice(2));
+const here = path.dirname(new URL(import.meta.url).pathname);
+const cli = args.cli;
+const targetDir = args.target ?? path.join(here, "../../resources/models/target");
+const drafterDir = args.drafter ?? path.join(here, "../../resources/models/drafter");
+const trials = Number(args.trials ?? 3);
+const newTokens = Number(args["new-tokens"] ?? 64);
+const prefillRows = Number(args.prefill ?? 500);
+const gamma = Number(args.gamma ?? 4);
+const promptText = "And the LORD spake unto Moses, saying,";  // kvscope-cli bench's default prompt
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "kvscope-llamacpp-bench-"));
+const prompt = kvscope(cli, ["tokenize", "--model", targetDir, "--text", promptText]).ids;
+// a 500-token prompt: the target greedily continues its own prompt (real text for the model)
+const long = [...prompt, ...kvscope(cli, ["generate", "--model", targetDir, "--prompt-ids", prompt.join(","),
+  "--max-new", String(prefillRows), "--greedy", "--ignore-eos", "--json"]).ids].slice(0, prefillRows);
+
+async function llamaEngine(dtype) {
+  const files = {};
+  for (const [role, dir] of [["target", targetDir], ["drafter", drafterDir]]) {
+    files[role] = path.join(tmp, `${role}-${dtype}.gguf`);
+    kvscope(cli, ["export-gguf", "--model", dir, "--out", files[role], "--dtype", dtype, "--json"]);
+  }
+  const target = await loadModel(files.target);
+  const drafter = await loadModel(files.drafter);
+  return {name: `llama.cpp ${dtype.toUpperCase()}`, dtype, target, drafter};
+}
+
+const greedy = (t) => [t, {generateNext: {token: true, options: {temperature: 0}}}];
+
+async function decodeRun(engine) {
+  const ctx = await makeContext(engine.target, {contextSize: 1024, cache: engine.dtype});
+  const seq = ctx.getSequence();
+  await seq.evaluateWithoutGeneratingNewTokens(prompt.slice(0, -1));
+  let t = prompt[prompt.length - 1];
+  const start = performance.now();
+  for (let i = 0; i < newTokens; ++i) t = (await seq.controlledEvaluate([greedy(t)]))[0].next.token;
+  const ms = performance.now() - start;
+  await ctx.dispose();
+  return newTokens / (ms / 1000);
+}
+
+async function prefillRun(engine) {
+  const ctx = await makeContext(engine.target, {contextSize: 1024, cache: engine.dtype});
+  const seq = ctx.getSequence();
+  const start = performance.now();
+  await seq.controlledEvaluate(long.map((t, i) => (i === long.length - 1 ? greedy(t) : t)));
+  const ms = performance.now() - start;
+  await ctx.dispose();
+  return ms;
+}
+
+async function speculativeRun(engine) {
+  const tctx = await makeContext(engine.target, {contextSize: 1024, cache: engine.dtype});
+  const dctx = await makeContext(engine.drafter, {contextSize: 1024, cache: engine.dtype});
+  const start = performance.now();
+  const run = await speculativeGreedy({target: tctx.getSequence(), drafter: dctx.getSequence(), prompt, newTokens, gamma});
+  const ms = performance.now() - start;
+  await tctx.dispose();
+  await dctx.dispose();
+  return {tps: newTokens / (ms / 1000), accepted: run.accepted / (run.rounds * gamma)};
+}
+
+async function predictorRun(engine) {
+  const dctx = await makeContext(engine.drafter, {contextSize: 1024, cache: engine.dtype});
+  const tctx = await makeContext(engine.target, {contextSize: 1024, cache: engine.dtype});
+  const predictor = new DraftSequenceTokenPredictor(dctx.getSequence(), {minTokens: gamma, maxTokens: gamma, evaluateOptions: {temperature: 0}});
+  const seq = tctx.getSequence({tokenPredictor: predictor});
+  const start = performance.now();
+  let n = 0;
+  for await (const token of seq.evaluate(prompt, {temperature: 0})) {
+    void token;
+    if (++n === newTokens) break;
+  }
+  const ms = performance.now() - start;
+  await tctx.dispose();
+  await dctx.dispose();
+  return newTokens / (ms / 1000);
+}
+
+function kvscopeTrial() {
+  const r = kvscope(cli, ["bench", "--target", targetDir, "--drafter", drafterDir, "--threads", "1", "--trials", "1",
+    "--warmup", "1", "--new-tokens", String(newTokens), "--contexts", "64", "--gammas", String(gamma),
+    "--prefill-rows", String(prefillRows), "--bound-context", "64", "--uncached-max-context", "64", "--prompt", promptText, "--json"]);
+  const spec = r.speculative.find((s) => s.gamma === gamma);
+  return {
+    decode: r.autoregressive.cache_on.tokens_per_second,
+    prefill: r.forward_vs_baseline.prefill_forward.median_ms,
+    speculative: newTokens / (spec.session_ms.median / 1000),
+    accepted: spec.alpha,
+  };
+}
+
+const engines = [await llamaEngine("f32"), await llamaEngine("f16")];
+const results = {kvscope: {decode: [], prefill: [], speculative: [], accepted: []}};
+for (const e of engines) results[e.name] = {decode: [], prefill: [], speculative: [], predictor: [], accepted: []};
+for (let t = 0; t < trials; ++t) {
+  const k = kvscopeTrial();
+  for (const key of Object.keys(k)) results.kvscope[key].push(k[key]);
+  for (const e of engines) {
+    const r = results[e.name];
+    r.decode.push(await decodeRun(e));
+    r.prefill.push(await prefillRun(e));
+    const s = await speculativeRun(e);
+    r.speculative.push(s.tps);
+    r.accepted.push(s.accepted);
+    r.predictor.push(await predictorRun(e));
+  }
+  console.error(`bench: trial ${t + 1} of ${trials} done`);
+}
+
+const summary = {};
+for (const [name, r] of Object.entries(results)) {
+  summary[name] = Object.fromEntries(Object.entries(r).map(([k, v]) => [k, median(v)]));
+}
+const f = (x, d = 1) => (x == null ? "-" : x.toFixed(d));
+console.log(`| engine (1 thread) | decode, tokens/s | prefill ${prefillRows} tokens, ms | speculative gamma ${gamma}, tokens/s | node-llama-cpp's DraftSequenceTokenPredictor, tokens/s |`);
+console.log("|---|---|---|---|---|");
+for (const [name, s] of Object.entries(summary)) {
+  console.log(`| ${name === "kvscope" ? "kvscope (F32)" : name} | ${f(s.decode)} | ${f(s.prefill)} | ${f(s.speculative)} | ${f(s.predictor)} |`);
+}
+const report = {date: new Date().toISOString(), trials, new_tokens: newTokens, prefill_tokens: long.length, gamma, threads: 1,
+  prompt: promptText, medians: summary, trials_raw: results};
+if (args.json) fs.writeFileSync(args.json, JSON.stringify(report, null, 2));
+console.log(JSON.stringify(report.medians));
+for (const e of engines) {
+  await e.target.dispose();
+  await e.drafter.dispose();
+}
+fs.rmSync(tmp, {recursive: true, force: true});

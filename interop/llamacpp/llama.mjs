@@ -1,0 +1,45 @@
+// Shared helpers: llama.cpp (through node-llama-cpp) set up the way kvscope's
+// comparisons need it: CPU only, F32 KV cache, flash attention off, one thread
+// (at 2 threads node-llama-cpp's decode of the tiny models stalls in
+// llama.cpp's thread barrier).
+import {getLlama, LlamaLogLevel} from "node-llama-cpp";
+
+let llamaPromise = null;
+
+export function llama() {
+  llamaPromise ??= getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: 1});
+  return llamaPromise;
+}
+
+export async function loadModel(path) {
+  return (await llama()).loadModel({modelPath: path, gpuLayers: 0, useMmap: false});
+}
+
+// cache: "f32" (the comparisons) or "f16" (llama.cpp's default).
+export async function makeContext(model, {contextSize = 256, cache = "f32", sequences = 1, threads = 1} = {}) {
+  const kv = cache === "f32" ? "F32" : "F16";
+  return model.createContext({
+    contextSize, sequences, threads, batchSize: contextSize,
+    flashAttention: false,
+    experimentalKvCacheKeyType: kv,
+    experimentalKvCacheValueType: kv,
+    swaFullCache: false,
+  });
+}
+
+// log-softmax of llama.cpp's logits for the token after `ids` (a fresh sequence).
+export async function nextLogProbs(sequence, ids) {
+  const res = await sequence.controlledEvaluate(ids.map((t, i) =>
+    i === ids.length - 1 ? [t, {generateNext: {probabilities: true, options: {temperature: 0}}}] : t));
+  const probs = res[ids.length - 1].next.probabilities;
+  return probs;
+}
+
+export function logSoftmax(logits) {
+  let max = -Infinity;
+  for (const x of logits) max = Math.max(max, x);
+  let sum = 0;
+  for (const x of logits) sum += Math.exp(x - max);
+  const lse = max + Math.log(sum);
+  return logits.map((x) => x - lse);
+}
