@@ -154,7 +154,7 @@ QMap<QString, QString> lessonTextValues(const SessionSnapshot& snapshot, const C
   v["head_dim"] = QString::number(snapshot.target.head_dim);
   if (snapshot.target.head_dim > 0) v["scale"] = QString::number(1.0 / std::sqrt(double(snapshot.target.head_dim)), 'g', 4);
   const FaultInfo& fault = faultInfo(faultOf(snapshot.fault));
-  v["fault"] = QString::fromStdString(snapshot.fault);
+  v["fault"] = QString::fromStdString(snapshot.fault).toHtmlEscaped();
   v["fault_breaks"] = QString::fromUtf8(fault.breaks).toHtmlEscaped();
   v["fault_real_world"] = QString::fromUtf8(fault.real_world).toHtmlEscaped();
   if (snapshot.diff) {

@@ -362,7 +362,7 @@ void SessionPanel::refresh() {
                         .arg(m.theoretical_speedup, 0, 'f', 2)
                         .arg(snapshot->finished ? tr("<br><b>finished</b>") : QString())
                         .arg(snapshot->fault == "none" ? QString()
-                                                       : tr(", <b>fault: %1</b>").arg(QString::fromStdString(snapshot->fault))));
+                                                       : tr(", <b>fault: %1</b>").arg(QString::fromStdString(snapshot->fault).toHtmlEscaped())));
 }
 
 }  // namespace kvscope::ui
