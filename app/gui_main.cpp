@@ -6,6 +6,7 @@
 #include <QElapsedTimer>
 #include <QThread>
 #include <QFile>
+#include <QFileInfo>
 #include <QScreen>
 #include <QSettings>
 #include <cstdio>
@@ -143,12 +144,27 @@ int main(int argc, char** argv) {
   parser.addOptions({target, drafter, ngram, default_layout, prompt, prompt_file, max_new, rounds, select, position, fault,
                      diff, bench, screenshot, kv_rows, steps_panel, lesson, lesson_page, presenter, zoom, compression,
                      palette, evict, speculate, layer_head});
+  parser.addPositionalArgument(QStringLiteral("file"),
+                               QStringLiteral("A .kvtrace to replay, or a .kvcapture of any engine to check and show."),
+                               QStringLiteral("[file]"));
   parser.process(app);
+  if (parser.positionalArguments().size() > 1) {
+    std::fprintf(stderr, "kvscope: one file at a time (a .kvtrace or a .kvcapture), got %lld\n",
+                 static_cast<long long>(parser.positionalArguments().size()));
+    return 2;
+  }
 
   kvscope::ui::LogBridge::install();
   spdlog::info("kvscope {} starting", QApplication::applicationVersion().toStdString());
 
   kvscope::ui::MainWindowOptions options;
+  if (!parser.positionalArguments().isEmpty()) {
+    options.open_file = parser.positionalArguments().front();
+    if (!QFileInfo(options.open_file).isFile()) {
+      std::fprintf(stderr, "kvscope: %s is not a file\n", qPrintable(options.open_file));
+      return 2;
+    }
+  }
   options.models.target_dir = parser.value(target).toStdString();
   options.models.drafter_dir = parser.value(drafter).toStdString();
   if (parser.isSet(ngram)) options.models.drafter_kind = kvscope::DrafterKind::Ngram;

@@ -16,7 +16,7 @@ void touch(const kvscope::CaptureFile& capture) {
       if (state->has_value())
         for (const auto& layer : (*state)->layers)
           if (layer.slot_count <= 4096)
-            for (int64_t row : layer.slots()) sink = sink + row;
+            for (int64_t row : layer.slotRows()) sink = sink + row;
   for (const auto& model : capture.manifest().models)
     if (model)
       for (int64_t layer = 0; layer < model->layers; ++layer) {

@@ -4,7 +4,6 @@
 // call whose logits differ. Exit 0 clean, 1 on a breach or a divergence, 2
 // on an unusable file or models that do not match the capture.
 #include <chrono>
-#include <filesystem>
 #include <iostream>
 
 #include "app/cli/cli_common.h"
@@ -18,29 +17,14 @@
 namespace kvscope::cli {
 namespace {
 
-namespace fs = std::filesystem;
-
 // --target / --drafter, else the directory the capture names (as given, or
 // beside the capture file).
 std::string roleDirectory(Args& args, const CaptureFile& file, CaptureRole role) {
   const std::string option = captureRoleName(role);
   if (auto dir = args.value(option)) return *dir;
-  const std::string& named = file.manifest().model(role)->name_or_path;
-  for (const fs::path& candidate : {fs::path(named), fs::path(file.path()).parent_path() / named}) {
-    if (!named.empty() && fs::is_regular_file(candidate / "config.json")) return candidate.string();
-  }
-  throw Error("the capture's " + option + " ran '" + named + "', which is not a model directory here: pass --" + option +
-              " DIR with that checkpoint");
-}
-
-ModelBundle loadMatching(const std::string& dir, const CaptureModel& captured) {
-  ModelBundle bundle = loadModelBundle(dir, computeOptions());
-  const std::string mismatch = captureModelMismatch(captured, *bundle.model);
-  if (!mismatch.empty()) {
-    throw Error(dir + " is not the " + captureRoleName(captured.role) + " this capture ran (" + captured.name_or_path +
-                "): " + mismatch);
-  }
-  return bundle;
+  if (auto named = namedModelDirectory(file, role)) return *named;
+  throw Error("the capture's " + option + " ran '" + file.manifest().model(role)->name_or_path +
+              "', which is not a model directory here: pass --" + option + " DIR with that checkpoint");
 }
 
 nlohmann::json toJson(const CaptureBreach& b) {
@@ -88,7 +72,7 @@ int runCheck(Args& args) {
       continue;
     }
     dirs.push_back(roleDirectory(args, *file, role));
-    bundles.push_back(loadMatching(dirs.back(), *file->manifest().models[r]));
+    bundles.push_back(loadCaptureModel(dirs.back(), *file->manifest().models[r], computeOptions()));
     options.models[r] = bundles.back().model.get();
   }
   args.finish();

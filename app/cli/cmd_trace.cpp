@@ -9,6 +9,7 @@
 #include "app/cli/command_registry.h"
 #include "core/error.h"
 #include "core/inspect/reports.h"
+#include "core/model/tokenizer/visible_text.h"
 #include "core/trace/trace_file.h"
 
 namespace kvscope::cli {
@@ -127,8 +128,10 @@ json summarise(const std::string& path, const TraceData& trace) {
           {"investigation", investigated}};
 }
 
+// Text from the file, made safe for a terminal: a model name cannot colour,
+// blink or move the cursor (visible_text.h).
 std::string orUnknown(const json& value) {
-  if (value.is_string()) return value.get<std::string>();
+  if (value.is_string()) return visibleText(value.get<std::string>());
   if (value.is_null()) return "?";
   return value.dump();
 }
@@ -136,7 +139,7 @@ std::string orUnknown(const json& value) {
 void printText(const json& s) {
   const json& m = s["models"];
   const json& inv = s["investigation"];
-  std::cout << s["file"].get<std::string>() << ": a valid kvscope trace (format " << s["format_version"] << ")\n"
+  std::cout << visibleText(s["file"].get<std::string>()) << ": a valid kvscope trace (format " << s["format_version"] << ")\n"
             << "  target:   " << orUnknown(m["target"]["name"]) << " (" << orUnknown(m["target"]["architecture"]) << ", "
             << m["target"]["layers"] << " layers)\n"
             << "  drafter:  " << orUnknown(m["drafter"]["description"]) << " (" << m["drafter"]["layers"] << " layers)\n"
@@ -146,12 +149,12 @@ void printText(const json& s) {
             << s["rounds"]["drafted"] << " drafts accepted; gamma " << orUnknown(s["gamma"]) << ", "
             << orUnknown(s["sampling"]) << "\n"
             << "  cache:    " << (s["use_cache"].get<bool>() ? "on" : "off") << ", " << s["bookkeeping"].get<std::string>()
-            << " bookkeeping, fault " << s["fault"].get<std::string>() << "\n"
+            << " bookkeeping, fault " << visibleText(s["fault"].get<std::string>()) << "\n"
             << "  recorded: " << s["ledger_entries"] << " ledger entries, " << s["cache_events"] << " cache events, "
             << s["verify_records"] << " verify passes\n"
             << "  diff:     " << (inv["has_diff"].get<bool>() ? orUnknown(inv["explanation"]) : "none in the trace")
             << "\n";
-  if (!inv["root_cause"].is_null()) std::cout << "  root cause: " << inv["root_cause"]["what"].get<std::string>() << "\n";
+  if (!inv["root_cause"].is_null()) std::cout << "  root cause: " << orUnknown(inv["root_cause"]["what"]) << "\n";
 }
 
 int runTrace(Args& args) {

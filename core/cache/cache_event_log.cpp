@@ -147,8 +147,9 @@ int64_t CacheEventLog::layerCount(CacheRole cache) const {
 
 std::string describeEvent(const CacheEvent& e, bool with_fault) {
   std::ostringstream out;
-  out << "round " << e.round << " " << phaseName(e.phase) << " (" << cacheEventKindName(e.kind) << "): "
-      << cacheRoleName(e.cache) << " ";
+  out << "round " << e.round << " " << phaseName(e.phase);
+  if (!e.call.empty()) out << ", " << e.call;
+  out << " (" << cacheEventKindName(e.kind) << "): " << cacheRoleName(e.cache) << " ";
   const bool uniform_before = std::all_of(e.rows_before.begin(), e.rows_before.end(), [&](int64_t n) { return n == e.rows_before.front(); });
   const bool uniform_after = std::all_of(e.rows_after.begin(), e.rows_after.end(), [&](int64_t n) { return n == e.rows_after.front(); });
   auto rows = [](const std::vector<int64_t>& r, bool uniform) {

@@ -91,6 +91,10 @@ struct CacheEvent {
   // row order: a capture of another engine gives each state outright
   // (core/check/capture_timeline.h). Replay then takes it as is.
   std::vector<std::vector<int64_t>> layout;
+  // A capture's call this event stands for ("drafter call 7", "target call
+  // 3, between calls"): rounds of another engine are inferred, its calls are
+  // what the user's code made. Empty in sessions and traces.
+  std::string call;
 
   Moment moment() const { return {round, phase}; }
   int64_t expectedFirst(int64_t layer) const {

@@ -40,7 +40,7 @@ const char* captureBetweenKindName(CaptureBetweenKind kind) {
   return "?";
 }
 
-std::vector<int64_t> CaptureLayerState::slots() const {
+std::vector<int64_t> CaptureLayerState::slotRows() const {
   std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(slot_count));  // validated <= kMaxSlots
   for (const auto& run : runs)

@@ -65,13 +65,13 @@ struct CaptureSlotRun {
 
 // One layer of a cache state, kept as the runs the file holds: a run of
 // 2^24 empty slots is 12 bytes of JSON, so decoding every state of a hostile
-// file up front would be an amplification; slots() decodes one layer.
+// file up front would be an amplification; slotRows() decodes one layer.
 struct CaptureLayerState {
   CaptureLayerKind kind = CaptureLayerKind::Append;
   std::vector<CaptureSlotRun> runs;
   int64_t slot_count = 0;  // the sum of the runs' counts
   // The row id in each slot, -1 for an empty slot.
-  std::vector<int64_t> slots() const;
+  std::vector<int64_t> slotRows() const;
 };
 
 struct CaptureCacheState {

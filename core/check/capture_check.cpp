@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <sstream>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/check/reference_streams.h"
@@ -103,15 +104,73 @@ class Checker {
 
   // --- structure: row_identity's verdicts on the event's rows ---------------
 
+  // The rows the attention mask of the forward that reads the cache after
+  // step i (step i itself, or the role's next forward) hides from every
+  // input: an engine may keep rejected rows and mask them instead of
+  // removing them (tree attention does). Only rows the contract does not
+  // need may be excused this way; the mask check names a needed one hidden.
+  struct NextMask {
+    std::unordered_set<int64_t> hidden;  // entries no input sees
+    int64_t call = -1;                   // the forward whose mask it is
+    bool explicit_mask = false;          // a mask of the engine's own (not padding)
+  };
+  NextMask hiddenByTheNextMask(size_t i) const {
+    size_t j = i;
+    while (j < timeline_.steps.size() &&
+           (timeline_.steps[j].role != timeline_.steps[i].role || timeline_.steps[j].operation != CaptureOperation::Forward)) {
+      ++j;
+    }
+    NextMask next;
+    if (j == timeline_.steps.size()) return next;
+    const CaptureStep& step = timeline_.steps[j];
+    const CaptureCall& call = callOf(step);
+    if (!call.attention_mask || step.mask_slots.empty() || isRing(call, 0)) return next;
+    next.call = step.call;
+    next.explicit_mask = call.attention_mask->kind == CaptureMaskKind::Explicit;
+    const CaptureTensor t = file_.tensor(call.attention_mask->tensor);  // BOOL [n or 1, K]
+    const bool padding = call.attention_mask->kind == CaptureMaskKind::Padding;
+    const int64_t keys = std::min<int64_t>(t.shape()[1], static_cast<int64_t>(step.mask_slots.size()));
+    const int64_t queries = padding ? 1 : std::min<int64_t>(t.shape()[0], step.inputs);
+    for (int64_t k = 0; k < keys; ++k) {
+      bool seen = false;
+      for (int64_t q = 0; q < queries && !seen; ++q) seen = t.data[static_cast<size_t>(q * t.shape()[1] + k)] != 0;
+      if (!seen) next.hidden.insert(step.mask_slots[static_cast<size_t>(k)]);
+    }
+    return next;
+  }
+
+  // Layer rows without the broken ones the next mask hides.
+  std::vector<int64_t> withoutMasked(const std::vector<int64_t>& rows, const std::vector<RowVerdict>& broken,
+                                     const std::unordered_set<int64_t>& hidden) const {
+    std::unordered_set<int64_t> excused;
+    for (const RowVerdict& v : broken) {
+      if (v.entry >= 0 && hidden.count(v.entry) > 0) excused.insert(v.entry);
+    }
+    std::vector<int64_t> kept;
+    for (int64_t e : rows) {
+      if (excused.count(e) == 0) kept.push_back(e);
+    }
+    return kept;
+  }
+
   std::optional<CaptureBreach> structure(size_t i) {
     const CacheEvent& e = timeline_.event(i);
     const std::vector<int64_t>& stream = timeline_.streamOf(i);
     std::optional<CaptureBreach> breach;
+    std::optional<NextMask> mask;  // computed once, when a layer has broken rows
     for (size_t l = 0; l < e.layout.size(); ++l) {
       const auto layer = static_cast<int64_t>(l);
-      std::vector<RowVerdict> broken =
-          brokenRows(timeline_.record.ledger.entries(), e.cache, layer, e.layout[l], e.contract(layer), stream);
-      const int64_t held = static_cast<int64_t>(e.layout[l].size());
+      const auto& entries = timeline_.record.ledger.entries();
+      std::vector<int64_t> rows = e.layout[l];
+      std::vector<RowVerdict> broken = brokenRows(entries, e.cache, layer, rows, e.contract(layer), stream);
+      if (!broken.empty()) {
+        if (!mask) mask = hiddenByTheNextMask(i);
+        if (!mask->hidden.empty()) {
+          rows = withoutMasked(rows, broken, mask->hidden);
+          if (rows.size() != e.layout[l].size()) broken = brokenRows(entries, e.cache, layer, rows, e.contract(layer), stream);
+        }
+      }
+      const int64_t held = static_cast<int64_t>(rows.size());
       if (broken.empty() && held == e.contract(layer).rows()) continue;
       if (!breach) {
         breach = breachAt(i);
@@ -125,6 +184,14 @@ class Checker {
       breach->layers.push_back(layer);
     }
     if (breach) describeStructure(*breach);
+    if (breach && mask && mask->explicit_mask) {
+      // An engine that may mask rows instead of removing them: say why these count.
+      const CaptureStep& step = timeline_.steps[i];
+      const size_t others = mask->hidden.size();
+      breach->what += "; " + std::string(captureRoleName(step.role)) + " call " + std::to_string(mask->call) +
+                      "'s attention mask does not hide them" +
+                      (others ? " (it hides " + std::to_string(others) + " other row" + (others == 1 ? "" : "s") + ")" : "");
+    }
     return breach;
   }
 
@@ -323,6 +390,7 @@ class Checker {
       const int64_t p = step.true_start + k;
       const int64_t c = call.cache_position ? (*call.cache_position)[static_cast<size_t>(k)] : before_slots + k;
       std::vector<int64_t> future, hidden;
+      std::unordered_set<int64_t> seen;  // needed positions the input sees
       int64_t empty = 0;
       for (int64_t j = 0; j < keys; ++j) {
         const bool attends = t.data[static_cast<size_t>((padding ? 0 : k) * t.shape()[1] + j)] != 0 && (!padding || j <= c);
@@ -335,8 +403,12 @@ class Checker {
         const bool needed = row.position >= 0 && row.position <= p && row.position < static_cast<int64_t>(stream.size()) &&
                             stream[static_cast<size_t>(row.position)] == row.token;
         if (attends && row.position > p) future.push_back(row.position);
+        if (attends && needed) seen.insert(row.position);
         if (!attends && needed && (!step.static_cache || j <= c)) hidden.push_back(row.position);
       }
+      // A position seen through another row is not hidden: an engine that
+      // keeps an old row of it (computed in a rejected context) may mask that one.
+      hidden.erase(std::remove_if(hidden.begin(), hidden.end(), [&](int64_t h) { return seen.count(h) > 0; }), hidden.end());
       if (future.empty() && hidden.empty() && empty == 0) continue;
       CaptureBreach b = breachAt(i);
       b.kind = "mask";

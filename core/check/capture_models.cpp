@@ -3,8 +3,11 @@
 #include <torch/types.h>
 
 #include <cmath>
+#include <filesystem>
 #include <optional>
 #include <sstream>
+
+#include "core/error.h"
 
 namespace kvscope {
 namespace {
@@ -104,6 +107,27 @@ std::string captureModelMismatch(const CaptureModel& captured, const CausalLM& m
   const std::string config = configMismatch(captured.config, model.config(), captured.layers);
   if (!config.empty()) return config;
   return captured.fingerprint ? fingerprintMismatch(*captured.fingerprint, model) : "";
+}
+
+std::optional<std::string> namedModelDirectory(const CaptureFile& file, CaptureRole role) {
+  const CaptureModel* model = file.manifest().model(role);
+  if (model == nullptr || model->name_or_path.empty()) return std::nullopt;
+  const std::filesystem::path named(model->name_or_path);
+  for (const std::filesystem::path& candidate : {named, std::filesystem::path(file.path()).parent_path() / named}) {
+    std::error_code error;
+    if (std::filesystem::is_regular_file(candidate / "config.json", error)) return candidate.string();
+  }
+  return std::nullopt;
+}
+
+ModelBundle loadCaptureModel(const std::string& dir, const CaptureModel& captured, const c10::TensorOptions& options) {
+  ModelBundle bundle = loadModelBundle(dir, options);
+  const std::string mismatch = captureModelMismatch(captured, *bundle.model);
+  if (!mismatch.empty()) {
+    throw Error(dir + " is not the " + captureRoleName(captured.role) + " this capture ran (" + captured.name_or_path +
+                "): " + mismatch);
+  }
+  return bundle;
 }
 
 }  // namespace kvscope

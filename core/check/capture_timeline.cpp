@@ -19,6 +19,7 @@ struct TargetPlacement {
   int64_t start = 0;
   int64_t matched = 0;
   int64_t required = 0;  // the rows the call's cache must hold: the frontier (0 for a call without a cache)
+  int64_t frontier = 0;  // the committed tokens decided before the call
 };
 
 // Row identities the timeline cannot know: a row written between calls, or
@@ -29,7 +30,7 @@ constexpr int64_t kEmptyPosition = -1;
 Slots slotsOf(const std::optional<CaptureCacheState>& state, int64_t layers) {
   Slots slots(static_cast<size_t>(layers));
   if (!state) return slots;
-  for (size_t l = 0; l < slots.size(); ++l) slots[l] = state->layers[l].slots();
+  for (size_t l = 0; l < slots.size(); ++l) slots[l] = state->layers[l].slotRows();
   return slots;
 }
 
@@ -93,15 +94,15 @@ std::vector<TargetPlacement> placeTargetCalls(const CaptureManifest& manifest, c
   int64_t frontier = 0;
   for (const CaptureCall& call : manifest.calls) {
     if (call.role != CaptureRole::Target) continue;
-    TargetPlacement p{frontier, matchLength(committed, frontier, call.input_ids), frontier};
-    const bool holds_nothing = !call.before || heldRows(call.before->layers.front().slots()) == 0;
+    TargetPlacement p{frontier, matchLength(committed, frontier, call.input_ids), frontier, frontier};
+    const bool holds_nothing = !call.before || heldRows(call.before->layers.front().slotRows()) == 0;
     const int64_t from_start = matchLength(committed, 0, call.input_ids);
     if (holds_nothing && frontier > 0 && from_start > frontier) {
-      p = {0, from_start, 0};  // no cache, the whole sequence again: a call without a cache
+      p = {0, from_start, 0, frontier};  // no cache, the whole sequence again: a call without a cache
     } else if (p.matched == 0) {
       for (int64_t s : refeedCandidates(frontier)) {
         const int64_t m = s < frontier ? matchLength(committed, s, call.input_ids) : 0;
-        if (m > 0 && m >= p.matched) p = {s, m, frontier};
+        if (m > 0 && m >= p.matched) p = {s, m, frontier, frontier};
       }
     }
     placements.push_back(p);
@@ -182,6 +183,8 @@ class TimelineBuilder {
     out_.record.sequence = manifest_.committed ? *manifest_.committed : inferCommitted(manifest_);
     placements_ = placeTargetCalls(manifest_, out_.record.sequence);
     out_.streams = roundStreams(manifest_, out_.record.sequence, placements_, file_.path());
+    for (const TargetPlacement& p : placements_) out_.frontiers.push_back(p.frontier);
+    out_.frontiers.push_back(placements_.empty() ? 0 : std::max(placements_.back().frontier, placements_.back().start + placements_.back().matched));
     for (int r = 0; r < kCaptureRoles; ++r) {
       if (manifest_.models[r]) startRole(static_cast<CaptureRole>(r));
     }
@@ -373,6 +376,8 @@ class TimelineBuilder {
     RoleState& s = state(step.role);
     e.cache = cacheRoleOf(step.role);
     e.round = step.stream;
+    e.call = std::string(captureRoleName(step.role)) + " call " + std::to_string(step.call) +
+             (step.operation == CaptureOperation::Between ? ", between calls" : "");
     e.rows_before = s.last_rows;
     for (const auto& rows : layout) e.rows_after.push_back(static_cast<int64_t>(rows.size()));
     s.last_rows = e.rows_after;

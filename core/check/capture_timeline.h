@@ -64,6 +64,9 @@ struct CaptureTimeline {
   SessionRecord record;
   std::vector<CaptureStep> steps;             // parallel to record.events.events()
   std::vector<std::vector<int64_t>> streams;  // [target calls + 1]
+  // [target calls + 1]: the committed tokens decided before each target call
+  // (its frontier), then after the last one.
+  std::vector<int64_t> frontiers;
   bool committed_inferred = false;
   int64_t empty_entry[kCaptureRoles] = {-1, -1};
   // The window of a role's ring layers (0: none).

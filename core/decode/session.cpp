@@ -19,20 +19,6 @@ double millisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// Collects the attention weights and masks of every layer during one forward.
-class AttentionRecorder : public ProbeSink {
- public:
-  explicit AttentionRecorder(int64_t layers) : weights(layers), masks(layers) {}
-  bool wants(Probe probe, int64_t) const override {
-    return probe == Probe::AttentionWeights || probe == Probe::AttentionMask;
-  }
-  void record(Probe probe, int64_t layer, const at::Tensor& value) override {
-    (probe == Probe::AttentionWeights ? weights : masks)[layer] = value;
-  }
-  std::vector<at::Tensor> weights;  // per layer [heads, fed, keys]
-  std::vector<at::Tensor> masks;    // per layer [fed, keys] bool
-};
-
 }  // namespace
 
 void SessionOptions::validate() const {

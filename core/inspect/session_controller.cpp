@@ -35,6 +35,7 @@ struct SessionController::State {
   std::vector<int64_t> eos_ids;
   std::shared_ptr<const Drafter> drafter;
   std::string target_dir;
+  std::string drafter_dir;  // empty for n-gram / none
   std::string drafter_name = "none";
   std::unique_ptr<Session> session;
   std::unique_ptr<TraceData> replay;  // an opened .kvtrace (no session then)
@@ -109,6 +110,7 @@ LoadResult SessionController::loadModels(const ModelSpec& spec, const Progress& 
   state_->eos_ids = target.eos_ids;
   state_->drafter = drafter;
   state_->target_dir = result.target_dir;
+  state_->drafter_dir = result.drafter_dir;
   state_->drafter_name = drafter ? drafter->describe() : "none";
   state_->builder.reset();
   state_->builder.setNames(fs::path(result.target_dir).filename().string(), state_->drafter_name);
@@ -123,6 +125,32 @@ bool SessionController::hasModels() const { return state_->target != nullptr; }
 std::shared_ptr<const CausalLM> SessionController::liveTarget() const {
   return state_->replay ? nullptr : state_->target;
 }
+
+SessionController::LoadedModels SessionController::loaded() const {
+  LoadedModels out;
+  out.target = state_->target;
+  out.tokenizer = state_->tokenizer;
+  out.target_dir = state_->target_dir;
+  const CausalLM* drafter_model = state_->drafter ? state_->drafter->model() : nullptr;
+  // Shares the drafter's ownership: the model lives as long as its drafter.
+  if (drafter_model) out.drafter = std::shared_ptr<const CausalLM>(state_->drafter, drafter_model);
+  if (drafter_model) out.drafter_dir = state_->drafter_dir;
+  return out;
+}
+
+const Session* SessionController::liveSession() const { return state_->session.get(); }
+
+void SessionController::showReplay(std::shared_ptr<const SessionSnapshot> snapshot) {
+  require(snapshot != nullptr, "showing a replay: no snapshot");
+  state_->session.reset();
+  state_->builder.reset();
+  state_->replay.reset();
+  state_->forgetInvestigation();
+  state_->diff = snapshot->diff;
+  state_->prompt.clear();
+  state_->replay_snapshot = std::move(snapshot);
+}
+
 bool SessionController::hasSession() const { return state_->session != nullptr; }
 bool SessionController::finished() const { return state_->session && state_->session->finished(); }
 
@@ -303,7 +331,9 @@ void SessionController::saveTrace(const std::string& path, const std::string& gu
     state_->replay->info["gui"] = gui;
     writeTrace(path, *state_->replay);
   } else {
-    throw Error("saving " + path + ": no session to save");
+    const bool capture = state_->replay_snapshot && state_->replay_snapshot->from_capture;
+    throw Error("saving " + path + ": no session to save" +
+                (capture ? std::string(" (an opened capture is kept in its own file)") : std::string()));
   }
   spdlog::info("trace saved to {}", path);
 }

@@ -19,6 +19,7 @@ namespace kvscope {
 
 class CausalLM;
 class Drafter;
+class Session;
 class Tokenizer;
 struct SessionOptions;
 
@@ -87,6 +88,23 @@ class SessionController {
   // replaying a trace, whose tokens may come from another model): for
   // explanations (attention_explanation.h) on the thread that owns this.
   std::shared_ptr<const CausalLM> liveTarget() const;
+  // What is loaded, for checking a capture against it and writing one:
+  // null / empty when nothing is; the drafter's model is null for n-gram
+  // drafting or none.
+  struct LoadedModels {
+    std::shared_ptr<const CausalLM> target;
+    std::shared_ptr<const CausalLM> drafter;
+    std::shared_ptr<const Tokenizer> tokenizer;
+    std::string target_dir;
+    std::string drafter_dir;
+  };
+  LoadedModels loaded() const;
+  // The live session (null while replaying a trace or a capture, or with
+  // none started): File > Save Capture writes its record.
+  const Session* liveSession() const;
+  // Shows a snapshot made elsewhere (an opened capture) in place of the live
+  // session: replay only, nothing to step; the models stay loaded.
+  void showReplay(std::shared_ptr<const SessionSnapshot> snapshot);
   // Throws Error (bad prompt, bad options); the previous session stays.
   void startSession(const SessionSpec& spec);
   void startSession(std::vector<int64_t> prompt, const SessionOptions& options);

@@ -72,7 +72,12 @@ struct SessionSnapshot {
 
   // --- state ----------------------------------------------------------------
   bool finished = false;
-  bool replay_only = false;  // opened from a .kvtrace: no models, nothing to step
+  bool replay_only = false;  // opened from a .kvtrace or a .kvcapture: nothing to step
+  // Opened from another engine's capture (core/check/capture_snapshot.h):
+  // rounds inferred from the target's calls, each event names its call.
+  bool from_capture = false;
+  std::string opened_file;         // the file shown when replay_only
+  std::vector<std::string> notes;  // what could not be checked, and why
   Phase next_phase = Phase::Prefill;
   int64_t current_round = 0;  // the round next_phase belongs to
   int64_t current_gamma = 0;

@@ -4,7 +4,10 @@
 
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "core/decode/session.h"
+#include "core/inspect/investigation_fit.h"
 #include "core/model/tokenizer/tokenizer.h"
 #include "core/trace/trace_file.h"
 #include "core/trace/trace_json.h"
@@ -182,6 +185,20 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const Session& session) 
   return snapshot;
 }
 
+std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const SessionRecord& record) {
+  reset();
+  auto snapshot = std::make_shared<SessionSnapshot>();
+  snapshot->replay_only = true;
+  snapshot->finished = true;
+  snapshot->use_cache = record.use_cache;
+  fillRecord(*snapshot, record);
+  snapshot->metrics = computeMetrics(record.rounds);
+  const Moment last = record.lastMoment();
+  snapshot->current_round = last.round + 1;
+  snapshot->next_phase = Phase::Draft;
+  return snapshot;
+}
+
 std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace) {
   reset();
   auto snapshot = std::make_shared<SessionSnapshot>();
@@ -239,7 +256,13 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace) 
   if (info.contains("investigation") && info["investigation"].is_object()) {
     const nlohmann::json& investigation = info["investigation"];
     if (investigation.contains("diff") && investigation["diff"].is_object()) {
-      snapshot->diff = std::make_shared<const DiffReport>(diffReportFromJson(investigation["diff"]));
+      DiffReport diff = diffReportFromJson(investigation["diff"]);
+      // The views size plots by what it names: it must fit the trace (issue 28).
+      for (const std::string& warning : fitInvestigation(diff, trace.record)) {
+        spdlog::warn("{}", warning);
+        snapshot->notes.push_back(warning);
+      }
+      snapshot->diff = std::make_shared<const DiffReport>(std::move(diff));
     }
   }
   // Where the session stood: saved by the GUI, else inferred from the last round.

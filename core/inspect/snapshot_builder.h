@@ -25,6 +25,10 @@ class SnapshotBuilder {
   // A saved trace, no models: names, geometry and token texts come from the
   // file; the snapshot is marked replay_only.
   std::shared_ptr<SessionSnapshot> build(const TraceData& trace);
+  // A record without a session or a trace (another engine's capture): the
+  // snapshot is marked replay_only and finished; names, geometry and the
+  // vocabulary are the caller's to fill.
+  std::shared_ptr<SessionSnapshot> build(const SessionRecord& record);
 
  private:
   void fillRecord(SessionSnapshot& snapshot, const SessionRecord& record);

@@ -4,6 +4,7 @@
 // (or a sink that wants nothing) does no extra work.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -32,6 +33,21 @@ class ProbeSink {
   virtual bool wants(Probe probe, int64_t layer) const = 0;
   // `value` is the live tensor; keep a clone if it must outlive the call.
   virtual void record(Probe probe, int64_t layer, const at::Tensor& value) = 0;
+};
+
+// Collects the attention weights and masks of every layer during one
+// forward (the verify views: a session's, a capture's replay).
+class AttentionRecorder : public ProbeSink {
+ public:
+  explicit AttentionRecorder(int64_t layers) : weights(static_cast<size_t>(layers)), masks(static_cast<size_t>(layers)) {}
+  bool wants(Probe probe, int64_t) const override {
+    return probe == Probe::AttentionWeights || probe == Probe::AttentionMask;
+  }
+  void record(Probe probe, int64_t layer, const at::Tensor& value) override {
+    (probe == Probe::AttentionWeights ? weights : masks)[static_cast<size_t>(layer)] = value;
+  }
+  std::vector<at::Tensor> weights;  // per layer [heads, fed, keys]
+  std::vector<at::Tensor> masks;    // per layer [fed, keys] bool
 };
 
 // Records only when a sink is present and wants the point.

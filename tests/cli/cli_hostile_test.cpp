@@ -79,6 +79,22 @@ TEST(CliTrace, SummarisesARecordedRunWithoutModels) {
   EXPECT_NE(text.out.find("none in the trace"), std::string::npos) << text.describe();
 }
 
+TEST(CliTrace, NamesFromTheFileCannotDriveTheTerminal) {
+  ScratchDir dir("terminal");
+  const std::string path = editedTrace(dir.file("escapes.kvtrace"), [](nlohmann::json& doc) {
+    doc["info"]["target"]["name"] = "\x1b[5m\x1b[31mblinking\x1b[0m";
+    doc["info"]["target"]["architecture"] = "Llama\rForCausalLM";
+    doc["info"]["drafter"]["description"] = "model\x07drafter";
+  });
+  const CliResult text = runCli({"trace", path});
+  ASSERT_EQ(text.exit_code, 0) << text.describe();
+  const std::string summary = text.out.substr(0, text.out.find('{'));  // the text part, before the JSON line
+  EXPECT_EQ(summary.find('\x1b'), std::string::npos) << summary;
+  EXPECT_EQ(summary.find('\x07'), std::string::npos) << summary;
+  EXPECT_EQ(summary.find('\r'), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\\x1b[5m"), std::string::npos) << "shown escaped, not dropped: " << summary;
+}
+
 TEST(CliTrace, ShowsTheRootCauseTheTraceHolds) {
   ScratchDir dir("root_cause");
   const std::string path = editedTrace(dir.file("diff.kvtrace"), [](nlohmann::json& doc) {

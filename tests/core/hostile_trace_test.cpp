@@ -18,6 +18,7 @@
 #include "base/hostile_support.h"
 #include "core/cache/fault.h"
 #include "core/error.h"
+#include "core/inspect/snapshot_builder.h"
 #include "core/inspect/trace_capture.h"
 #include "core/model/safetensors.h"
 #include "core/trace/trace_file.h"
@@ -225,6 +226,58 @@ TEST_F(HostileTrace, VerifyOfARoundThatDoesNotExist) {
         t.record.verify.insert(std::move(node));
       },
       {"verify record for round 999", "rounds 0 to 8"});
+}
+
+// The investigation a trace carries is held against its record before a view
+// sizes anything by it: what names rows, layers, rounds or events the trace
+// never recorded is dropped with a warning naming the field (issue 28).
+DiffReport hostileInvestigation(int64_t audit_row, int64_t cause_event, int64_t layer) {
+  DiffReport diff;
+  diff.mode = "lockstep";
+  CacheAudit audit;
+  audit.moment = {1, Phase::Prune};
+  audit.rows_per_layer = {3, 3};
+  RowVerdict v;
+  v.layer = 0;
+  v.row = audit_row;
+  v.state = RowState::Stale;
+  audit.rows.push_back(v);
+  diff.audit_at_divergence = audit;
+  RootCause cause;
+  cause.event_index = cause_event;
+  cause.round = 1;
+  cause.phase = Phase::Prune;
+  cause.layers = {layer};
+  cause.rows = {2};
+  cause.what = "a cause";
+  diff.root_cause = cause;
+  return diff;
+}
+
+TEST_F(HostileTrace, InvestigationNamingRowsTheTraceNeverHadIsDropped) {
+  TraceData trace = *good_;
+  trace.info["investigation"]["diff"] = toJson(hostileInvestigation(400000000, 1000000, 1000), true);
+  SnapshotBuilder builder;
+  const auto started = std::chrono::steady_clock::now();
+  const auto snapshot = builder.build(trace);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), 1.0);
+  ASSERT_TRUE(snapshot->diff != nullptr);
+  EXPECT_FALSE(snapshot->diff->audit_at_divergence.has_value());
+  EXPECT_FALSE(snapshot->diff->root_cause.has_value());
+  ASSERT_EQ(snapshot->notes.size(), 2u);
+  EXPECT_NE(snapshot->notes[0].find("audit_at_divergence names a row's row 400000000"), std::string::npos) << snapshot->notes[0];
+  EXPECT_NE(snapshot->notes[1].find("root_cause names event 1000000"), std::string::npos) << snapshot->notes[1];
+}
+
+TEST_F(HostileTrace, InvestigationThatFitsIsKept) {
+  TraceData trace = *good_;
+  trace.info["investigation"]["diff"] = toJson(hostileInvestigation(2, 0, 1), true);
+  SnapshotBuilder builder;
+  const auto snapshot = builder.build(trace);
+  ASSERT_TRUE(snapshot->diff != nullptr);
+  EXPECT_TRUE(snapshot->diff->audit_at_divergence.has_value());
+  EXPECT_TRUE(snapshot->diff->root_cause.has_value());
+  EXPECT_TRUE(snapshot->notes.empty()) << snapshot->notes.front();
 }
 
 TEST_F(HostileTrace, TokenTextKeyedByHugeId) {

@@ -3,13 +3,18 @@
 
     capture_loops.py --loop NAME --cache SHAPE --out FILE.kvcapture [--greedy-tokens N]
                      [--gamma G] [--prompt once_upon_a_time|gpl_preamble] [--logits full|top_k:K]
+                     [--bundled KVSCOPE_CLI]
 
 Speculative loops run llama-tiny with llama-tiny-draft, the window loops
 (greedy in the ring shape, window-roll-early) mistral-sw-tiny (sliding window
-16) alone. Prints one JSON line: the loop, the tokens and the capture's size."""
+16) alone. --bundled runs a speculative loop over the bundled pair instead
+(resources/models; "Once upon a time" tokenized by that kvscope-cli): real
+text, for screenshots and docs. Prints one JSON line: the loop, the tokens and
+the capture's size."""
 import argparse
 import json
 import os
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,12 +63,27 @@ def parse_logits(text):
     raise argparse.ArgumentTypeError("--logits is full or top_k:K")
 
 
-def capture(loop, shape, out, new_tokens=48, gamma=None, prompt="once_upon_a_time", logits="full"):
+def bundled_models_and_prompt(loop, shape, cli):
+    """The bundled pair and the ids of "Once upon a time" (BOS included) in its tokenizer."""
+    if uses_window_model(loop, shape) or loop == "greedy":
+        raise ValueError(f"--bundled runs the speculative loops; {loop} ({shape}) needs the fixtures")
+    models = os.path.join(REPO, "resources", "models")
+    done = subprocess.run([cli, "tokenize", "--text", "Once upon a time", "--json"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ValueError(f"{cli} tokenize failed: {done.stderr.strip()}")
+    ids = json.loads(done.stdout.strip().splitlines()[-1])["ids"]
+    return LlamaRef(os.path.join(models, "target")), LlamaRef(os.path.join(models, "drafter")), ids
+
+
+def capture(loop, shape, out, new_tokens=48, gamma=None, prompt="once_upon_a_time", logits="full", bundled_cli=None):
     """Runs the loop under the recorder; returns (token ids, recorder)."""
     spec_loops.check_loop(loop, shape)
     gamma = DEFAULT_GAMMA.get(loop, 4) if gamma is None else gamma
-    target, drafter = models_for(loop, shape)
-    ids = prompt_ids(loop, shape, prompt)
+    if bundled_cli:
+        target, drafter, ids = bundled_models_and_prompt(loop, shape, bundled_cli)
+    else:
+        target, drafter = models_for(loop, shape)
+        ids = prompt_ids(loop, shape, prompt)
     with kvscope_capture.Recorder(out, logits=logits, engine=f"kvscope tests/python spec_loops {loop} ({shape})") as rec:
         rec.watch(target, role="target")
         if drafter is not None:
@@ -82,9 +102,11 @@ def main():
     parser.add_argument("--gamma", type=int, default=None)
     parser.add_argument("--prompt", choices=PROMPTS, default="once_upon_a_time")
     parser.add_argument("--logits", type=parse_logits, default="full")
+    parser.add_argument("--bundled", metavar="KVSCOPE_CLI", help="run over the bundled pair (tokenized by this CLI)")
     args = parser.parse_args()
     try:
-        tokens, rec = capture(args.loop, args.cache, args.out, args.greedy_tokens, args.gamma, args.prompt, args.logits)
+        tokens, rec = capture(args.loop, args.cache, args.out, args.greedy_tokens, args.gamma, args.prompt, args.logits,
+                              args.bundled)
     except (ValueError, kvscope_capture.CaptureError) as error:
         print(f"capture_loops.py: {error}", file=sys.stderr)
         return 2

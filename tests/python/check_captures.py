@@ -73,7 +73,7 @@ class CheckCaptures(unittest.TestCase):
 
 class CorrectLoopsAreClean(CheckCaptures):
     def test_every_correct_loop_in_every_shape(self):
-        for loop in ("speculative", "hf-assisted", "greedy"):
+        for loop in ("speculative", "hf-assisted", "greedy", "masked-rejected"):
             for shape in spec_loops.LOOPS[loop][1]:
                 with self.subTest(loop=loop, shape=shape):
                     path, c = self.capture(loop, shape)
@@ -112,6 +112,17 @@ class BuggyLoopsAreNamed(CheckCaptures):
                 self.assertEqual((cause["expected_rows"], cause["actual_rows"]), (L + n, L + n + 1))
                 self.assertEqual(cause["rows"], [L + n])
                 self.assertIn("rejected draft", cause["what"])
+
+    def test_mask_that_stops_hiding_the_last_rejected_drafts(self):
+        # The engine keeps rejected rows and masks them (masked-rejected, clean
+        # above); this one's mask forgets the newest: the stale rows the next
+        # verify attends are named between the calls, with the mask's part.
+        cause, _, c = self.breach("masked-rejected-forgets", "dynamic")
+        verify, n, L = self.first_rejecting_verify(c)
+        self.assertCause(cause, "target", verify["index"] + 1, "between", "none")
+        self.assertEqual(cause["expected_rows"], L + n)
+        self.assertIn("rejected draft", cause["what"])
+        self.assertIn("attention mask does not hide them", cause["what"])
 
     def test_reset_instead_of_rollback(self):
         for shape in ("tuples", "dynamic", "static"):

@@ -28,6 +28,10 @@ LOOPS = {
     "verify-mask-leak": ("the verify pass gets an all-true 4-D mask: no causal mask among the drafts",
                          ("tuples", "dynamic", "layers")),
     "window-roll-early": ("a sliding-window ring that rolls one step early (transformers #37574)", ("ring",)),
+    "masked-rejected": ("correct: the target keeps rejected drafts in its cache and hides them with a 4-D mask, "
+                        "feeding at the true positions (as tree-attention engines do)", ("tuples", "dynamic", "layers")),
+    "masked-rejected-forgets": ("as masked-rejected, but the mask hides only the rows rejected before the last round",
+                                ("tuples", "dynamic", "layers")),
     "bonus-not-fed": ("after an all-accepted round the drafter is fed d_gamma but never the bonus token",
                       ("tuples", "dynamic", "layers", "static")),
 }
@@ -148,12 +152,25 @@ def prune(target, drafter, keep, n, k, bug):
     drafter.crop(min(drafter.length, keep))
 
 
+def masked_verify(target, verify, start, hidden):
+    """Feeds `verify` at positions start.. over every row the target holds, the
+    rows in `hidden` masked out, causal among the inputs; returns the logits."""
+    held, q = target.length, len(verify)
+    mask = torch.zeros(1, 1, q, held + q, dtype=torch.bool)
+    visible = [row for row in range(held) if row not in hidden]
+    mask[0, 0, :, visible] = True
+    for i in range(q):
+        mask[0, 0, i, held:held + i + 1] = True
+    return target.feed(verify, list(range(start, start + q)), mask)
+
+
 def speculative(target_model, drafter_model, prompt, new_tokens, gamma=4, shape="dynamic", bug=None):
     """Greedy speculative decoding; returns the token ids, prompt included."""
     target, drafter = CacheSide(target_model, shape), CacheSide(drafter_model, shape)
     x = list(prompt)
     end = len(x) + new_tokens
     position_counter = len(x) - 1
+    hidden, last_rejected = set(), set()  # masked-rejected: the target's rows of rejected drafts
     if len(x) > 1:
         target.feed(x[:-1])
         drafter.feed(x[:-1])
@@ -166,6 +183,16 @@ def speculative(target_model, drafter_model, prompt, new_tokens, gamma=4, shape=
             if bug == "positions-plus-one" else None
         mask = torch.ones(1, 1, len(verify), target.key_slots_after(len(verify)), dtype=torch.bool) \
             if bug == "verify-mask-leak" else None
+        if bug in ("masked-rejected", "masked-rejected-forgets"):
+            held = target.length
+            shown = hidden - last_rejected if bug == "masked-rejected-forgets" else hidden
+            picks = argmax_rows(masked_verify(target, verify, L - 1, shown))
+            n = accepted_count(drafts, picks)
+            last_rejected = set(range(held + 1 + n, held + len(verify)))  # the rows of drafts[n:]
+            hidden |= last_rejected
+            x += drafts[:n] + [picks[n]]
+            drafter.crop(min(drafter.length, L + n))
+            continue
         picks = argmax_rows(target.feed(verify, position_ids, mask))
         n = accepted_count(drafts, picks)
         x += drafts[:n] + [picks[n]]

@@ -29,6 +29,8 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
   connect(worker_, &EngineWorker::failed, this, &EngineController::failed);
   connect(worker_, &EngineWorker::traceSaved, this, &EngineController::traceSaved);
   connect(worker_, &EngineWorker::traceOpened, this, &EngineController::traceOpened);
+  connect(worker_, &EngineWorker::captureOpened, this, &EngineController::captureOpened);
+  connect(worker_, &EngineWorker::captureSaved, this, &EngineController::captureSaved);
   connect(worker_, &EngineWorker::explained, this, &EngineController::explained);
   connect(worker_, &EngineWorker::whatIfReady, this, &EngineController::whatIfReady);
   connect(worker_, &EngineWorker::explainFailed, this, &EngineController::explainFailed);
@@ -93,6 +95,14 @@ void EngineController::saveTrace(const QString& path, const QString& gui_state_j
 
 void EngineController::openTrace(const QString& path) {
   post([worker = worker_, path] { worker->openTrace(path); });
+}
+
+void EngineController::openCapture(const QString& path) {
+  post([worker = worker_, path] { worker->openCapture(path); });
+}
+
+void EngineController::saveCapture(const QString& path) {
+  post([worker = worker_, path] { worker->saveCapture(path); });
 }
 
 void EngineController::explain(const ExplainRequest& request, bool what_if) {

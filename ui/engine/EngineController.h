@@ -36,6 +36,10 @@ class EngineController : public QObject {
   void auditAt(const Moment& moment);
   void saveTrace(const QString& path, const QString& gui_state_json);
   void openTrace(const QString& path);
+  // Another engine's capture, checked and shown (EngineWorker::openCapture);
+  // the live session written as a capture (EngineWorker::saveCapture).
+  void openCapture(const QString& path);
+  void saveCapture(const QString& path);
   // Attention step by step / what if for one query (EngineWorker::explain).
   void explain(const ExplainRequest& request, bool what_if);
   // The compression lab, one or two slots (EngineWorker::compress).
@@ -51,6 +55,8 @@ class EngineController : public QObject {
   void failed(const QString& what, const QString& message);
   void traceSaved(const QString& path);
   void traceOpened(const QString& path, const QString& gui_state_json);
+  void captureOpened(const QString& path, const QString& verdict);
+  void captureSaved(const QString& path);
   void explained(kvscope::ui::ExplanationPtr explanation);
   void whatIfReady(kvscope::ui::WhatIfPtr result);
   void explainFailed(const QString& message);

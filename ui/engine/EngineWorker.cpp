@@ -6,7 +6,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/cache/fault.h"
+#include "core/check/capture_inspection.h"
+#include "core/check/capture_writer.h"
+#include "core/decode/session.h"
 #include "core/error.h"
+#include "core/inspect/snapshot_builder.h"
 
 namespace kvscope::ui {
 
@@ -124,6 +129,36 @@ void EngineWorker::openTrace(const QString& path) {
     SnapshotPtr snapshot = engine_->openTrace(path.toStdString(), &gui_state);
     emit snapshotReady(std::move(snapshot), SnapshotReason::Trace);
     emit traceOpened(path, QString::fromStdString(gui_state));
+  });
+}
+
+void EngineWorker::openCapture(const QString& path) {
+  guarded(QStringLiteral("Opening the capture"), [&] {
+    const SessionController::LoadedModels loaded = engine_->loaded();
+    std::array<LoadedCaptureModel, kCaptureRoles> candidates;
+    candidates[0] = {loaded.target, loaded.tokenizer, loaded.target_dir};
+    candidates[1] = {loaded.drafter, loaded.tokenizer, loaded.drafter_dir};
+    SnapshotBuilder builder;
+    const CaptureInspection inspection = inspectCapture(path.toStdString(), candidates, builder);
+    engine_->showReplay(inspection.snapshot);
+    emit snapshotReady(engine_->snapshot(), SnapshotReason::Trace);
+    const CaptureCheckReport& report = inspection.report;
+    const std::string verdict = report.root_cause          ? "root cause: " + report.root_cause->what
+                                : report.first_divergence ? "symptom: " + report.first_divergence->what
+                                                          : std::string("every call kept the cache contract");
+    emit captureOpened(path, QString::fromStdString(verdict));
+  });
+}
+
+void EngineWorker::saveCapture(const QString& path) {
+  guarded(QStringLiteral("Saving the capture"), [&] {
+    const Session* session = engine_->liveSession();
+    if (session == nullptr) throw Error("saving " + path.toStdString() + ": no live session to capture");
+    const SessionController::LoadedModels loaded = engine_->loaded();
+    writeSessionCapture(path.toStdString(), session->record(), {loaded.target_dir, loaded.target.get()},
+                        {loaded.drafter_dir, loaded.drafter.get()},
+                        std::string("kvscope (fault ") + faultInfo(session->options().fault).name + ")");
+    emit captureSaved(path);
   });
 }
 

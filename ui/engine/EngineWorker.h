@@ -37,6 +37,12 @@ class EngineWorker : public QObject {
   void auditAt(const Moment& moment);
   void saveTrace(const QString& path, const QString& gui_state_json);
   void openTrace(const QString& path);
+  // Reads and checks another engine's capture against the loaded models
+  // when they are the captured checkpoints (else the directories it names;
+  // else its structure only) and shows it in place of the live session.
+  void openCapture(const QString& path);
+  // Writes the live session as a capture (core/check/capture_writer.h).
+  void saveCapture(const QString& path);
   // Explains one query of the live session's target (what_if: the request's
   // edit too). Quiet: no busyChanged (milliseconds on small models); errors
   // go to explainFailed, for the panel that asked, not to a dialog.
@@ -56,6 +62,9 @@ class EngineWorker : public QObject {
   void failed(const QString& what, const QString& message);
   void traceSaved(const QString& path);
   void traceOpened(const QString& path, const QString& gui_state_json);
+  // verdict: one line (clean, or the root cause) for the status bar.
+  void captureOpened(const QString& path, const QString& verdict);
+  void captureSaved(const QString& path);
   void explained(kvscope::ui::ExplanationPtr explanation);
   void whatIfReady(kvscope::ui::WhatIfPtr result);
   void explainFailed(const QString& message);

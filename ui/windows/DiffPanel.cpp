@@ -244,7 +244,8 @@ void DiffPanel::refresh() {
   showAudit(audit);
   go_root_->setEnabled(rootCauseCursor().valid());
   go_bad_->setEnabled(badCellCursor().valid());
-  audit_->setEnabled(snapshot && snapshot->use_cache && context().cursor().valid());
+  // A capture's audit is its check (shown); live sessions audit at the cursor.
+  audit_->setEnabled(snapshot && snapshot->use_cache && !snapshot->from_capture && context().cursor().valid());
   run_->setEnabled(snapshot && !snapshot->replay_only);
 }
 
@@ -262,6 +263,13 @@ void DiffPanel::showReport(const SessionSnapshot* snapshot, const DiffReport* di
     html = QStringLiteral("<p style='margin:0'><span style='font-size:10pt; color:%1'><b>%2</b></span></p>").arg(colour, sentence);
     if (diff->root_cause) {
       const RootCause& cause = *diff->root_cause;
+      const auto& events = snapshot->events.events();
+      const bool known = cause.event_index >= 0 && cause.event_index < static_cast<int64_t>(events.size());
+      const std::string call = known ? events[static_cast<size_t>(cause.event_index)].call : std::string();
+      if (!call.empty()) {
+        html += tr("<p style='margin:2px 0'>In the engine's calls: <b>%1</b> (%2).</p>")
+                    .arg(QString::fromStdString(call).toHtmlEscaped(), QString::fromUtf8(cacheEventKindName(cause.operation)));
+      }
       html += tr("<p style='margin:2px 0'>Root cause: <b>round %1 %2 %3 (%4)</b>, layers %5; expected %6 rows, found %7.</p>")
                   .arg(cause.round)
                   .arg(cacheName(cause.cache), QString::fromUtf8(phaseName(cause.phase)),
@@ -274,15 +282,28 @@ void DiffPanel::showReport(const SessionSnapshot* snapshot, const DiffReport* di
                   .arg(cause.expected_rows)
                   .arg(cause.actual_rows);
     }
-    html += tr("<p style='margin:2px 0'>fault <b>%1</b> &middot; %2 agree, %3 float noise, %4 divergent; max |\u0394 logit| %5</p>")
-                .arg(QString::fromStdString(snapshot->fault))
-                .arg(diff->agree)
-                .arg(diff->noise)
-                .arg(diff->divergent)
-                .arg(diff->max_abs_logit_diff, 0, 'g', 3);
+    if (snapshot->from_capture) {
+      html += tr("<p style='margin:2px 0'>%1 &middot; %2 logit rows match the reference, %3 diverge%4</p>")
+                  .arg(QString::fromStdString(snapshot->options_summary).toHtmlEscaped())
+                  .arg(diff->agree)
+                  .arg(diff->divergent)
+                  .arg(diff->divergent ? tr(" (max |\u0394 log p| %1; the check stops at the first)").arg(diff->max_abs_logit_diff, 0, 'g', 3)
+                                       : QString());
+    } else {
+      html += tr("<p style='margin:2px 0'>fault <b>%1</b> &middot; %2 agree, %3 float noise, %4 divergent; max |\u0394 logit| %5</p>")
+                  .arg(QString::fromStdString(snapshot->fault).toHtmlEscaped())
+                  .arg(diff->agree)
+                  .arg(diff->noise)
+                  .arg(diff->divergent)
+                  .arg(diff->max_abs_logit_diff, 0, 'g', 3);
+    }
+  }
+  // What could not be checked (a capture), or what a trace's file named beyond its record.
+  for (const std::string& note : snapshot ? snapshot->notes : std::vector<std::string>{}) {
+    html += QStringLiteral("<p style='margin:2px 0; color:#805000'>%1</p>").arg(QString::fromStdString(note).toHtmlEscaped());
   }
   if (const CacheAudit* audit = shownAudit()) html += QStringLiteral("<p style='margin:2px 0'>") + auditSummary(*audit) + QStringLiteral("</p>");
-  if (diff) html += faultExplanation(snapshot->fault);
+  if (diff && !snapshot->from_capture) html += faultExplanation(snapshot->fault);
   report_->setHtml(html);
 }
 

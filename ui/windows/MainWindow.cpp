@@ -183,6 +183,19 @@ void MainWindow::buildActions() {
   });
   file->addAction(tr("&Save Trace As\u2026"), QKeySequence::Save, this, &MainWindow::saveTraceAs);
   file->addSeparator();
+  QAction* open_capture = file->addAction(tr("Open &Capture\u2026"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open capture"), QString(),
+                                                      tr("engine captures (*.kvcapture);;All files (*)"));
+    if (path.isEmpty()) return;
+    replaceSession(tr("Save the trace before opening a capture?"), [this, path] { openCapture(path); });
+  });
+  open_capture->setObjectName(QStringLiteral("openCaptureAction"));
+  open_capture->setToolTip(tr("Open a .kvcapture of any engine (kvscope_capture for PyTorch, kvscope-cli run --capture): "
+                              "its cache is checked against kvscope's reference forward of the loaded models"));
+  QAction* save_capture = file->addAction(tr("Save C&apture As\u2026"), this, &MainWindow::saveCaptureAs);
+  save_capture->setObjectName(QStringLiteral("saveCaptureAction"));
+  save_capture->setToolTip(tr("Write the live session as a .kvcapture, the format other engines write"));
+  file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
   run_ = debug->addAction(tr("Run"), this, [this] {
@@ -435,6 +448,10 @@ void MainWindow::connectEngine() {
                 const int lesson = options_.lesson;
                 options_.lesson = -1;
                 openLesson(lesson, options_.lesson_page);
+              } else if (!options_.open_file.isEmpty()) {
+                const QString path = options_.open_file;
+                options_.open_file.clear();
+                openFile(path);
               } else if (options_.run_diff) {
                 options_.run_diff = false;
                 pending_rounds_ = 0;
@@ -456,6 +473,18 @@ void MainWindow::connectEngine() {
       replace();
     }
   });
+  connect(&controller_, &EngineController::captureOpened, this, [this](const QString& path, const QString& verdict) {
+    setWindowTitle(tr("kvscope \u2014 %1 (capture)").arg(path));
+    statusBar()->showMessage(verdict, 30000);
+    raisePanel(diff_);
+    // The root cause first, as for a diffed session.
+    if (const SessionSnapshot* snapshot = context_.snapshot(); snapshot && snapshot->diff && snapshot->diff->root_cause) {
+      if (const Cursor cause = diff_->rootCauseCursor(); cause.valid()) context_.setCursor(cause);
+    }
+  });
+  connect(&controller_, &EngineController::captureSaved, this, [this](const QString& path) {
+    statusBar()->showMessage(tr("capture saved to %1 (check it with kvscope-cli check)").arg(path), 8000);
+  });
   connect(&controller_, &EngineController::traceOpened, this, [this](const QString& path, const QString& gui) {
     applyGuiState(gui);
     setWindowTitle(tr("kvscope \u2014 %1 (replay)").arg(path));
@@ -476,6 +505,24 @@ bool MainWindow::saveTraceAs() {
 void MainWindow::openTrace(const QString& path) {
   pending_rounds_ = -1;
   controller_.openTrace(path);
+}
+
+void MainWindow::openCapture(const QString& path) {
+  pending_rounds_ = -1;
+  controller_.openCapture(path);
+}
+
+void MainWindow::openFile(const QString& path) {
+  if (path.endsWith(QStringLiteral(".kvcapture"), Qt::CaseInsensitive)) openCapture(path);
+  else openTrace(path);
+}
+
+void MainWindow::saveCaptureAs() {
+  QString path = QFileDialog::getSaveFileName(this, tr("Save capture"), QStringLiteral("session.kvcapture"),
+                                              tr("engine captures (*.kvcapture)"));
+  if (path.isEmpty()) return;
+  if (!path.endsWith(QStringLiteral(".kvcapture"))) path += QStringLiteral(".kvcapture");
+  controller_.saveCapture(path);
 }
 
 QString MainWindow::guiStateJson() const {

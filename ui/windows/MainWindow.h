@@ -59,6 +59,7 @@ struct MainWindowOptions {
   int presenter_zoom = 0; // 100..200: zoom the window (0: the saved zoom)
   QSize size;             // the first size, which picks the dock layout (invalid: 1600x1000 bounded by the screen)
   QStringList compression;  // once the first session is ready: set the Compression panel's slots ("h2o:0.25") and run them
+  QString open_file;      // once the models are loaded, open this .kvtrace or .kvcapture instead of a plain session
 };
 
 class MainWindow : public QMainWindow {
@@ -102,6 +103,12 @@ class MainWindow : public QMainWindow {
   // so do a new session, Load Models, Open Trace and Run Diff.
   bool hasUnsavedSession() const { return unsaved_; }
   void openTrace(const QString& path);
+  // Another engine's capture (or kvscope's own), checked against the loaded
+  // models, in place of the live session.
+  void openCapture(const QString& path);
+  // A .kvcapture by its name, else a trace.
+  void openFile(const QString& path);
+  void saveCaptureAs();
   QString guiStateJson() const;
   void applyGuiState(const QString& json);
   // Shown without blocking (tests find it among the top-level widgets).

@@ -229,6 +229,13 @@ void SessionPanel::showSession(const SessionSnapshot& snapshot) {
                            : !snapshot.drafter.present                             ? DrafterKind::Ngram
                                                                                    : DrafterKind::Model;
   drafter_kind_->setCurrentIndex(std::max(0, drafter_kind_->findData(static_cast<int>(kind))));
+  if (snapshot.from_capture) {
+    session_shown_->setText(tr("<b>Opened capture</b>: target %1 &middot; drafter %2 &middot; %3")
+                                .arg(QString::fromStdString(snapshot.target_name).toHtmlEscaped())
+                                .arg(drafter.toHtmlEscaped())
+                                .arg(QString::fromStdString(snapshot.options_summary).toHtmlEscaped()));
+    return;
+  }
   session_shown_->setText(tr("<b>%1</b>: target %2 &middot; drafter %3 &middot; fault <b>%4</b>")
                               .arg(snapshot.replay_only ? tr("Opened trace (replay)") : tr("Running"))
                               .arg(QString::fromStdString(snapshot.target_name).toHtmlEscaped())

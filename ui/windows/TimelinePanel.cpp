@@ -52,6 +52,11 @@ TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : Viewer
   highlight_->setLayer(QStringLiteral("background"));
   highlight_->setPen(Qt::NoPen);
   highlight_->setBrush(QColor(255, 200, 0, 70));
+  calls_ = new QCPItemText(plot_);
+  calls_->setPositionAlignment(Qt::AlignHCenter | Qt::AlignTop);
+  calls_->setFont(QFont(font().family(), 8));
+  calls_->setColor(QColor(90, 60, 0));
+  calls_->setVisible(false);
 
   // The legend in its own row above the plot, laid out horizontally.
   plot_->legend->setVisible(true);
@@ -129,7 +134,34 @@ void TimelinePanel::refresh() {
   highlight_->setVisible(cursor.round >= 1);
   highlight_->topLeft->setCoords(static_cast<double>(cursor.round) - 0.5, static_cast<double>(max_height) + 0.5);
   highlight_->bottomRight->setCoords(static_cast<double>(cursor.round) + 0.5, 0);
+  // A capture's rounds are inferred from the engine's calls: name the calls.
+  const bool capture = snapshot && snapshot->from_capture;
+  plot_->xAxis->setLabel(capture ? tr("round (one per target call: the drafter calls, then the target's)") : tr("round"));
+  calls_->setVisible(capture);
+  if (capture) {
+    calls_->setText(callsOfRound(*snapshot, cursor.round));
+    calls_->position->setCoords(static_cast<double>(cursor.round), static_cast<double>(max_height) + 0.45);
+  }
   plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QString TimelinePanel::callsOfRound(const SessionSnapshot& snapshot, int64_t round) {
+  // Forwards only: "drafter call 7", "target call 2" (a change between calls is ", between calls").
+  QStringList drafter, target;
+  for (const CacheEvent& e : snapshot.events.events()) {
+    if (e.round != round || e.call.empty() || e.call.find(',') != std::string::npos) continue;
+    const QString call = QString::fromStdString(e.call);
+    const QString number = call.section(QLatin1Char(' '), -1);
+    QStringList& list = call.startsWith(QStringLiteral("drafter")) ? drafter : target;
+    if (!list.contains(number)) list << number;
+  }
+  QStringList parts;
+  if (!drafter.isEmpty()) {
+    parts << (drafter.size() == 1 ? tr("drafter call %1").arg(drafter.front())
+                                  : tr("drafter calls %1\u2013%2").arg(drafter.front(), drafter.back()));
+  }
+  if (!target.isEmpty()) parts << tr("target call %1").arg(target.join(QStringLiteral(", ")));
+  return parts.join(QStringLiteral(" \u2192 "));
 }
 
 QString TimelinePanel::csv() const {

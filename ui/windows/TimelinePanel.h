@@ -8,6 +8,7 @@ class QCustomPlot;
 class QCPBars;
 class QCPGraph;
 class QCPItemRect;
+class QCPItemText;
 class QMouseEvent;
 
 namespace kvscope::ui {
@@ -29,6 +30,10 @@ class TimelinePanel : public ViewerPanel {
   void resizeEvent(QResizeEvent* event) override;
   void refresh() override;
 
+ public:
+  // A capture's round as the engine's calls: "drafter calls 4\u20137 \u2192 target call 2".
+  static QString callsOfRound(const SessionSnapshot& snapshot, int64_t round);
+
  private:
   void onMousePress(QMouseEvent* event);
 
@@ -39,6 +44,7 @@ class TimelinePanel : public ViewerPanel {
   QCPBars* rejected_;
   QCPGraph* alpha_;
   QCPItemRect* highlight_;
+  QCPItemText* calls_;  // a capture: the engine's calls the cursor's round stands for
 };
 
 }  // namespace kvscope::ui

@@ -49,8 +49,8 @@ TEST(CaptureFileTest, SpeculativeCaptureWithMasks) {
   EXPECT_EQ(prefill.positions, range(0, 10));
   EXPECT_EQ(prefill.positions_source, CapturePositionsSource::PastLength);
   EXPECT_FALSE(prefill.between.has_value());
-  EXPECT_TRUE(prefill.before->layers[0].slots().empty());
-  EXPECT_EQ(prefill.after->layers[1].slots(), range(0, 10));
+  EXPECT_TRUE(prefill.before->layers[0].slotRows().empty());
+  EXPECT_EQ(prefill.after->layers[1].slotRows(), range(0, 10));
   EXPECT_EQ(prefill.after->layers[1].kind, CaptureLayerKind::Append);
 
   int masks = 0;
@@ -99,10 +99,10 @@ TEST(CaptureFileTest, StaticCacheWithEmptySlotsAndFullLogits) {
   const CaptureCall& prefill = m.calls[0];
   EXPECT_EQ(prefill.positions_source, CapturePositionsSource::CachePosition);
   EXPECT_EQ(*prefill.cache_position, range(0, 11));
-  EXPECT_EQ(prefill.before->layers[0].slots(), std::vector<int64_t>(160, -1));
+  EXPECT_EQ(prefill.before->layers[0].slotRows(), std::vector<int64_t>(160, -1));
   std::vector<int64_t> expected = range(0, 11);
   expected.resize(160, -1);
-  EXPECT_EQ(prefill.after->layers[0].slots(), expected);
+  EXPECT_EQ(prefill.after->layers[0].slotRows(), expected);
   EXPECT_EQ(prefill.after->layers[0].kind, CaptureLayerKind::Static);
   const CaptureTensor logits = capture->tensor(prefill.logits->logits);
   EXPECT_EQ(logits.shape(), (std::vector<int64_t>{11, 512}));
@@ -116,8 +116,8 @@ TEST(CaptureFileTest, RingCacheRolls) {
   EXPECT_EQ(m.model(CaptureRole::Target)->config.sliding_layers, (std::vector<bool>{true, true, true}));
   const CaptureCall& last = m.calls[9];
   EXPECT_EQ(last.before->layers[2].kind, CaptureLayerKind::Ring);
-  EXPECT_EQ(last.before->layers[2].slots(), range(1, 16));
-  EXPECT_EQ(last.after->layers[2].slots(), range(2, 16));
+  EXPECT_EQ(last.before->layers[2].slotRows(), range(1, 16));
+  EXPECT_EQ(last.after->layers[2].slotRows(), range(2, 16));
 }
 
 // --- hostile edits of the fixtures ------------------------------------------

@@ -1,0 +1,105 @@
+#include "core/check/capture_inspection.h"
+
+#include <torch/types.h>
+
+#include <algorithm>
+
+#include "core/check/capture_models.h"
+#include "core/check/capture_snapshot.h"
+#include "core/check/capture_timeline.h"
+#include "core/error.h"
+#include "core/inspect/snapshot_builder.h"
+
+namespace kvscope {
+
+namespace {
+
+// One role's reference: the loaded model when it is the captured checkpoint,
+// else the directory the capture names when that one is; else none, and a
+// note says why (the views still show the captured rows and their identity).
+struct RoleReference {
+  std::shared_ptr<const CausalLM> model;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  std::string dir;
+};
+
+RoleReference referenceFor(const CaptureFile& file, CaptureRole role, const LoadedCaptureModel& loaded,
+                           std::vector<std::string>& notes) {
+  const CaptureModel& captured = *file.manifest().model(role);
+  const std::string name = captureRoleName(role);
+  std::string loaded_mismatch;
+  if (loaded.model) {
+    loaded_mismatch = captureModelMismatch(captured, *loaded.model);
+    if (loaded_mismatch.empty()) return {loaded.model, loaded.tokenizer, loaded.dir};
+  }
+  if (const auto dir = namedModelDirectory(file, role)) {
+    try {
+      ModelBundle bundle = loadCaptureModel(*dir, captured, torch::TensorOptions().dtype(torch::kFloat32));
+      return {std::move(bundle.model), std::move(bundle.tokenizer), *dir};
+    } catch (const Error& error) {
+      notes.push_back("the " + name + "'s K/V values and logits were not checked: " + error.what());
+      return {};
+    }
+  }
+  std::string why = "the capture ran '" + captured.name_or_path + "', which is not a model directory here";
+  if (loaded.model) why += ", and the loaded " + name + " (" + loaded.dir + ") differs: " + loaded_mismatch;
+  notes.push_back("the " + name + "'s K/V values and logits were not checked: " + why +
+                  " (load that checkpoint, or check it with kvscope-cli check --" + name + " DIR)");
+  return {};
+}
+
+std::shared_ptr<const std::vector<std::string>> vocabularyOf(const Tokenizer& tokenizer) {
+  auto vocab = std::make_shared<std::vector<std::string>>();
+  for (int64_t id = 0; id < tokenizer.vocabSize(); ++id) {
+    try {
+      vocab->push_back(tokenizer.tokenText(id));
+    } catch (const std::exception&) {
+      vocab->push_back("<id " + std::to_string(id) + ">");
+    }
+  }
+  return vocab;
+}
+
+}  // namespace
+
+CaptureInspection inspectCapture(const std::string& path, const std::array<LoadedCaptureModel, kCaptureRoles>& loaded,
+                                 SnapshotBuilder& builder) {
+  const auto file = CaptureFile::open(path);
+  CaptureInspection out;
+  CaptureSnapshotSource source;
+  source.path = path;
+  source.engine = file->manifest().engine_name;
+  CaptureCheckOptions options;
+  RoleReference references[kCaptureRoles];
+  for (int r = 0; r < kCaptureRoles; ++r) {
+    const auto role = static_cast<CaptureRole>(r);
+    if (!file->manifest().models[r]) continue;
+    references[r] = referenceFor(*file, role, loaded[static_cast<size_t>(r)], source.notes);
+    options.models[static_cast<size_t>(r)] = references[r].model.get();
+    out.model_dirs[static_cast<size_t>(r)] = references[r].dir;
+  }
+  const CaptureModel& target = *file->manifest().model(CaptureRole::Target);
+  source.target_name = target.name_or_path.empty() ? "target" : target.name_or_path;
+  const CaptureModel* drafter = file->manifest().model(CaptureRole::Drafter);
+  source.drafter_name = drafter ? (drafter->name_or_path.empty() ? "drafter" : drafter->name_or_path) : "none";
+  const Tokenizer* tokenizer = references[0].tokenizer ? references[0].tokenizer.get() : references[1].tokenizer.get();
+  if (tokenizer) source.vocab = vocabularyOf(*tokenizer);
+  TokenText text;
+  if (tokenizer) text = [tokenizer](int64_t id) { return tokenizer->tokenText(id); };
+
+  source.target = references[0].model.get();
+  const CaptureTimeline timeline = buildCaptureTimeline(*file);
+  out.report = checkCapture(*file, timeline, options, text);
+  // The check's own "no model" notes say less than referenceFor's: keep those.
+  for (int r = 0; r < kCaptureRoles; ++r) {
+    if (options.models[static_cast<size_t>(r)] || !file->manifest().models[r]) continue;
+    const std::string generic = std::string("no ") + captureRoleName(static_cast<CaptureRole>(r)) + " model";
+    auto& notes = out.report.notes;
+    notes.erase(std::remove_if(notes.begin(), notes.end(), [&](const std::string& n) { return n.rfind(generic, 0) == 0; }),
+                notes.end());
+  }
+  out.snapshot = captureSnapshot(*file, timeline, out.report, source, builder);
+  return out;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,59 @@
+#pragma once
+// A capture of another engine, checked, as the snapshot every view of the
+// debugger reads (core/inspect/snapshot.h): the KV view, row history, the
+// token strip, the timeline and the diff panel then show the captured rows
+// with their identity and verdict through the same code as a session.
+//
+// Rounds are inferred from the target's calls: round 0 is the target's
+// first call (the prefill), round k its call k with the drafter calls that
+// produced that call's drafts. A change between two calls of a role is shown
+// where kvscope's own loop makes it, at the end of the round before (its
+// prune). Each event keeps the call it stands for (CacheEvent::call), so the
+// views name the user's calls, not only kvscope's phases.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/check/capture_check.h"
+#include "core/check/capture_timeline.h"
+#include "core/inspect/snapshot.h"
+
+namespace kvscope {
+
+class SnapshotBuilder;
+
+// The timeline's record rearranged for the views: rounds inferred, events in
+// moment order (each role's own order kept).
+struct CaptureRecordView {
+  SessionRecord record;
+  std::vector<size_t> event_of_step;  // timeline step -> index into record.events
+};
+CaptureRecordView captureRecordView(const CaptureTimeline& timeline);
+
+// The moment at which a timeline step is shown.
+Moment captureStepMoment(const CaptureTimeline& timeline, size_t step);
+
+// The check's findings in the diff panel's terms: the breach as the root
+// cause (at its event's moment), the symptom as the first divergence, and
+// the breach's rows as an audit of the cache at the root cause.
+DiffReport captureDiffReport(const CaptureTimeline& timeline, const CaptureRecordView& view,
+                             const CaptureCheckReport& report);
+
+struct CaptureSnapshotSource {
+  std::string path;               // the capture file
+  std::string engine;             // the manifest's engine name
+  std::string target_name;
+  std::string drafter_name;       // "none" without a drafter
+  std::shared_ptr<const std::vector<std::string>> vocab;  // null: token ids shown as <id N>
+  std::vector<std::string> notes;  // what was not checked and why
+  // The target's reference: verify attention recomputed over the captured
+  // rows (capture_attention.h). Null: Verify Attention stays empty.
+  const CausalLM* target = nullptr;
+};
+
+// The snapshot of a checked capture (replay only: nothing to step).
+std::shared_ptr<SessionSnapshot> captureSnapshot(const CaptureFile& file, const CaptureTimeline& timeline,
+                                                 const CaptureCheckReport& report, const CaptureSnapshotSource& source,
+                                                 SnapshotBuilder& builder);
+
+}  // namespace kvscope
