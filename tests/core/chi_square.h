@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -64,7 +65,9 @@ struct ChiSquareResult {
   int64_t outside_support = 0; // observations of outcomes with expected probability exactly 0
   bool passes(double alpha) const { return outside_support == 0 && df > 0 && p_value > alpha; }
   std::string describe() const {
-    return "chi2 = " + std::to_string(statistic) + ", df = " + std::to_string(df) + ", p = " + std::to_string(p_value) +
+    char p[32];  // %g: a p-value of 1e-20 reads as such, not as 0.000000
+    std::snprintf(p, sizeof p, "%.3g", p_value);
+    return "chi2 = " + std::to_string(statistic) + ", df = " + std::to_string(df) + ", p = " + p +
            ", bins = " + std::to_string(bins) + ", observations outside the support = " + std::to_string(outside_support);
   }
 };
