@@ -40,7 +40,7 @@ int runExplain(Args& args) {
   std::optional<int64_t> position;
   if (args.value("position")) position = args.integer("position", 0);
   const CacheEdit edit = cacheEdit(args);
-  const ModelBundle bundle = loadModelBundle(dir, computeOptions());
+  const ModelBundle bundle = loadModelBundle(dir, computeOptions(), weightResidency(args));
   const auto ids = promptIds(args, bundle);
   args.finish();
   // Default: the last prompt token, whose query predicts the next token.
