@@ -64,7 +64,8 @@ int runAcceptance(Args& args) {
 }
 
 const CommandRegistrar kRegister{"acceptance",
-    "acceptance [--target DIR] [--drafter DIR] (--prompts FILE | --prompt TEXT) [--gamma 4] [--max-new 48] [--json]",
+    "acceptance [--target DIR] [--drafter DIR] (--prompts FILE | --prompt TEXT) [--gamma 4] [--max-new 48]\n"
+    "           [--weights stored|fp32] [--json]",
     runAcceptance};
 
 }  // namespace

@@ -63,7 +63,7 @@ int runExplain(Args& args) {
 }
 
 const CommandRegistrar kRegister{"explain",
-    "explain [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) --layer L --head H [--position P] [--json]\n"
+    "explain [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) --layer L --head H [--position P] [--weights stored|fp32] [--json]\n"
     "           [--drop-rows 3,5] [--zero-k-channels 0,1] [--zero-v-channels 2] [--zero-rows 3,4]\n"
     "           one query's attention step by step, through o_proj (this head's share and the layer's\n"
     "           attention output; default position: the last token); the options after\n"
