@@ -14,6 +14,17 @@ std::string timing(const nlohmann::json& t) {
   return s.str();
 }
 
+// "  weights stored: 988 MB (BFloat16 988 MB, Float 0.1 MB)"
+void printWeights(std::ostream& out, const nlohmann::json& w) {
+  out << "  weights " << w["residency"].get<std::string>() << ": " << w["resident_mb"].get<double>() << " MB (";
+  bool first = true;
+  for (const auto& [dtype, mb] : w["resident_mb_by_dtype"].items()) {
+    out << (first ? "" : ", ") << dtype << " " << mb.get<double>() << " MB";
+    first = false;
+  }
+  out << ")\n";
+}
+
 void printModels(std::ostream& out, const nlohmann::json& r) {
   const auto& m = r["machine"];
   out << "machine: " << m["cpu"].get<std::string>() << ", " << m["cores"] << " cores, " << m["torch_threads"]
@@ -26,6 +37,7 @@ void printModels(std::ostream& out, const nlohmann::json& r) {
         << d["parameters"] << " parameters; load " << timing(d["load"]) << "; peak RSS after the first load "
         << d["peak_rss_after_first_load_mb"].get<double>() << " MB (" << d["rss_before_load_mb"].get<double>()
         << " MB before)\n";
+    if (d.contains("weights")) printWeights(out, d["weights"]);
   }
 }
 

@@ -15,6 +15,10 @@ namespace kvscope::cli {
 
 c10::TensorOptions computeOptions() { return torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCPU); }
 
+WeightResidency weightResidency(Args& args) {
+  return parseWeightResidency(args.value("weights").value_or("stored"), "--weights");
+}
+
 std::vector<int64_t> promptIds(Args& args, const ModelBundle& model) {
   auto text = args.value("prompt");
   auto ids = args.idList("prompt-ids");

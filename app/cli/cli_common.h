@@ -12,11 +12,16 @@
 #include "core/decode/sampling.h"
 #include "core/model/model_bundle.h"
 #include "core/model/safetensors.h"
+#include "core/model/weight_residency.h"
 
 namespace kvscope::cli {
 
 // float32 on CPU: chosen once here and passed down.
 c10::TensorOptions computeOptions();
+
+// --weights stored|fp32 (default stored): whether bfloat16 / float16
+// checkpoints keep their dtype in memory (core/model/weight_residency.h).
+WeightResidency weightResidency(Args& args);
 
 // --prompt TEXT (encoded with the tokenizer's default special tokens) or
 // --prompt-ids 1,2,3. Exactly one must be given; a text prompt needs the

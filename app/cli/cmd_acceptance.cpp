@@ -34,12 +34,13 @@ int runAcceptance(Args& args) {
   std::vector<std::string> prompts;
   if (auto file = args.value("prompts")) prompts = promptLines(*file);
   if (auto prompt = args.value("prompt")) prompts.push_back(*prompt);
+  const WeightResidency weights = weightResidency(args);
   args.finish();
   if (prompts.empty()) throw Error("give --prompts FILE or --prompt TEXT");
   if (gamma <= 0 || max_new <= 0) throw Error("--gamma and --max-new must be positive");
 
-  const ModelBundle target = loadModelBundle(target_dir, computeOptions());
-  const ModelBundle drafter = loadModelBundle(drafter_dir, computeOptions());
+  const ModelBundle target = loadModelBundle(target_dir, computeOptions(), weights);
+  const ModelBundle drafter = loadModelBundle(drafter_dir, computeOptions(), weights);
   AcceptanceStats total;
   nlohmann::json per_prompt = nlohmann::json::array();
   for (const std::string& prompt : prompts) {
@@ -63,7 +64,8 @@ int runAcceptance(Args& args) {
 }
 
 const CommandRegistrar kRegister{"acceptance",
-    "acceptance [--target DIR] [--drafter DIR] (--prompts FILE | --prompt TEXT) [--gamma 4] [--max-new 48] [--json]",
+    "acceptance [--target DIR] [--drafter DIR] (--prompts FILE | --prompt TEXT) [--gamma 4] [--max-new 48]\n"
+    "           [--weights stored|fp32] [--json]",
     runAcceptance};
 
 }  // namespace

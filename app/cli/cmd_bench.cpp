@@ -74,6 +74,7 @@ BenchOptions benchOptions(Args& args) {
   o.uncached_max_context = args.integer("uncached-max-context", o.uncached_max_context);
   o.bound_context = args.integer("bound-context", o.bound_context);
   o.prefill_rows = args.integer("prefill-rows", o.prefill_rows);
+  o.weights = weightResidency(args);
   o.prompt = benchPrompt(args, o.target_dir);
   return o;
 }
@@ -114,7 +115,7 @@ const CommandRegistrar kRegister{"bench",
     "bench [--target DIR] [--drafter DIR|none] [--quick] [--trials N] [--warmup N] [--new-tokens N]\n"
     "           [--contexts 64,128,...] [--uncached-max-context N] [--gammas 1,2,...] [--bound-context N]\n"
     "           [--prefill-rows N] [--budget-ms MS] [--prompt TEXT | --prompt-ids ...] [--threads N]\n"
-    "           [--plot DIR] [--json]",
+    "           [--weights stored|fp32] [--plot DIR] [--json]",
     runBench};
 
 }  // namespace

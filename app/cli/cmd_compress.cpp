@@ -299,7 +299,8 @@ int runCompress(Args& args) {
   }
   if (sweep && spec.eviction) throw Error("--sweep runs every policy: drop --policy and its options");
   const bool bundled = !args.value("model");
-  const ModelBundle bundle = loadModelBundle(dir, computeOptions());
+  const WeightResidency weights = weightResidency(args);
+  const ModelBundle bundle = loadModelBundle(dir, computeOptions(), weights);
   input.prompt = sweep && !has_prompt ? bundle.tokenizer->encode(kSweepPrompt) : promptIds(args, bundle);
   input.continuation = continuationIds(args, bundle);
   if (sweep && !has_prompt && input.continuation.empty()) input.continuation = bundle.tokenizer->encode(kSweepContinuation, false);
@@ -309,7 +310,7 @@ int runCompress(Args& args) {
   if (sweep) {
     // The bundled drafter is the baseline next to self-speculation when the target is bundled too.
     std::optional<ModelBundle> drafter;
-    if (drafter_dir || bundled) drafter = loadModelBundle(drafter_dir.value_or(bundledModelDirectory("drafter")), computeOptions());
+    if (drafter_dir || bundled) drafter = loadModelBundle(drafter_dir.value_or(bundledModelDirectory("drafter")), computeOptions(), weights);
     SweepSpeculation speculation{{gamma.value_or(4), draft_cache}, has_max_new ? input.max_new : 128,
                                  drafter ? &*drafter : nullptr};
     return runSweep(bundle, input, spec.pruning.value_or(PruneSettings{}), speculation, json);
@@ -332,7 +333,7 @@ const CommandRegistrar kRegister{"compress",
     "           --draft-cache masked; rerotated also moves kept keys to contiguous positions). compress --sweep\n"
     "           [--prompt ...] [--gamma G] [--drafter DIR] [--draft-cache ...]: every policy at budgets 25/50/75%,\n"
     "           pruning at 50/70% sparsity, and self-speculation at 25/50% next to the bundled drafter, as tables\n"
-    "           (bundled models by default)",
+    "           (bundled models by default); --weights stored|fp32 as in `generate`",
     runCompress};
 
 }  // namespace

@@ -40,7 +40,7 @@ int runExplain(Args& args) {
   std::optional<int64_t> position;
   if (args.value("position")) position = args.integer("position", 0);
   const CacheEdit edit = cacheEdit(args);
-  const ModelBundle bundle = loadModelBundle(dir, computeOptions());
+  const ModelBundle bundle = loadModelBundle(dir, computeOptions(), weightResidency(args));
   const auto ids = promptIds(args, bundle);
   args.finish();
   // Default: the last prompt token, whose query predicts the next token.
@@ -63,7 +63,7 @@ int runExplain(Args& args) {
 }
 
 const CommandRegistrar kRegister{"explain",
-    "explain [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) --layer L --head H [--position P] [--json]\n"
+    "explain [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) --layer L --head H [--position P] [--weights stored|fp32] [--json]\n"
     "           [--drop-rows 3,5] [--zero-k-channels 0,1] [--zero-v-channels 2] [--zero-rows 3,4]\n"
     "           one query's attention step by step, through o_proj (this head's share and the layer's\n"
     "           attention output; default position: the last token); the options after\n"

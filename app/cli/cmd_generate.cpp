@@ -22,7 +22,7 @@ int runGenerate(Args& args) {
   if (cache != "on" && cache != "off") throw Error("--cache must be on or off, got '" + cache + "'");
   options.use_cache = cache == "on";
   options.sampling = samplingSettings(args);
-  const ModelBundle bundle = loadModelBundle(dir, computeOptions());
+  const ModelBundle bundle = loadModelBundle(dir, computeOptions(), weightResidency(args));
   const auto prompt = promptIds(args, bundle);
   args.finish();
 
@@ -37,8 +37,10 @@ int runGenerate(Args& args) {
   return 0;
 }
 
-const CommandRegistrar kRegister{"generate", "generate [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) --max-new N [--cache on|off]\n"
-    "           [--ignore-eos] [--greedy | --temperature T --top-k K --top-p P] [--seed S] [--json]", runGenerate};
+const CommandRegistrar kRegister{"generate", "generate [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) --max-new N [--cache on|off] [--weights stored|fp32]\n"
+    "           [--ignore-eos] [--greedy | --temperature T --top-k K --top-p P] [--seed S] [--json]\n"
+    "           --weights: bfloat16 / float16 checkpoints stay so in memory, widened to float32 inside the matrix\n"
+    "           products (stored, the default; same logits), or are widened at load (fp32)", runGenerate};
 
 }  // namespace
 }  // namespace kvscope::cli

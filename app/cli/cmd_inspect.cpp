@@ -14,10 +14,11 @@ namespace {
 
 int runInspect(Args& args) {
   const bool json = args.flag("json");
-  if (args.positional().size() != 1) throw Error("usage: kvscope-cli inspect DIR [--json]");
+  if (args.positional().size() != 1) throw Error("usage: kvscope-cli inspect DIR [--weights stored|fp32] [--json]");
+  const WeightResidency weights = weightResidency(args);
   args.finish();
   const std::string dir = args.positional()[0];
-  const ModelBundle bundle = loadModelBundle(dir, computeOptions());
+  const ModelBundle bundle = loadModelBundle(dir, computeOptions(), weights);
   const ModelConfig& c = bundle.model->config();
   const Checkpoint ckpt = Checkpoint::open(dir);
 
@@ -61,7 +62,7 @@ int runInspect(Args& args) {
   return 0;
 }
 
-const CommandRegistrar kRegister{"inspect", "inspect DIR [--json]", runInspect};
+const CommandRegistrar kRegister{"inspect", "inspect DIR [--weights stored|fp32] [--json]", runInspect};
 
 }  // namespace
 }  // namespace kvscope::cli

@@ -16,9 +16,10 @@ int runLogits(Args& args) {
   const std::string dir = modelDirectory(args, "model", "target");
   const auto ids = args.idList("ids");
   const FeedMode mode = parseFeedMode(args.value("mode").value_or("nocache"));
+  const WeightResidency weights = weightResidency(args);
   args.finish();
   if (!ids) throw Error("missing required option --ids");
-  const auto model = loadCausalLM(dir, computeOptions());
+  const auto model = loadCausalLM(dir, computeOptions(), weights);
   const auto logits = sequenceLogits(*model, *ids, mode);  // [L, vocab]
   const auto argmax = logits.argmax(1).contiguous();
   const auto last = logits[-1].contiguous();
@@ -28,7 +29,7 @@ int runLogits(Args& args) {
   return 0;
 }
 
-const CommandRegistrar kRegister{"logits", "logits [--model DIR] --ids 1,2,3 --mode nocache|cached|prefill_then_step", runLogits};
+const CommandRegistrar kRegister{"logits", "logits [--model DIR] --ids 1,2,3 --mode nocache|cached|prefill_then_step [--weights stored|fp32]", runLogits};
 
 }  // namespace
 }  // namespace kvscope::cli

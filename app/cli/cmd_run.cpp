@@ -152,7 +152,7 @@ const CommandRegistrar kRegister{
     "           [--max-new N] [--cache on|off] [--greedy | --temperature T --top-k K --top-p P] [--seed S]\n"
     "           [--bookkeeping exact|seed] [--ignore-eos] [--fault NAME] [--trace out.kvtrace] [--trace-budget MB]\n"
     "           [--capture out.kvcapture]   (the caches in the format any engine writes: kvscope-cli check reads it)\n"
-    "           [--evict POLICY:BUDGET[:every=N]] [--no-baseline] [--json]\n"
+    "           [--evict POLICY:BUDGET[:every=N]] [--no-baseline] [--weights stored|fp32] [--json]\n"
     "           --evict: token eviction on the target's cache after the prefill (and every N rounds), e.g.\n"
     "           h2o:0.25:every=4 or streaming:64:sinks=4; policies as in `compress`; traces carry the Evict events\n"
     "       run [--target DIR] --drafter-compressed POLICY:BUDGET[:sinks=N...] [--draft-cache compacted|masked|rerotated]\n"

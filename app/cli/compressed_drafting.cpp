@@ -104,7 +104,8 @@ int runCompressedDrafting(Args& args) {
   options.gamma = args.integer("gamma", 4);
   options.max_new = args.integer("max-new", 64);
   const bool ignore_eos = args.flag("ignore-eos");
-  const ModelBundle target = loadModelBundle(modelDirectory(args, "target", "target"), computeOptions());
+  const ModelBundle target = loadModelBundle(modelDirectory(args, "target", "target"), computeOptions(),
+                                             weightResidency(args));
   const std::vector<int64_t> prompt = promptIds(args, target);
   args.finish();
   if (!ignore_eos) options.eos_ids = target.eos_ids;

@@ -6,8 +6,8 @@
 namespace kvscope::cli {
 
 namespace {
-std::shared_ptr<ModelBundle> loadShared(const std::string& dir) {
-  return std::make_shared<ModelBundle>(loadModelBundle(dir, computeOptions()));
+std::shared_ptr<ModelBundle> loadShared(const std::string& dir, WeightResidency weights) {
+  return std::make_shared<ModelBundle>(loadModelBundle(dir, computeOptions(), weights));
 }
 
 // Keeps the bundle alive as long as the model is used.
@@ -18,7 +18,8 @@ std::shared_ptr<const CausalLM> sharedModel(const std::shared_ptr<ModelBundle>& 
 
 SessionSetup parseSessionSetup(Args& args) {
   SessionSetup setup;
-  setup.target = loadShared(modelDirectory(args, "target", "target"));
+  const WeightResidency weights = weightResidency(args);
+  setup.target = loadShared(modelDirectory(args, "target", "target"), weights);
   const auto ngram = args.value("ngram");
   const auto drafter_dir = args.value("drafter");
   if (ngram && drafter_dir) throw Error("give either --drafter DIR or --ngram N, not both");
@@ -28,7 +29,7 @@ SessionSetup parseSessionSetup(Args& args) {
     setup.drafter_label = "n-gram (n <= " + std::to_string(n) + ")";
   } else {
     const std::string dir = drafter_dir ? *drafter_dir : modelDirectory(args, "drafter", "drafter");
-    setup.drafter = loadShared(dir);
+    setup.drafter = loadShared(dir, weights);
     setup.drafter_impl = std::make_shared<ModelDrafter>(sharedModel(setup.drafter), dir);
     setup.drafter_label = dir;
   }

@@ -3,7 +3,8 @@
 // `audit`: --target DIR (--drafter DIR | --ngram N) (--prompt T | --prompt-ids ...)
 // --gamma G | --adaptive, --max-new N, --cache on|off, sampling, --seed,
 // --bookkeeping exact|seed, --ignore-eos, --trace-budget MB,
-// --evict POLICY:BUDGET[:every=N] (core/decode/session_eviction.h).
+// --evict POLICY:BUDGET[:every=N] (core/decode/session_eviction.h),
+// --weights stored|fp32 (core/model/weight_residency.h).
 #include <memory>
 #include <string>
 

@@ -48,16 +48,28 @@ nlohmann::json machine() {
           {"compute_dtype", "float32"}};
 }
 
+// How the weights are held: the residency asked for and the bytes by dtype.
+nlohmann::json weightsReport(const CausalLM& model, WeightResidency weights) {
+  nlohmann::json by_dtype = nlohmann::json::object();
+  double total = 0;
+  for (const auto& [dtype, bytes] : residentBytesByDtype(model)) {
+    by_dtype[dtype] = static_cast<double>(bytes) / 1e6;
+    total += static_cast<double>(bytes) / 1e6;
+  }
+  return {{"residency", weightResidencyName(weights)}, {"resident_mb", total}, {"resident_mb_by_dtype", by_dtype}};
+}
+
 // Loads `dir` (trials, at most 3; the one kept is the last) and records the
 // load time and the memory the first load needed.
-std::shared_ptr<ModelBundle> timedLoad(const std::string& dir, const TrialPlan& plan, nlohmann::json& report) {
+std::shared_ptr<ModelBundle> timedLoad(const std::string& dir, const TrialPlan& plan, WeightResidency weights,
+                                       nlohmann::json& report) {
   const double rss_before = currentRssMb();
   std::shared_ptr<ModelBundle> bundle;
   std::vector<double> samples;
   double peak_after_first = 0;
   for (int i = 0; i < std::clamp(plan.trials, 1, 3); ++i) {
     bundle.reset();  // never two copies at once
-    samples.push_back(elapsedMs([&] { bundle = std::make_shared<ModelBundle>(loadModelBundle(dir, torch::kFloat32)); }));
+    samples.push_back(elapsedMs([&] { bundle = std::make_shared<ModelBundle>(loadModelBundle(dir, torch::kFloat32, weights)); }));
     if (i == 0) peak_after_first = peakRssMb();
   }
   const ModelConfig& c = bundle->model->config();
@@ -69,7 +81,8 @@ std::shared_ptr<ModelBundle> timedLoad(const std::string& dir, const TrialPlan& 
             {"load", toJson(timingOf(samples))},
             {"rss_before_load_mb", rss_before},
             {"rss_after_load_mb", currentRssMb()},
-            {"peak_rss_after_first_load_mb", peak_after_first}};
+            {"peak_rss_after_first_load_mb", peak_after_first},
+            {"weights", weightsReport(*bundle->model, weights)}};
   return bundle;
 }
 
@@ -184,11 +197,11 @@ nlohmann::json runBenchmark(const BenchOptions& o, const BenchProgress& progress
                                      {"single_run_budget_ms", o.plan.single_run_budget_ms}}}};
   say(progress, "loading " + o.target_dir);
   nlohmann::json target_report, drafter_report;
-  const auto target = timedLoad(o.target_dir, o.plan, target_report);
+  const auto target = timedLoad(o.target_dir, o.plan, o.weights, target_report);
   std::shared_ptr<ModelBundle> drafter;
   if (!o.drafter_dir.empty()) {
     say(progress, "loading " + o.drafter_dir);
-    drafter = timedLoad(o.drafter_dir, o.plan, drafter_report);
+    drafter = timedLoad(o.drafter_dir, o.plan, o.weights, drafter_report);
     require(drafter->model->config().vocab_size == target->model->config().vocab_size,
             "bench: the drafter's vocabulary (" + std::to_string(drafter->model->config().vocab_size) +
                 ") differs from the target's (" + std::to_string(target->model->config().vocab_size) + ")");

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/bench/timing.h"
+#include "core/model/weight_residency.h"
 
 namespace kvscope {
 
@@ -30,6 +31,7 @@ struct BenchOptions {
   int64_t tracing_gamma = 4;
   int64_t bound_context = 1024;  // the decode step compared with the bandwidth bound (capped by the model's context)
   int64_t prefill_rows = 256;    // rows of the many-row forward compared with the baseline
+  WeightResidency weights = WeightResidency::Stored;  // both models' (core/model/weight_residency.h)
 
   void validate() const;  // throws Error naming the bad option
 };

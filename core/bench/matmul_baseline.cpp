@@ -21,9 +21,10 @@ MatmulBaseline::MatmulBaseline(const CausalLM& model) {
     // The embedding is a row lookup; it is multiplied only as a tied lm_head.
     if (isEmbedding(name) && !c.tie_word_embeddings) continue;
     const bool in_out = c.arch == Architecture::Gpt2 && !isEmbedding(name) && name != "lm_head.weight";
-    // libtorch's own best layout: row-major [out, in] (a copy of panels).
-    weights_.push_back(in_out ? tensor.t() : denseMatrix(tensor).contiguous());
-    bytes_ += static_cast<double>(tensor.numel() * tensor.element_size());
+    // libtorch's own best layout: row-major [out, in] (a copy of panels), in
+    // float32 (a 16-bit weight widened: the bound of the widen-at-load path).
+    weights_.push_back((in_out ? tensor.t() : denseMatrix(tensor).contiguous()).to(torch::kFloat32));
+    bytes_ += static_cast<double>(tensor.numel()) * sizeof(float);
   }
   // The lm_head comes last in a forward (namedParameters lists a tied one first).
   if (c.tie_word_embeddings && !weights_.empty()) std::rotate(weights_.begin(), weights_.begin() + 1, weights_.end());

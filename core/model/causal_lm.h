@@ -2,6 +2,7 @@
 // A causal language model (GPT-2 or Llama family) with an explicit-position
 // forward that feeds only the tokens not yet in the cache.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "core/cache/kv_cache.h"
 #include "core/model/model_config.h"
 #include "core/model/probe.h"
+#include "core/model/weight_residency.h"
 
 namespace kvscope {
 
@@ -107,7 +109,15 @@ std::unique_ptr<CausalLM> buildCausalLM(const ModelConfig& config, const NamedTe
                                         const c10::TensorOptions& options, const std::string& source);
 
 // Loads config.json (+ generation_config.json) and the safetensors weights of
-// a Hugging Face directory.
-std::unique_ptr<CausalLM> loadCausalLM(const std::string& dir, const c10::TensorOptions& options);
+// a Hugging Face directory. options: the compute dtype and device. weights:
+// whether bfloat16 / float16 dense weights stay so (Stored; with a float32
+// compute dtype on a CPU the few-row kernel runs on) or are widened to the
+// compute dtype (core/model/weight_residency.h).
+std::unique_ptr<CausalLM> loadCausalLM(const std::string& dir, const c10::TensorOptions& options,
+                                       WeightResidency weights = WeightResidency::Stored);
+
+// Bytes the model's parameters hold in memory (tied weights once), by dtype
+// as c10 names it ("Float", "BFloat16", "Half").
+std::map<std::string, int64_t> residentBytesByDtype(const CausalLM& model);
 
 }  // namespace kvscope

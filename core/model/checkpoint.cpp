@@ -3,6 +3,9 @@
 #include "core/model/dense.h"
 #include "core/model/few_rows.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -78,6 +81,21 @@ std::vector<std::string> shardFiles(const fs::path& index_path) {
   }
   if (files.empty()) fail(index_path.string(), "weight_map is empty");
   return files;
+}
+
+// Drops the mapped pages of rows [r, r + n) of a stored [rows, cols] tensor
+// once they are copied: a 0.5 B model's 272 MB bfloat16 embedding would
+// otherwise be resident twice (mapped and copied) until its copy ends, and
+// the load's peak would be the model plus its largest tensor.
+void releaseRows(const SafetensorsFile& file, const StTensorInfo& info, int64_t r, int64_t n, int64_t cols) {
+  const size_t row_bytes = static_cast<size_t>(cols) * stDTypeSize(info.dtype);
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(file.data(info)) + static_cast<uintptr_t>(r) * row_bytes;
+  // Only whole pages inside the rows: the next rows are still to be read.
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + static_cast<uintptr_t>(n) * row_bytes) / page * page;
+  // Advice only, as in SafetensorsFile::release.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 }  // namespace
@@ -164,6 +182,7 @@ at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const
       const int64_t n = std::min(kBlockRows, rows - r);  // a multiple of 16: rows is
       const at::Tensor block = view.narrow(0, r, n).to(target);  // [n, cols]
       panels.narrow(0, r / kPanelWidth, n / kPanelWidth).copy_(block.view({n / kPanelWidth, kPanelWidth, cols}).transpose(1, 2));
+      releaseRows(file, info, r, n, cols);
     }
     return panels;
   }
@@ -174,6 +193,7 @@ at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const
     const int64_t n = std::min(kBlockRows, rows - r);
     const at::Tensor block = view.narrow(0, r, n).to(target);  // [n, cols]
     out_t.narrow(1, r, n).copy_(block.t());
+    releaseRows(file, info, r, n, cols);
   }
   return out;
 }

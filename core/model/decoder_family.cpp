@@ -1,5 +1,9 @@
 #include "core/model/decoder_family.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "core/model/dense.h"
 #include "core/model/few_rows.h"
 
@@ -50,8 +54,17 @@ bool fusePanels(const std::vector<at::Tensor*>& parts, const std::vector<at::Ten
 
 void fuseProjections(DecoderLayerWeights& layer) {
   auto& w = layer;
-  if (!w.w_qkv.defined()) fusePanels({&w.wq, &w.wk, &w.wv}, {&w.bq, &w.bk, &w.bv}, w.w_qkv, w.b_qkv);
-  if (!w.w_gate_up.defined()) fusePanels({&w.w_gate, &w.w_up}, {&w.b_gate, &w.b_up}, w.w_gate_up, w.b_gate_up);
+  bool fused = false;
+  if (!w.w_qkv.defined()) fused |= fusePanels({&w.wq, &w.wk, &w.wv}, {&w.bq, &w.bk, &w.bv}, w.w_qkv, w.b_qkv);
+  if (!w.w_gate_up.defined()) fused |= fusePanels({&w.w_gate, &w.w_up}, {&w.b_gate, &w.b_up}, w.w_gate_up, w.b_gate_up);
+#if defined(__GLIBC__)
+  // The parts just freed (when the loader handed them over) sit inside the
+  // heap between weights that stay (core/runtime/allocator_tuning.h keeps
+  // allocations up to 32 MB there), so malloc would keep their pages: with
+  // 16-bit weights every matrix is panels and every layer is fused, about
+  // half the model. Handing them back costs a walk of the heap per layer.
+  if (fused) malloc_trim(0);
+#endif
 }
 
 namespace shapes {

@@ -17,9 +17,18 @@ constexpr int64_t kColumnMajorRowsMax = 8;
 // Panels take any number of rows (see dense()).
 constexpr int64_t kAnyRows = std::numeric_limits<int64_t>::max();
 
+// Weights up to kPanelMaxBytes in float32 (whatever their dtype) stay in
+// cache, so they take any number of rows through the kernel, as float32
+// panels do; and a 16-bit weight and its float32 widening then take the same
+// route for every row count, so their sums are the same.
+bool cacheResident(const at::Tensor& weight) {
+  return weight.numel() * static_cast<int64_t>(sizeof(float)) <= kPanelMaxBytes;
+}
+
 bool kernelTakes(const at::Tensor& x, const at::Tensor& weight, int64_t max_rows) {
   if (x.dim() != 2 || x.size(0) < 1 || x.size(0) > max_rows || !fewRowsSupported()) return false;
-  if (x.scalar_type() != at::kFloat || weight.scalar_type() != at::kFloat) return false;
+  const bool weight_ok = weight.scalar_type() == at::kFloat || isSixteenBit(weight.scalar_type());
+  if (x.scalar_type() != at::kFloat || !weight_ok) return false;
   if (!x.device().is_cpu() || !weight.device().is_cpu()) return false;
   // The kernel has no backward: training goes through BLAS.
   return !(at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad()));
@@ -30,20 +39,75 @@ at::Tensor kernelProduct(const at::Tensor& x, const FewRowsWeight& weight, const
   auto input = x.contiguous();                                 // [n, in]
   auto y = at::empty({x.size(0), weight.out}, x.options());  // [n, out]
   for (int64_t r = 0; r < x.size(0); r += kFewRowsMax) {
-    fewRowsProduct(input.data_ptr<float>() + r * weight.in, std::min(kFewRowsMax, x.size(0) - r), weight,
-                   y.data_ptr<float>() + r * weight.out);
+    const bool ran = fewRowsProduct(input.data_ptr<float>() + r * weight.in, std::min(kFewRowsMax, x.size(0) - r),
+                                    weight, y.data_ptr<float>() + r * weight.out);
+    TORCH_CHECK(ran, "few-row kernel refused a product kernelTakes() accepted");
   }
   if (bias.defined()) y.add_(bias);
   return y;
 }
 
+FewRowsType fewRowsType(c10::ScalarType dtype) {
+  if (dtype == at::kBFloat16) return FewRowsType::BF16;
+  if (dtype == at::kHalf) return FewRowsType::F16;
+  return FewRowsType::F32;
+}
+
 // weight [in, out], contiguous.
 FewRowsWeight inOutLayout(const at::Tensor& weight) {
-  return FewRowsWeight::inOut(weight.data_ptr<float>(), weight.size(0), weight.size(1));
+  return FewRowsWeight::inOut(weight.data_ptr(), fewRowsType(weight.scalar_type()), weight.size(0),
+                              weight.size(1));
 }
 
 FewRowsWeight panelLayout(const at::Tensor& panels) {
-  return FewRowsWeight::panels(panels.data_ptr<float>(), panels.size(1), panels.size(0) * kPanelWidth);
+  return FewRowsWeight::panels(panels.data_ptr(), fewRowsType(panels.scalar_type()), panels.size(1),
+                               panels.size(0) * kPanelWidth);
+}
+
+// Output columns per tile a many-row product over a 16-bit weight widens for
+// BLAS: about kPanelMaxBytes of float32, so the tile is still in cache when
+// BLAS packs it.
+int64_t tileVectors(int64_t in) {
+  return std::max<int64_t>(1, kPanelMaxBytes / (in * kPanelWidth * static_cast<int64_t>(sizeof(float))));
+}
+
+// x [n, in] (float32, contiguous) times a 16-bit weight -> [n, out]: each
+// tile of columns widened to float32 [in, tile] and multiplied by BLAS into
+// its columns of y. No float32 copy of the whole weight exists.
+at::Tensor widenedTiles(const at::Tensor& x, const FewRowsWeight& weight, const at::Tensor& bias) {
+  const int64_t vectors = weight.out / kPanelWidth, per_tile = std::min(vectors, tileVectors(weight.in));
+  auto y = at::empty({x.size(0), weight.out}, x.options());                    // [n, out]
+  auto buffer = at::empty({weight.in * per_tile * kPanelWidth}, x.options());  // [in * tile] floats
+  for (int64_t v = 0; v < vectors; v += per_tile) {
+    const int64_t count = std::min(per_tile, vectors - v), width = count * kPanelWidth;
+    auto tile = buffer.narrow(0, 0, weight.in * width).view({weight.in, width});  // [in, width]
+    widenVectors(weight, v, count, tile.data_ptr<float>());
+    auto columns = y.narrow(1, v * kPanelWidth, width);  // [n, width], row stride out
+    // The bias inside the product, as torch::linear and addmm add it.
+    if (bias.defined()) at::addmm_out(columns, bias.narrow(0, v * kPanelWidth, width), x, tile);
+    else at::mm_out(columns, x, tile);
+  }
+  return y;
+}
+
+// x [..., in] times a bfloat16 / float16 weight: panels [P, in, 16], or
+// [in, out] contiguous (in_out: GPT-2's Conv1D). See dense.h.
+at::Tensor sixteenBitProduct(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool in_out) {
+  const bool usable = (isPanels(weight) || (in_out && weight.is_contiguous())) && x.scalar_type() == at::kFloat;
+  const FewRowsWeight layout = usable ? (in_out ? inOutLayout(weight) : panelLayout(weight)) : FewRowsWeight{};
+  const bool training = at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad());
+  if (!usable || layout.out % kPanelWidth != 0 || training) {
+    // Not a layout the kernel reads (a weight re-stored by hand, or one for
+    // training): a float32 copy, as the weight's checkpoint would load.
+    const auto widened = weight.to(at::kFloat);
+    return in_out ? denseInOut(x, widened, bias) : dense(x, widened, bias);
+  }
+  auto shape = x.sizes().vec();
+  shape.back() = layout.out;
+  auto rows = x.reshape({-1, layout.in}).contiguous();  // [n, in]
+  const int64_t max_rows = cacheResident(weight) ? kAnyRows : kFewRowsMax;
+  if (kernelTakes(rows, weight, max_rows)) return kernelProduct(rows, layout, bias).view(shape);
+  return widenedTiles(rows, layout, bias).view(shape);  // [..., out]
 }
 
 // x [n, in] (any n) times panels [P, in, 16] -> [n, P * 16] with BLAS, on an
@@ -77,9 +141,15 @@ at::Tensor noRows(const at::Tensor& x, int64_t out) {
 
 }  // namespace
 
+bool isSixteenBit(c10::ScalarType dtype) { return dtype == at::kBFloat16 || dtype == at::kHalf; }
+
 bool packsIntoPanels(int64_t out, int64_t in, c10::ScalarType dtype) {
+  if (out <= 0 || out % kPanelWidth != 0) return false;
+  // 16-bit weights: panels at any size, the kernel being their only reader
+  // that needs no float32 copy (dense.h).
+  if (isSixteenBit(dtype)) return fewRowsCpuSupported();
   const int64_t bytes = out * in * static_cast<int64_t>(sizeof(float));
-  return dtype == at::kFloat && out > 0 && out % kPanelWidth == 0 && bytes <= kPanelMaxBytes && fewRowsSupported();
+  return dtype == at::kFloat && bytes <= kPanelMaxBytes && fewRowsSupported();
 }
 
 at::Tensor packForInference(const at::Tensor& weight) {
@@ -106,10 +176,15 @@ at::Tensor denseMatrix(const at::Tensor& weight) {
 }
 
 at::Tensor denseRows(const at::Tensor& weight, const at::Tensor& ids) {
-  if (!isPanels(weight)) return weight.index_select(0, ids);
-  // Row j of [out, in] is column j % 16 of panel j / 16: [n, in].
-  using torch::indexing::Slice;
-  return weight.index({ids.div(kPanelWidth, "floor"), Slice(), ids.remainder(kPanelWidth)});
+  at::Tensor rows;  // [n, in]
+  if (!isPanels(weight)) {
+    rows = weight.index_select(0, ids);
+  } else {
+    // Row j of [out, in] is column j % 16 of panel j / 16.
+    using torch::indexing::Slice;
+    rows = weight.index({ids.div(kPanelWidth, "floor"), Slice(), ids.remainder(kPanelWidth)});
+  }
+  return isSixteenBit(rows.scalar_type()) ? rows.to(at::kFloat) : rows;
 }
 
 at::Tensor columnMajor(const at::Tensor& weight) {
@@ -119,6 +194,11 @@ at::Tensor columnMajor(const at::Tensor& weight) {
 
 at::Tensor dense(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   if (x.numel() == 0) return noRows(x, denseShape(weight)[0]);
+  if (isSixteenBit(weight.scalar_type())) {
+    // Column-major (out not a multiple of 16) or row-major: BLAS's layouts.
+    if (!isPanels(weight)) return dense(x, weight.to(at::kFloat), bias);
+    return sixteenBitProduct(x, weight, bias, /*in_out=*/false);
+  }
   if (isPanels(weight)) {
     // Panels stay in cache, so every pass of 16 rows reads them from there:
     // bundled target, 2 threads, a 17 / 32 / 64 / 128-row forward 3.5 / 4.4 /
@@ -136,6 +216,12 @@ at::Tensor dense(const at::Tensor& x, const at::Tensor& weight, const at::Tensor
 
 at::Tensor denseInOut(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   if (x.numel() == 0) return noRows(x, weight.size(1));
+  if (isSixteenBit(weight.scalar_type())) return sixteenBitProduct(x, weight, bias, /*in_out=*/true);
+  // Small ones (in cache) to the kernel for any rows, like panels: then a
+  // 16-bit Conv1D weight and its float32 widening sum alike.
+  if (weight.is_contiguous() && cacheResident(weight) && kernelTakes(x, weight, kAnyRows)) {
+    return kernelProduct(x, inOutLayout(weight), bias);
+  }
   if (x.dim() == 2 && x.size(0) == 1) return oneRow(x, weight.t(), bias);
   if (weight.is_contiguous() && kernelTakes(x, weight, kColumnMajorRowsMax)) {
     return kernelProduct(x, inOutLayout(weight), bias);

@@ -24,6 +24,18 @@
 //   panels).
 // Training keeps row-major [out, in] tensors with autograd: every function
 // here accepts all three layouts.
+//
+// A weight may also be bfloat16 or float16, as its checkpoint stores it
+// (core/model/weight_residency.h): then it is panels whenever out is a
+// multiple of 16, whatever its size, because the few-row kernel, which widens
+// it in registers, is the only reader that does not need a float32 copy. Up
+// to 16 rows, and any number for weights up to kPanelMaxBytes in float32
+// (cache-resident), go to the kernel; a many-row product (a prefill) over a
+// larger one widens a tile of columns at a time for BLAS. The sums are the
+// float32 path's: same kernel, same order, wherever the float32 weight goes
+// to the kernel too (every weight up to kPanelMaxBytes). GPT-2's Conv1D
+// weights stay [in, out], which the kernel reads directly; those up to
+// kPanelMaxBytes go to it for any number of rows in float32 as well.
 #include <cstdint>
 #include <vector>
 
@@ -36,6 +48,9 @@ constexpr int64_t kPanelMaxBytes = 2 << 20;
 
 // Whether packForInference stores a weight [out, in] of `dtype` as panels.
 bool packsIntoPanels(int64_t out, int64_t in, c10::ScalarType dtype);
+
+// bfloat16 or float16: a weight kept as its checkpoint stores it.
+bool isSixteenBit(c10::ScalarType dtype);
 
 // weight [out, in] -> the same values in the inference layout: panels
 // [out / 16, in, 16] or column-major [out, in] (strides (1, out)).
@@ -51,7 +66,8 @@ std::vector<int64_t> denseShape(const at::Tensor& weight);
 // The weight as an [out, in] tensor: itself, or for panels a row-major copy.
 at::Tensor denseMatrix(const at::Tensor& weight);
 // Rows `ids` ([n] int64) of a weight [out, in] in any layout -> [n, in]: the
-// embedding lookup of a head tied to the embedding.
+// embedding lookup (also of a head tied to the embedding), float32 when the
+// weight is 16-bit.
 at::Tensor denseRows(const at::Tensor& weight, const at::Tensor& ids);
 
 // x [n, in], weight [out, in] in any layout, bias [out] or undefined -> [n, out].

@@ -4,8 +4,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <cstring>
 
 #include <ATen/Parallel.h>
+#include <c10/util/Half.h>
+
+// GCC 12 reports the intrinsics' own _mm512_undefined_epi32() (inside
+// _mm512_cvtepu16_epi32 and _mm512_slli_epi32) as maybe uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace kvscope {
 namespace {
@@ -13,6 +20,11 @@ namespace {
 // Below this many multiply-adds per thread a second thread costs more than
 // it saves (an OpenMP fork/join is a few microseconds).
 constexpr int64_t kMinWorkPerThread = 64 * 1024;
+
+// Inputs per step when more rows than one register pass holds share a block
+// of the weight: the block's slice (3 vectors x 256 inputs, 48 KB in float32)
+// stays in cache while every pass reads it.
+constexpr int64_t kInputsPerStep = 256;
 
 std::atomic<bool> kernel_enabled{true};
 
@@ -22,8 +34,44 @@ bool cpuHasAvx512() {
 }
 
 bool cpuHasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool has =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   return has;
+}
+
+// The element types of a weight, as distinct C++ types for the templates.
+struct Bf16 {
+  uint16_t bits;
+};
+struct Half {
+  uint16_t bits;
+};
+
+// 16 elements at p widened to float32 (AVX-512). Masked lanes read as 0; a
+// 16-bit weight has no partial vectors (its out is a multiple of 16), so the
+// mask is always full there. bfloat16 is the top half of a float32: widened
+// by a shift, exactly.
+__attribute__((target("avx512f"), always_inline)) inline __m512 load512(const float* p, __mmask16 mask) {
+  return _mm512_maskz_loadu_ps(mask, p);
+}
+__attribute__((target("avx512f"), always_inline)) inline __m512 load512(const Bf16* p, __mmask16) {
+  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+__attribute__((target("avx512f"), always_inline)) inline __m512 load512(const Half* p, __mmask16) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// 8 elements at p widened to float32 (AVX2).
+__attribute__((target("avx2,f16c"), always_inline)) inline __m256 load256(const float* p, __m256i mask) {
+  return _mm256_maskload_ps(p, mask);
+}
+__attribute__((target("avx2,f16c"), always_inline)) inline __m256 load256(const Bf16* p, __m256i) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+__attribute__((target("avx2,f16c"), always_inline)) inline __m256 load256(const Half* p, __m256i) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
 // Columns of the block at j0 that exist (the last block of a plain matrix
@@ -32,18 +80,29 @@ int64_t columnsLeft(const FewRowsWeight& w, int64_t j0, int64_t vector) {
   return std::clamp<int64_t>(w.out - j0 - kPanelWidth * vector, 0, kPanelWidth);
 }
 
+// What one register block works on: rows x [M, in] of the block's row
+// group, their outputs y [M, out], inputs [k0, k1). `resume`: the outputs
+// hold the sums over inputs [0, k0) (an earlier step), which continue in the
+// same order, so the result does not depend on the steps.
+struct Step {
+  const float* x;
+  float* y;
+  int64_t k0, k1;
+  bool resume;
+};
+
 // One register block: y[r, j0 .. j0 + 16 NB) for rows r = 0 .. M-1. The NB
 // x M accumulators stay in registers while the loop walks the block's
-// 16-column vectors of the weight down its `in` rows. The small loops are
+// 16-column vectors of the weight down its inputs. The small loops are
 // unrolled by pragma: rolled, GCC -O2 keeps the accumulator array in memory
 // and stores all of it every iteration (3.5x slower).
-template <int M, int NB>
-__attribute__((target("avx512f,fma"))) void block512(const float* x, const FewRowsWeight& w, float* y, int64_t j0) {
-  const float* vectors[NB];
+template <typename W, int M, int NB>
+__attribute__((target("avx512f,fma"))) void block512(const FewRowsWeight& w, const Step& s, int64_t j0) {
+  const W* vectors[NB];
   __mmask16 mask[NB];
   #pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) {
-    vectors[b] = w.data + (j0 / kPanelWidth + b) * w.vector_stride;
+    vectors[b] = static_cast<const W*>(w.data) + (j0 / kPanelWidth + b) * w.vector_stride;
     const int64_t left = columnsLeft(w, j0, b);
     mask[b] = left == kPanelWidth ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
   }
@@ -51,14 +110,15 @@ __attribute__((target("avx512f,fma"))) void block512(const float* x, const FewRo
   #pragma GCC unroll 16
   for (int r = 0; r < M; ++r)
     #pragma GCC unroll 16
-    for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_setzero_ps();
-  for (int64_t i = 0, offset = 0; i < w.in; ++i, offset += w.row_stride) {
+    for (int b = 0; b < NB; ++b)
+      acc[r][b] = s.resume ? _mm512_maskz_loadu_ps(mask[b], s.y + r * w.out + j0 + kPanelWidth * b) : _mm512_setzero_ps();
+  for (int64_t i = s.k0, offset = s.k0 * w.row_stride; i < s.k1; ++i, offset += w.row_stride) {
     __m512 wv[NB];
     #pragma GCC unroll 16
-    for (int b = 0; b < NB; ++b) wv[b] = _mm512_maskz_loadu_ps(mask[b], vectors[b] + offset);
+    for (int b = 0; b < NB; ++b) wv[b] = load512(vectors[b] + offset, mask[b]);
     #pragma GCC unroll 16
     for (int r = 0; r < M; ++r) {
-      const __m512 xr = _mm512_set1_ps(x[r * w.in + i]);
+      const __m512 xr = _mm512_set1_ps(s.x[r * w.in + i]);
       #pragma GCC unroll 16
       for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_fmadd_ps(xr, wv[b], acc[r][b]);
     }
@@ -66,18 +126,18 @@ __attribute__((target("avx512f,fma"))) void block512(const float* x, const FewRo
   #pragma GCC unroll 16
   for (int r = 0; r < M; ++r)
     #pragma GCC unroll 16
-    for (int b = 0; b < NB; ++b) _mm512_mask_storeu_ps(y + r * w.out + j0 + kPanelWidth * b, mask[b], acc[r][b]);
+    for (int b = 0; b < NB; ++b) _mm512_mask_storeu_ps(s.y + r * w.out + j0 + kPanelWidth * b, mask[b], acc[r][b]);
 }
 
 // The AVX2 twin: each 16-column vector is two 8-wide halves.
-template <int M, int NB>
-__attribute__((target("avx2,fma"))) void block256(const float* x, const FewRowsWeight& w, float* y, int64_t j0) {
+template <typename W, int M, int NB>
+__attribute__((target("avx2,fma,f16c"))) void block256(const FewRowsWeight& w, const Step& s, int64_t j0) {
   constexpr int V = 2 * NB;  // 8-wide vectors per row
-  const float* vectors[V];
+  const W* vectors[V];
   __m256i mask[V];
   #pragma GCC unroll 16
   for (int v = 0; v < V; ++v) {
-    vectors[v] = w.data + (j0 / kPanelWidth + v / 2) * w.vector_stride + 8 * (v % 2);
+    vectors[v] = static_cast<const W*>(w.data) + (j0 / kPanelWidth + v / 2) * w.vector_stride + 8 * (v % 2);
     const int64_t left = std::clamp<int64_t>(columnsLeft(w, j0, v / 2) - 8 * (v % 2), 0, 8);
     alignas(32) int32_t lanes[8];
     for (int k = 0; k < 8; ++k) lanes[k] = k < left ? -1 : 0;
@@ -87,14 +147,15 @@ __attribute__((target("avx2,fma"))) void block256(const float* x, const FewRowsW
   #pragma GCC unroll 16
   for (int r = 0; r < M; ++r)
     #pragma GCC unroll 16
-    for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
-  for (int64_t i = 0, offset = 0; i < w.in; ++i, offset += w.row_stride) {
+    for (int v = 0; v < V; ++v)
+      acc[r][v] = s.resume ? _mm256_maskload_ps(s.y + r * w.out + j0 + 8 * v, mask[v]) : _mm256_setzero_ps();
+  for (int64_t i = s.k0, offset = s.k0 * w.row_stride; i < s.k1; ++i, offset += w.row_stride) {
     __m256 wv[V];
     #pragma GCC unroll 16
-    for (int v = 0; v < V; ++v) wv[v] = _mm256_maskload_ps(vectors[v] + offset, mask[v]);
+    for (int v = 0; v < V; ++v) wv[v] = load256(vectors[v] + offset, mask[v]);
     #pragma GCC unroll 16
     for (int r = 0; r < M; ++r) {
-      const __m256 xr = _mm256_set1_ps(x[r * w.in + i]);
+      const __m256 xr = _mm256_set1_ps(s.x[r * w.in + i]);
       #pragma GCC unroll 16
       for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(xr, wv[v], acc[r][v]);
     }
@@ -102,7 +163,7 @@ __attribute__((target("avx2,fma"))) void block256(const float* x, const FewRowsW
   #pragma GCC unroll 16
   for (int r = 0; r < M; ++r)
     #pragma GCC unroll 16
-    for (int v = 0; v < V; ++v) _mm256_maskstore_ps(y + r * w.out + j0 + 8 * v, mask[v], acc[r][v]);
+    for (int v = 0; v < V; ++v) _mm256_maskstore_ps(s.y + r * w.out + j0 + 8 * v, mask[v], acc[r][v]);
 }
 
 // 16-column vectors per block for M rows: as many as fit beside the M x NB
@@ -116,69 +177,165 @@ template <int M>
 constexpr int kVectors512 = M <= 4 ? 6 : M == 5 ? 5 : M == 6 ? 4 : 3;
 template <int M>
 constexpr int kVectors256 = M == 1 ? 4 : M == 2 ? 3 : M == 3 ? 2 : 1;
-constexpr int64_t kMaxRows512 = 8;
-constexpr int64_t kMaxRows256 = 6;
+constexpr int kMaxRows512 = 8;
+constexpr int kMaxRows256 = 6;
 
 // A block of `vectors` (1 .. NB) 16-column vectors at vector v: the widest
 // register block, or the narrower one a range's remainder needs.
-template <bool Avx512, int M, int NB>
-void narrowBlock(const float* x, const FewRowsWeight& w, float* y, int64_t v, int64_t vectors) {
+template <bool Avx512, typename W, int M, int NB>
+void narrowBlock(const FewRowsWeight& w, const Step& s, int64_t v, int64_t vectors) {
   if constexpr (NB > 1) {
-    if (vectors < NB) return narrowBlock<Avx512, M, NB - 1>(x, w, y, v, vectors);
+    if (vectors < NB) return narrowBlock<Avx512, W, M, NB - 1>(w, s, v, vectors);
   }
   if constexpr (Avx512) {
-    block512<M, NB>(x, w, y, v * kPanelWidth);
+    block512<W, M, NB>(w, s, v * kPanelWidth);
   } else {
-    block256<M, NB>(x, w, y, v * kPanelWidth);
+    block256<W, M, NB>(w, s, v * kPanelWidth);
   }
 }
 
-// Vectors [first, last): full-width blocks, then one narrower block for the
-// remainder (a full-width block there would multiply masked-off zeros).
-template <bool Avx512, int M>
-void vectorRange(const float* x, const FewRowsWeight& w, float* y, int64_t first, int64_t last) {
-  constexpr int NB = Avx512 ? kVectors512<M> : kVectors256<M>;
-  int64_t v = first;
-  for (; v + NB <= last; v += NB) narrowBlock<Avx512, M, NB>(x, w, y, v, NB);
-  if (v < last) narrowBlock<Avx512, M, NB>(x, w, y, v, last - v);
+// The block at vector v, `vectors` wide (<= NB), for a group of `rows`
+// (1 .. the register pass's maximum) rows.
+template <bool Avx512, typename W, int NB>
+void groupBlock(const FewRowsWeight& w, const Step& s, int rows, int64_t v, int64_t vectors) {
+  switch (rows) {
+    case 1: return narrowBlock<Avx512, W, 1, NB>(w, s, v, vectors);
+    case 2: return narrowBlock<Avx512, W, 2, NB>(w, s, v, vectors);
+    case 3: return narrowBlock<Avx512, W, 3, NB>(w, s, v, vectors);
+    case 4: return narrowBlock<Avx512, W, 4, NB>(w, s, v, vectors);
+    case 5: return narrowBlock<Avx512, W, 5, NB>(w, s, v, vectors);
+    case 6: return narrowBlock<Avx512, W, 6, NB>(w, s, v, vectors);
+  }
+  if constexpr (Avx512) {
+    if (rows == 7) return narrowBlock<Avx512, W, 7, NB>(w, s, v, vectors);
+    return narrowBlock<Avx512, W, 8, NB>(w, s, v, vectors);
+  }
 }
 
-// All output columns for M rows, split over threads by 16-column vectors
-// (not by register blocks), so the shares are equal however the width
-// divides: split by blocks, a 256-column weight at 5 rows gave one thread
-// 160 columns and the other 96, and at 3 rows 192 and 64.
-template <int M>
-void product(bool avx512, const float* x, const FewRowsWeight& w, float* y) {
+// Vectors [first, last) for M rows that fit one register pass: full-width
+// blocks, then one narrower block for the remainder (a full-width block
+// there would multiply masked-off zeros). Each block reads its slice of the
+// weight once, down all inputs.
+template <bool Avx512, typename W, int M>
+void onePass(const FewRowsWeight& w, const float* x, float* y, int64_t first, int64_t last) {
+  constexpr int NB = Avx512 ? kVectors512<M> : kVectors256<M>;
+  const Step s{x, y, 0, w.in, false};
+  int64_t v = first;
+  for (; v + NB <= last; v += NB) narrowBlock<Avx512, W, M, NB>(w, s, v, NB);
+  if (v < last) narrowBlock<Avx512, W, M, NB>(w, s, v, last - v);
+}
+
+// Vectors [first, last) for more rows than one register pass holds: per
+// block, kInputsPerStep inputs at a time, every group of rows takes its pass
+// over that slice while it is in cache. So the weight is read from memory
+// once, not once per group (a 16-row verify of a memory-bound model cost two
+// single-pass reads before).
+template <bool Avx512, typename W>
+void groupedPasses(const FewRowsWeight& w, const float* x, int64_t rows, float* y, int64_t first, int64_t last) {
+  constexpr int kGroup = Avx512 ? kMaxRows512 : kMaxRows256;
+  constexpr int NB = Avx512 ? kVectors512<kGroup> : kVectors256<kGroup>;
+  for (int64_t v = first; v < last; v += NB) {
+    const int64_t vectors = std::min<int64_t>(NB, last - v);
+    for (int64_t k0 = 0; k0 < w.in; k0 += kInputsPerStep) {
+      const int64_t k1 = std::min(w.in, k0 + kInputsPerStep);
+      for (int64_t r = 0; r < rows; r += kGroup) {
+        const Step s{x + r * w.in, y + r * w.out, k0, k1, k0 > 0};
+        groupBlock<Avx512, W, NB>(w, s, static_cast<int>(std::min<int64_t>(kGroup, rows - r)), v, vectors);
+      }
+    }
+  }
+}
+
+template <bool Avx512, typename W>
+void vectorRange(const FewRowsWeight& w, const float* x, int64_t rows, float* y, int64_t first, int64_t last) {
+  constexpr int kGroup = Avx512 ? kMaxRows512 : kMaxRows256;
+  if (rows > kGroup) return groupedPasses<Avx512, W>(w, x, rows, y, first, last);
+  switch (rows) {
+    case 1: return onePass<Avx512, W, 1>(w, x, y, first, last);
+    case 2: return onePass<Avx512, W, 2>(w, x, y, first, last);
+    case 3: return onePass<Avx512, W, 3>(w, x, y, first, last);
+    case 4: return onePass<Avx512, W, 4>(w, x, y, first, last);
+    case 5: return onePass<Avx512, W, 5>(w, x, y, first, last);
+    case 6: return onePass<Avx512, W, 6>(w, x, y, first, last);
+  }
+  if constexpr (Avx512) {
+    if (rows == 7) return onePass<Avx512, W, 7>(w, x, y, first, last);
+    return onePass<Avx512, W, 8>(w, x, y, first, last);
+  }
+}
+
+template <bool Avx512>
+void typedRange(const FewRowsWeight& w, const float* x, int64_t rows, float* y, int64_t first, int64_t last) {
+  switch (w.type) {
+    case FewRowsType::F32: return vectorRange<Avx512, float>(w, x, rows, y, first, last);
+    case FewRowsType::BF16: return vectorRange<Avx512, Bf16>(w, x, rows, y, first, last);
+    case FewRowsType::F16: return vectorRange<Avx512, Half>(w, x, rows, y, first, last);
+  }
+}
+
+// All output columns, split over threads by 16-column vectors (not by
+// register blocks), so the shares are equal however the width divides:
+// split by blocks, a 256-column weight at 5 rows gave one thread 160 columns
+// and the other 96, and at 3 rows 192 and 64.
+void product(bool avx512, const float* x, int64_t rows, const FewRowsWeight& w, float* y) {
   const int64_t vectors = (w.out + kPanelWidth - 1) / kPanelWidth;
-  const int64_t grain = std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, M * w.in * kPanelWidth));
+  const int64_t grain = std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, rows * w.in * kPanelWidth));
   at::parallel_for(0, vectors, grain, [&](int64_t first, int64_t last) {
     if (avx512) {
-      vectorRange<true, M>(x, w, y, first, last);
+      typedRange<true>(w, x, rows, y, first, last);
     } else {
-      vectorRange<false, M>(x, w, y, first, last);
+      typedRange<false>(w, x, rows, y, first, last);
     }
   });
 }
 
-// rows <= 8 for AVX-512, <= 6 for AVX2.
-void productOfRows(bool avx512, const float* x, int64_t rows, const FewRowsWeight& w, float* y) {
-  switch (rows) {
-    case 1: product<1>(avx512, x, w, y); break;
-    case 2: product<2>(avx512, x, w, y); break;
-    case 3: product<3>(avx512, x, w, y); break;
-    case 4: product<4>(avx512, x, w, y); break;
-    case 5: product<5>(avx512, x, w, y); break;
-    case 6: product<6>(avx512, x, w, y); break;
-    case 7: product<7>(avx512, x, w, y); break;
-    default: product<8>(avx512, x, w, y); break;
+float widenScalar(float value) { return value; }
+float widenScalar(Bf16 value) {
+  const uint32_t bits = static_cast<uint32_t>(value.bits) << 16;
+  float out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+float widenScalar(Half value) { return c10::detail::fp16_ieee_to_fp32_value(value.bits); }
+
+// One input row of vectors [first, first + count) widened into out_row.
+template <typename W>
+__attribute__((target("avx512f"))) void widenRow512(const FewRowsWeight& w, int64_t i, int64_t first, int64_t count,
+                                                    float* out_row) {
+  for (int64_t c = 0; c < count; ++c) {
+    const W* p = static_cast<const W*>(w.data) + (first + c) * w.vector_stride + i * w.row_stride;
+    const int64_t left = columnsLeft(w, (first + c) * kPanelWidth, 0);
+    const __mmask16 mask = left == kPanelWidth ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    _mm512_storeu_ps(out_row + c * kPanelWidth, load512(p, mask));
   }
+}
+
+template <typename W>
+void widenRows(const FewRowsWeight& w, int64_t first, int64_t count, float* out) {
+  const int64_t width = count * kPanelWidth;
+  at::parallel_for(0, w.in, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, width)), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float* row = out + i * width;
+      if (cpuHasAvx512()) {
+        widenRow512<W>(w, i, first, count, row);
+        continue;
+      }
+      for (int64_t c = 0; c < count; ++c) {
+        const W* p = static_cast<const W*>(w.data) + (first + c) * w.vector_stride + i * w.row_stride;
+        const int64_t left = columnsLeft(w, (first + c) * kPanelWidth, 0);
+        for (int64_t k = 0; k < kPanelWidth; ++k) row[c * kPanelWidth + k] = k < left ? widenScalar(p[k]) : 0.0f;
+      }
+    }
+  });
 }
 
 }  // namespace
 
 void setFewRowsKernelEnabled(bool enabled) { kernel_enabled = enabled; }
 
-bool fewRowsSupported() { return kernel_enabled && (cpuHasAvx512() || cpuHasAvx2()); }
+bool fewRowsCpuSupported() { return cpuHasAvx512() || cpuHasAvx2(); }
+
+bool fewRowsSupported() { return kernel_enabled && fewRowsCpuSupported(); }
 
 bool fewRowsProduct(const float* x, int64_t rows, const FewRowsWeight& weight, float* y) {
   return fewRowsProduct(cpuHasAvx512() ? FewRowsIsa::Avx512 : FewRowsIsa::Avx2, x, rows, weight, y);
@@ -187,13 +344,21 @@ bool fewRowsProduct(const float* x, int64_t rows, const FewRowsWeight& weight, f
 bool fewRowsProduct(FewRowsIsa isa, const float* x, int64_t rows, const FewRowsWeight& weight, float* y) {
   const bool avx512 = isa == FewRowsIsa::Avx512;
   if (!kernel_enabled || !(avx512 ? cpuHasAvx512() : cpuHasAvx2()) || rows < 1 || rows > kFewRowsMax) return false;
-  // Passes of at most the rows whose accumulators fit the registers; each
-  // pass reads the weight once.
-  const int64_t per_pass = avx512 ? kMaxRows512 : kMaxRows256;
-  for (int64_t r = 0; r < rows; r += per_pass) {
-    productOfRows(avx512, x + r * weight.in, std::min(per_pass, rows - r), weight, y + r * weight.out);
-  }
+  if (weight.type != FewRowsType::F32 && weight.out % kPanelWidth != 0) return false;
+  product(avx512, x, rows, weight, y);
   return true;
+}
+
+}  // namespace kvscope
+
+namespace kvscope {
+
+void widenVectors(const FewRowsWeight& weight, int64_t first, int64_t count, float* out) {
+  switch (weight.type) {
+    case FewRowsType::F32: return widenRows<float>(weight, first, count, out);
+    case FewRowsType::BF16: return widenRows<Bf16>(weight, first, count, out);
+    case FewRowsType::F16: return widenRows<Half>(weight, first, count, out);
+  }
 }
 
 }  // namespace kvscope

@@ -132,7 +132,7 @@ at::Tensor Gpt2Model::forwardImpl(const at::Tensor& tokens, int64_t start_pos, K
                                   int64_t logit_rows) const {
   const int64_t n = tokens.size(0);
   auto positions = torch::arange(start_pos, start_pos + n, torch::kInt64);
-  auto x = denseRows(wte_, tokens) + wpe_.index_select(0, positions);  // [n, C]
+  auto x = denseRows(wte_, tokens) + denseRows(wpe_, positions);  // [n, C]; float32 rows of 16-bit tables
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
     x = x + attention(layer, static_cast<int64_t>(i), layerNorm(x, layer.ln1_w, layer.ln1_b), cache, probes);

@@ -31,16 +31,16 @@ std::vector<TensorSpec> LlamaModel::expectedTensors(const ModelConfig& c) {
   return specs;
 }
 
-LlamaModel::LlamaModel(const ModelConfig& config, const std::map<std::string, at::Tensor>& w,
+LlamaModel::LlamaModel(const ModelConfig& config, std::map<std::string, at::Tensor> w,
                        const c10::TensorOptions& options)
     : CausalLM(config, options), rope_(config) {
   embed_ = w.at("model.embed_tokens.weight");
   for (int64_t i = 0; i < config.num_layers; ++i) {
     Layer layer;
     for (const LayerWeightSpec& spec : layerWeightSpecs(config.family)) {
-      if (presentIn(spec, config)) layer.*spec.slot = w.at(layerName(i, spec.leaf));
+      if (presentIn(spec, config)) layer.*spec.slot = std::move(w.at(layerName(i, spec.leaf)));
     }
-    fuseProjections(layer);  // loaded in the inference layout: panels
+    fuseProjections(layer);  // loaded in the inference layout: panels; the parts' own copies freed here
     layers_.push_back(layer);
   }
   final_norm_ = w.at("model.norm.weight");

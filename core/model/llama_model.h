@@ -17,7 +17,8 @@ namespace kvscope {
 
 class LlamaModel : public CausalLM {
  public:
-  LlamaModel(const ModelConfig& config, const std::map<std::string, at::Tensor>& weights,
+  // weights: by value, so each layer's parts are released as they are fused.
+  LlamaModel(const ModelConfig& config, std::map<std::string, at::Tensor> weights,
              const c10::TensorOptions& options);
   static std::vector<TensorSpec> expectedTensors(const ModelConfig& config);
   // Whether layOutForInference keeps this checkpoint tensor column-major, so

@@ -15,10 +15,10 @@ bool ModelBundle::isEos(int64_t id) const {
   return std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end();
 }
 
-ModelBundle loadModelBundle(const std::string& dir, const c10::TensorOptions& options) {
+ModelBundle loadModelBundle(const std::string& dir, const c10::TensorOptions& options, WeightResidency weights) {
   ModelBundle bundle;
   bundle.dir = dir;
-  bundle.model = loadCausalLM(dir, options);
+  bundle.model = loadCausalLM(dir, options, weights);
   const int64_t model_vocab = bundle.model->config().vocab_size;
   bundle.has_tokenizer = fs::exists(fs::path(dir) / "tokenizer.json");
   if (bundle.has_tokenizer) {

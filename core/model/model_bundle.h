@@ -10,6 +10,7 @@
 
 #include "core/model/causal_lm.h"
 #include "core/model/tokenizer/tokenizer.h"
+#include "core/model/weight_residency.h"
 
 namespace kvscope {
 
@@ -28,7 +29,9 @@ struct ModelBundle {
 
 // Throws Error naming the directory and problem (missing files, bad config,
 // a tokenizer.json that does not load or is larger than the model's
-// vocabulary, ...). A missing tokenizer.json is not an error.
-ModelBundle loadModelBundle(const std::string& dir, const c10::TensorOptions& options);
+// vocabulary, ...). A missing tokenizer.json is not an error. weights: see
+// core/model/weight_residency.h.
+ModelBundle loadModelBundle(const std::string& dir, const c10::TensorOptions& options,
+                            WeightResidency weights = WeightResidency::Stored);
 
 }  // namespace kvscope
