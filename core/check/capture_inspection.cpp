@@ -48,18 +48,6 @@ RoleReference referenceFor(const CaptureFile& file, CaptureRole role, const Load
   return {};
 }
 
-std::shared_ptr<const std::vector<std::string>> vocabularyOf(const Tokenizer& tokenizer) {
-  auto vocab = std::make_shared<std::vector<std::string>>();
-  for (int64_t id = 0; id < tokenizer.vocabSize(); ++id) {
-    try {
-      vocab->push_back(tokenizer.tokenText(id));
-    } catch (const std::exception&) {
-      vocab->push_back("<id " + std::to_string(id) + ">");
-    }
-  }
-  return vocab;
-}
-
 }  // namespace
 
 CaptureInspection inspectCapture(const std::string& path, const std::array<LoadedCaptureModel, kCaptureRoles>& loaded,

@@ -14,9 +14,7 @@ namespace {
 
 int64_t size(const std::vector<int64_t>& v) { return static_cast<int64_t>(v.size()); }
 
-bool momentBefore(const Moment& a, const Moment& b) {
-  return a.round != b.round ? a.round < b.round : static_cast<int>(a.phase) < static_cast<int>(b.phase);
-}
+bool momentBefore(const Moment& a, const Moment& b) { return !atOrBefore(b, a); }
 
 // Where each step is shown. A forward sits in its phase of its round (the
 // target's first call is the prefill; a drafter call before the target's
@@ -179,8 +177,8 @@ CaptureRecordView captureRecordView(const CaptureTimeline& timeline) {
     return moments[s].phase == Phase::Prune && timeline.steps[s].role == CaptureRole::Drafter ? 1 : 0;
   };
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (momentBefore(moments[a], moments[b]) || momentBefore(moments[b], moments[a])) return momentBefore(moments[a], moments[b]);
-    return targetFirst(a) < targetFirst(b);
+    if (momentBefore(moments[a], moments[b])) return true;
+    return !momentBefore(moments[b], moments[a]) && targetFirst(a) < targetFirst(b);
   });
   view.event_of_step.assign(order.size(), 0);
   std::vector<CacheEvent> events;
@@ -195,8 +193,6 @@ CaptureRecordView captureRecordView(const CaptureTimeline& timeline) {
   for (CacheEvent& e : events) record.events.record(std::move(e));
   return view;
 }
-
-Moment captureStepMoment(const CaptureTimeline& timeline, size_t step) { return stepMoments(timeline).at(step); }
 
 DiffReport captureDiffReport(const CaptureTimeline& timeline, const CaptureRecordView& view,
                              const CaptureCheckReport& report) {

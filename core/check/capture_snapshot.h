@@ -30,9 +30,6 @@ struct CaptureRecordView {
 };
 CaptureRecordView captureRecordView(const CaptureTimeline& timeline);
 
-// The moment at which a timeline step is shown.
-Moment captureStepMoment(const CaptureTimeline& timeline, size_t step);
-
 // The check's findings in the diff panel's terms: the breach as the root
 // cause (at its event's moment), the symptom as the first divergence, and
 // the breach's rows as an audit of the cache at the root cause.

@@ -100,7 +100,7 @@ void SnapshotBuilder::setNames(std::string target_name, std::string drafter_name
   drafter_name_ = std::move(drafter_name);
 }
 
-void SnapshotBuilder::setVocabulary(const Tokenizer& tokenizer) {
+std::shared_ptr<const std::vector<std::string>> vocabularyOf(const Tokenizer& tokenizer) {
   auto vocab = std::make_shared<std::vector<std::string>>();
   const int64_t size = tokenizer.vocabSize();
   vocab->reserve(static_cast<size_t>(size));
@@ -111,8 +111,10 @@ void SnapshotBuilder::setVocabulary(const Tokenizer& tokenizer) {
       vocab->push_back("<id " + std::to_string(id) + ">");
     }
   }
-  vocab_ = std::move(vocab);
+  return vocab;
 }
+
+void SnapshotBuilder::setVocabulary(const Tokenizer& tokenizer) { vocab_ = vocabularyOf(tokenizer); }
 
 void SnapshotBuilder::fillRecord(SessionSnapshot& snapshot, const SessionRecord& record) {
   snapshot.sequence = record.sequence;

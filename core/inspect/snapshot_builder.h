@@ -15,6 +15,10 @@ struct SessionRecord;
 class Tokenizer;
 struct TraceData;
 
+// Every id's text as it appears in running text ("<id N>" where the
+// tokenizer has none): the vocabulary a snapshot carries.
+std::shared_ptr<const std::vector<std::string>> vocabularyOf(const Tokenizer& tokenizer);
+
 class SnapshotBuilder {
  public:
   // Forget everything converted so far (a new session).
