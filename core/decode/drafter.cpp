@@ -12,6 +12,10 @@ bool DraftRequest::stopsAt(int64_t token) const {
   return !ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), token) != eos_ids.end();
 }
 
+void Drafter::prefill(TrackedCache&, const Moment&, const std::function<void(ProbeSink*)>& feed_prefix) const {
+  feed_prefix(nullptr);
+}
+
 ModelDrafter::ModelDrafter(std::shared_ptr<const CausalLM> model, std::string name)
     : model_(std::move(model)), name_(std::move(name)) {
   require(model_ != nullptr, "ModelDrafter: no model");

@@ -13,14 +13,18 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
+#include "core/cache/tracked_cache.h"
 #include "core/decode/sampling.h"
 #include "core/model/causal_lm.h"
+#include "core/model/probe.h"
 
 namespace kvscope {
 
 enum class DrafterType {
-  Model,         // a network drafting over its own cache (a second checkpoint, or the target itself)
-  PromptLookup,  // n-gram lookup in the sequence so far: no network, no cache
+  Model,            // a network drafting over its own cache (a second checkpoint, or the target itself)
+  PromptLookup,     // n-gram lookup in the sequence so far: no network, no cache
+  CompressedCache,  // a network (normally the target) over a copy of its cache compressed after the
+                    // prefill: self-speculation (core/inspect/self_speculation_drafter.h)
 };
 
 // What a drafter is given for one round's draft phase.
@@ -59,6 +63,13 @@ class Drafter {
   virtual const CausalLM* model() const { return nullptr; }
   // Up to request.gamma drafts after request.sequence (none: a plain target step).
   virtual Draft draft(const DraftRequest& request) const = 0;
+  // The prefill of the drafter's cache (drafters with a model only):
+  // feed_prefix(probes) feeds every prompt token but the last through
+  // `cache`, a logged write, recording into probes (may be nullptr). A
+  // drafter that changes its cache after the prefill (compresses it) does so
+  // here, through `cache`, where it is logged at `moment`.
+  virtual void prefill(TrackedCache& cache, const Moment& moment,
+                       const std::function<void(ProbeSink*)>& feed_prefix) const;
 };
 
 // A network with the target's vocabulary drafting autoregressively over its

@@ -72,6 +72,8 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
     if (options_.use_cache) drafter_cache_ = makeTrackedCache(CacheRole::Drafter, *draft_model);
   }
   if (options_.use_cache) target_cache_ = makeTrackedCache(CacheRole::Target, *target_);
+  require(options_.use_cache || !drafter_ || drafter_->type() != DrafterType::CompressedCache,
+          "a drafter over a compressed copy of the cache needs the cache on");
   if (needsSlidingWindow(options_.fault) && target_->config().sliding_window <= 0) {
     throw Error(std::string("fault ") + faultInfo(options_.fault).name +
                 " acts on sliding-window layers, and the target has none (no sliding_window in its config.json)");
@@ -232,7 +234,9 @@ void Session::runPrefill() {
     record_.rounds.back().verify_ms = millisecondsSince(start);
     if (drafter_cache_) {
       start = Clock::now();
-      feed(CacheRole::Drafter, prefix, Phase::Prefill, nullptr, /*logit_rows=*/0);
+      drafter_->prefill(*drafter_cache_, removalMoment(), [&](ProbeSink* probes) {
+        feed(CacheRole::Drafter, prefix, Phase::Prefill, probes, /*logit_rows=*/0);
+      });
       drafter_cache_->slideWindows(removalMoment());
       record_.rounds.back().draft_ms = millisecondsSince(start);
     }

@@ -276,7 +276,7 @@ TEST(Drafter, PromptLookupDraftsOneHotProposalsWithoutACache) {
   EXPECT_EQ(feeds, 0);  // no network: nothing fed
   EXPECT_EQ(draft.q_of_picks, (std::vector<double>{1.0, 1.0, 1.0}));
   ASSERT_TRUE(draft.q.defined());
-  EXPECT_EQ(draft.q.sizes(), (at::IntArrayRef{3, 12}));
+  EXPECT_EQ(draft.q.sizes(), (std::vector<int64_t>{3, 12}));
   EXPECT_TRUE(torch::equal(draft.q.argmax(1), torch::tensor({9, 1, 2}, torch::kInt64)));
   EXPECT_FLOAT_EQ(draft.q.sum().item<float>(), 3.0f);
   EXPECT_FALSE(draft.logits.defined());
@@ -309,7 +309,7 @@ TEST(Drafter, ModelDrafterFeedsEveryDraftThroughTheSessionsFeed) {
   ASSERT_EQ(draft.q_of_picks.size(), 3u);
   const double top = std::exp(2.0) / (std::exp(2.0) + vocab - 1);
   EXPECT_NEAR(draft.q_of_picks[0], top, 1e-6);
-  EXPECT_EQ(draft.logits.sizes(), (at::IntArrayRef{3, vocab}));
+  EXPECT_EQ(draft.logits.sizes(), (std::vector<int64_t>{3, vocab}));
 
   streams.clear();
   const Draft all = drafter.draft({sequence, 4, greedy, generator, eos, true, vocab, feed});
