@@ -4,15 +4,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/audit/cache_audit.h"
+#include "core/audit/cache_diff.h"
+#include "core/audit/root_cause.h"
 #include "core/decode/session.h"
 #include "core/error.h"
-#include "core/model/bundled_models.h"
-#include "core/model/model_bundle.h"
-#include "core/inspect/cache_audit.h"
-#include "core/inspect/cache_diff.h"
-#include "core/inspect/root_cause.h"
 #include "core/inspect/snapshot_builder.h"
 #include "core/inspect/trace_capture.h"
+#include "core/model/bundled_models.h"
+#include "core/model/model_bundle.h"
 #include "core/trace/trace_file.h"
 
 namespace kvscope {

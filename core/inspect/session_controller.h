@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "core/inspect/reports.h"
-#include "core/model/weight_residency.h"
+#include "core/audit/audit_report.h"
 #include "core/inspect/snapshot.h"
+#include "core/model/weight_residency.h"
 
 namespace kvscope {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/audit/row_identity.h"
 #include "core/cache/eviction_masks.h"
-#include "core/inspect/row_identity.h"
 
 namespace kvscope {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/audit/audit_report.h"
 #include "core/cache/cache_event_log.h"
-#include "core/inspect/reports.h"
 #include "core/trace/metrics.h"
 #include "core/trace/trace_types.h"
 

@@ -6,8 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/audit/investigation_fit.h"
 #include "core/decode/session.h"
-#include "core/inspect/investigation_fit.h"
 #include "core/model/tokenizer/tokenizer.h"
 #include "core/trace/trace_file.h"
 #include "core/trace/trace_json.h"

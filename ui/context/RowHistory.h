@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/inspect/row_history.h"
+#include "core/audit/row_history.h"
 #include "core/inspect/snapshot.h"
 
 namespace kvscope::ui {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/inspect/reports.h"
+#include "core/audit/audit_report.h"
 #include "core/model/causal_lm.h"
 #include "core/trace/session_record.h"
 
@@ -19,6 +19,5 @@ namespace kvscope {
 // model: the cache's model, or null (identities only).
 CacheAudit auditAt(const SessionRecord& record, CacheRole cache, const Moment& moment, const CausalLM* model,
                    const AuditTolerance& tolerance = {});
-
 
 }  // namespace kvscope

@@ -1,4 +1,4 @@
-#include "core/inspect/investigation_fit.h"
+#include "core/audit/investigation_fit.h"
 
 #include <algorithm>
 

@@ -12,13 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "core/inspect/cache_audit.h"
-#include "core/inspect/reports.h"
+#include "core/audit/audit_report.h"
+#include "core/audit/cache_audit.h"
 #include "core/model/causal_lm.h"
 #include "core/trace/session_record.h"
 
 namespace kvscope {
-
 
 // Display text of a token id (for the sentence); may be empty.
 using TokenText = std::function<std::string(int64_t)>;
@@ -38,7 +37,5 @@ std::optional<RootCause> findRootCause(const SessionRecord& record, const RootCa
 // The intended eviction a divergence of `cache` at `moment` follows: the last
 // policy Evict event of that cache at or before it (nullopt: none).
 std::optional<EvictionCause> evictionBefore(const SessionRecord& record, CacheRole cache, const Moment& moment);
-
-
 
 }  // namespace kvscope

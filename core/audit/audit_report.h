@@ -14,7 +14,7 @@
 
 namespace kvscope {
 
-// --- the row audit (core/inspect/cache_audit.h) ------------------------------
+// --- the row audit (core/audit/cache_audit.h) ------------------------------
 enum class RowState { Ok, Stale, Missing, Duplicate, WrongPosition, WrongValues };
 const char* rowStateName(RowState state);  // "ok", "stale", "missing", "duplicate", "wrong_position", "wrong_values"
 
@@ -61,7 +61,7 @@ struct CacheAudit {
   const RowVerdict* firstBad() const { return rows.empty() ? nullptr : &rows.front(); }
 };
 
-// --- the root cause (core/inspect/root_cause.h) --------------------------------
+// --- the root cause (core/audit/root_cause.h) --------------------------------
 struct RootCause {
   int64_t event_index = 0;  // into record.events.events()
   CacheRole cache = CacheRole::Target;
@@ -95,7 +95,7 @@ struct EvictionCause {
   Moment moment() const { return {round, phase}; }
 };
 
-// --- the diff (core/inspect/cache_diff.h) ----------------------------------------
+// --- the diff (core/audit/cache_diff.h) ----------------------------------------
 enum class PositionClass { Agree, Noise, Divergent };
 const char* positionClassName(PositionClass c);
 

@@ -1,4 +1,4 @@
-#include "core/inspect/cache_diff.h"
+#include "core/audit/cache_diff.h"
 
 #include <torch/types.h>
 

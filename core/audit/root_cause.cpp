@@ -1,4 +1,4 @@
-#include "core/inspect/root_cause.h"
+#include "core/audit/root_cause.h"
 
 #include <torch/types.h>
 
@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/audit/row_identity.h"
 #include "core/cache/eviction_masks.h"
 #include "core/error.h"
-#include "core/inspect/row_identity.h"
 #include "core/trace/trace_json.h"
 
 namespace kvscope {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/audit/audit_report.h"
 #include "core/cache/cache_event_log.h"
-#include "core/inspect/reports.h"
 #include "core/trace/trace_types.h"
 
 namespace kvscope {

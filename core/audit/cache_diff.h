@@ -7,19 +7,19 @@
 // logits are compared. At the first divergence the cache is audited to name
 // the layer and head. Free-running: a cached and an uncached session each
 // sample their own tokens; the first token where they differ is reported.
+// The report it returns: diff_report.h.
 #include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/audit/audit_report.h"
+#include "core/audit/cache_audit.h"
+#include "core/audit/root_cause.h"
 #include "core/decode/session.h"
-#include "core/inspect/cache_audit.h"
-#include "core/inspect/reports.h"
-#include "core/inspect/root_cause.h"
 
 namespace kvscope {
-
 
 // Compares one set of logits rows; exposed for tests.
 PositionDiff comparePosition(const at::Tensor& cached_logits, const at::Tensor& uncached_logits,
@@ -33,6 +33,5 @@ DiffReport diffLockstep(Session& session, const DiffTolerances& tolerances = {},
 // Runs both sessions to the end and compares their tokens and, up to the
 // first token divergence, their verify logits.
 DiffReport diffFreeRunning(Session& cached, Session& uncached, const DiffTolerances& tolerances = {});
-
 
 }  // namespace kvscope

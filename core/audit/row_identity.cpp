@@ -1,4 +1,4 @@
-#include "core/inspect/row_identity.h"
+#include "core/audit/row_identity.h"
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
-#include "core/inspect/cache_audit.h"
+#include "core/audit/cache_audit.h"
 
-#include "core/inspect/row_identity.h"
+#include "core/audit/row_identity.h"
 
 #include <torch/types.h>
 

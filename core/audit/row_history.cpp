@@ -1,4 +1,4 @@
-#include "core/inspect/row_history.h"
+#include "core/audit/row_history.h"
 
 #include <algorithm>
 #include <iomanip>
@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/inspect/row_identity.h"
+#include "core/audit/row_identity.h"
 
 namespace kvscope {
 

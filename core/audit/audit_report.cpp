@@ -1,4 +1,4 @@
-#include "core/inspect/reports.h"
+#include "core/audit/audit_report.h"
 
 #include <cmath>
 #include <limits>

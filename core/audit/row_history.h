@@ -17,8 +17,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/audit/audit_report.h"
 #include "core/cache/cache_event_log.h"
-#include "core/inspect/reports.h"
 #include "core/trace/trace_types.h"
 
 namespace kvscope {
