@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "core/audit/audit_report.h"
 #include "core/audit/cache_audit.h"
+#include "core/audit/diff_report.h"
 #include "core/audit/root_cause.h"
 #include "core/decode/session.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/audit/audit_report.h"
+#include "core/audit/diff_report.h"
 #include "core/trace/session_record.h"
 
 namespace kvscope {

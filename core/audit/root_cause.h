@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/audit/audit_report.h"
 #include "core/audit/cache_audit.h"
+#include "core/audit/root_cause_report.h"
 #include "core/model/causal_lm.h"
 #include "core/trace/session_record.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/audit/audit_report.h"
+#include "core/audit/diff_report.h"
 #include "core/inspect/snapshot.h"
 #include "core/model/weight_residency.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/audit/audit_report.h"
+#include "core/audit/diff_report.h"
 #include "core/cache/cache_event_log.h"
 #include "core/trace/metrics.h"
 #include "core/trace/trace_types.h"
