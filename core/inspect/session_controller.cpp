@@ -9,10 +9,10 @@
 #include "core/audit/root_cause.h"
 #include "core/decode/session.h"
 #include "core/error.h"
-#include "core/inspect/snapshot_builder.h"
 #include "core/inspect/trace_capture.h"
 #include "core/model/bundled_models.h"
 #include "core/model/model_bundle.h"
+#include "core/snapshot/snapshot_builder.h"
 #include "core/trace/trace_file.h"
 
 namespace kvscope {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/audit/diff_report.h"
-#include "core/inspect/snapshot.h"
 #include "core/model/weight_residency.h"
+#include "core/snapshot/snapshot.h"
 
 namespace kvscope {
 

@@ -11,9 +11,9 @@
 #include "core/audit/root_cause.h"
 #include "core/cache/fault.h"
 #include "core/decode/session.h"
-#include "core/inspect/snapshot.h"
 #include "core/model/bundled_models.h"
 #include "core/model/model_bundle.h"
+#include "core/snapshot/snapshot.h"
 
 namespace kvscope {
 namespace {

@@ -15,9 +15,9 @@
 
 #include "core/cache/eviction_masks.h"
 #include "core/decode/session.h"
-#include "core/inspect/snapshot_builder.h"
 #include "core/inspect/trace_capture.h"
 #include "core/model/causal_lm.h"
+#include "core/snapshot/snapshot_builder.h"
 #include "core/trace/trace_file.h"
 #include "ui/context/RowHistory.h"
 #include "ui/widgets/KvHeatmapView.h"

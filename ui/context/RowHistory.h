@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/audit/row_history.h"
-#include "core/inspect/snapshot.h"
+#include "core/snapshot/snapshot.h"
 
 namespace kvscope::ui {
 

@@ -1,4 +1,4 @@
-#include "core/inspect/snapshot.h"
+#include "core/snapshot/snapshot.h"
 
 #include <algorithm>
 #include <limits>

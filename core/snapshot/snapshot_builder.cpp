@@ -1,4 +1,4 @@
-#include "core/inspect/snapshot_builder.h"
+#include "core/snapshot/snapshot_builder.h"
 
 #include <torch/types.h>
 
