@@ -11,7 +11,7 @@
 #include "core/cache/row_demotion.h"
 #include "core/decode/autoregressive.h"
 #include "core/error.h"
-#include "core/inspect/all_layers_recorder.h"
+#include "core/model/all_layers_recorder.h"
 #include "core/model/scoring.h"
 
 namespace kvscope {

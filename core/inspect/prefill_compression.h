@@ -11,7 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "core/cache/cache_compression.h"
-#include "core/inspect/all_layers_recorder.h"
+#include "core/model/all_layers_recorder.h"
 #include "core/model/causal_lm.h"
 
 namespace kvscope {

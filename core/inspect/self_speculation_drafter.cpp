@@ -1,6 +1,6 @@
 #include "core/inspect/self_speculation_drafter.h"
 
-#include "core/inspect/all_layers_recorder.h"
+#include "core/model/all_layers_recorder.h"
 #include "core/model/key_rerotation.h"
 
 namespace kvscope {

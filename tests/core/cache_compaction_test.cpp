@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/inspect/all_layers_recorder.h"
 #include "core/inspect/prefill_compression.h"
+#include "core/model/all_layers_recorder.h"
 #include "core/model/scoring.h"
 #include "session_test_support.h"
 

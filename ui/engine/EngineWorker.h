@@ -10,7 +10,7 @@
 #include <functional>
 #include <memory>
 
-#include "core/inspect/attention_explanation.h"
+#include "core/explain/attention_explanation.h"
 #include "core/inspect/session_controller.h"
 #include "ui/engine/CompressionJob.h"
 #include "ui/context/DebuggerContext.h"

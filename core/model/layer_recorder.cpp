@@ -1,4 +1,4 @@
-#include "core/inspect/layer_recorder.h"
+#include "core/model/layer_recorder.h"
 
 #include <torch/types.h>
 

@@ -1,9 +1,9 @@
-#include "core/inspect/attention_explanation.h"
+#include "core/explain/attention_explanation.h"
 
 #include <torch/types.h>
 
-#include "core/inspect/attention_steps.h"
-#include "core/inspect/what_if.h"
+#include "core/explain/attention_steps.h"
+#include "core/explain/what_if.h"
 
 namespace kvscope {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/inspect/attention_steps.h"
+#include "core/explain/attention_steps.h"
 
 #include "core/model/dense.h"
 
@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "core/error.h"
-#include "core/inspect/layer_recorder.h"
 #include "core/model/attention.h"
+#include "core/model/layer_recorder.h"
 #include "core/model/rope.h"
 
 namespace kvscope {

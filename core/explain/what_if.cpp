@@ -1,4 +1,4 @@
-#include "core/inspect/what_if.h"
+#include "core/explain/what_if.h"
 
 #include <torch/types.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "core/inspect/layer_recorder.h"
+#include "core/model/layer_recorder.h"
 #include "core/model/rope.h"
 #include "core/model/scoring.h"
 

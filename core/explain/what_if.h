@@ -15,7 +15,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "core/inspect/attention_steps.h"
+#include "core/explain/attention_steps.h"
 #include "core/model/causal_lm.h"
 
 namespace kvscope {

@@ -1,4 +1,4 @@
-#include "core/inspect/all_layers_recorder.h"
+#include "core/model/all_layers_recorder.h"
 
 #include <algorithm>
 
