@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/compress/prefill_compression.h"
 #include "core/error.h"
-#include "core/inspect/prefill_compression.h"
 #include "core/model/all_layers_recorder.h"
 #include "core/model/scoring.h"
 #include "session_test_support.h"

@@ -1,7 +1,7 @@
 #pragma once
 // A prefill followed by compression of its cache, shared by the compression
 // lab and compressed-cache self-speculation (whose drafter compresses its
-// tracked cache after the session's prefill, core/inspect/self_speculation_drafter.h):
+// tracked cache after the session's prefill, core/compress/self_speculation_drafter.h):
 // the forward records what the policies score with (attention weights,
 // queries), then eviction and/or element pruning act on the cache.
 #include <cstdint>

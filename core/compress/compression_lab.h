@@ -19,7 +19,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "core/inspect/prefill_compression.h"
+#include "core/compress/prefill_compression.h"
 
 namespace kvscope {
 

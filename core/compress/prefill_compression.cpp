@@ -1,4 +1,4 @@
-#include "core/inspect/prefill_compression.h"
+#include "core/compress/prefill_compression.h"
 
 #include <string>
 #include <utility>

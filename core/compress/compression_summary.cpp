@@ -1,4 +1,4 @@
-#include "core/inspect/compression_summary.h"
+#include "core/compress/compression_summary.h"
 
 #include <string>
 

@@ -1,6 +1,6 @@
 #pragma once
 // How the drafting copy of the cache in compressed-cache self-speculation
-// holds its compression (core/inspect/self_speculation_drafter.h): a keep
+// holds its compression (core/compress/self_speculation_drafter.h): a keep
 // mask, the kept rows compacted, or compacted and re-rotated. A re-rotated
 // copy numbers its positions from its own rows, not from the sequence.
 #include <string>

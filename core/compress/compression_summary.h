@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/inspect/compression_lab.h"
+#include "core/compress/compression_lab.h"
 
 namespace kvscope {
 

@@ -12,9 +12,9 @@
 #include <memory>
 #include <string>
 
+#include "core/compress/draft_cache.h"
+#include "core/compress/prefill_compression.h"
 #include "core/decode/drafter.h"
-#include "core/inspect/draft_cache.h"
-#include "core/inspect/prefill_compression.h"
 
 namespace kvscope {
 

@@ -6,7 +6,7 @@
 // accepted, and what it saves as the draft's time.
 //
 // It is a greedy Session (core/decode/session.h) whose drafter is the target
-// over the compressed copy (core/inspect/self_speculation_drafter.h): the
+// over the compressed copy (core/compress/self_speculation_drafter.h): the
 // session's loop drafts, verifies, accepts and prunes, and every operation on
 // both caches is logged by their tracked caches. Bookkeeping as in DESIGN.md.
 //
@@ -18,9 +18,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/inspect/draft_cache.h"
-#include "core/inspect/draft_cache_comparison.h"
-#include "core/inspect/prefill_compression.h"
+#include "core/compress/draft_cache.h"
+#include "core/compress/draft_cache_comparison.h"
+#include "core/compress/prefill_compression.h"
 
 namespace kvscope {
 

@@ -1,4 +1,4 @@
-#include "core/inspect/draft_cache_comparison.h"
+#include "core/compress/draft_cache_comparison.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,14 +1,14 @@
-#include "core/inspect/self_speculation.h"
+#include "core/compress/self_speculation.h"
 
 #include <algorithm>
 #include <string>
 
 #include <torch/types.h>
 
+#include "core/compress/self_speculation_drafter.h"
 #include "core/decode/autoregressive.h"
 #include "core/decode/session.h"
 #include "core/error.h"
-#include "core/inspect/self_speculation_drafter.h"
 #include "core/model/scoring.h"
 
 namespace kvscope {

@@ -1,4 +1,4 @@
-#include "core/inspect/draft_cache.h"
+#include "core/compress/draft_cache.h"
 
 #include "core/error.h"
 

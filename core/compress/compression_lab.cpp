@@ -1,4 +1,4 @@
-#include "core/inspect/compression_lab.h"
+#include "core/compress/compression_lab.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "core/inspect/self_speculation_drafter.h"
+#include "core/compress/self_speculation_drafter.h"
 
 #include "core/model/all_layers_recorder.h"
 #include "core/model/key_rerotation.h"
