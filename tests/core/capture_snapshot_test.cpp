@@ -13,8 +13,8 @@
 #include "core/check/capture_inspection.h"
 #include "core/check/capture_snapshot.h"
 #include "core/check/capture_writer.h"
+#include "core/control/session_controller.h"
 #include "core/decode/session.h"
-#include "core/inspect/session_controller.h"
 #include "core/snapshot/snapshot_builder.h"
 
 namespace kvscope {

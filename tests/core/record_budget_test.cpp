@@ -8,10 +8,10 @@
 #include <map>
 #include <memory>
 
+#include "core/control/trace_capture.h"
 #include "core/decode/drafter.h"
 #include "core/decode/session.h"
 #include "core/error.h"
-#include "core/inspect/trace_capture.h"
 #include "core/model/bundled_models.h"
 #include "core/snapshot/snapshot_builder.h"
 #include "core/trace/record_budget.h"

@@ -14,8 +14,8 @@
 #include <qcustomplot.h>
 
 #include "core/cache/eviction_masks.h"
+#include "core/control/trace_capture.h"
 #include "core/decode/session.h"
-#include "core/inspect/trace_capture.h"
 #include "core/model/causal_lm.h"
 #include "core/snapshot/snapshot_builder.h"
 #include "core/trace/trace_file.h"

@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "core/explain/attention_explanation.h"
-#include "core/inspect/session_controller.h"
+#include "core/control/session_controller.h"
 #include "ui/engine/CompressionJob.h"
 #include "ui/context/DebuggerContext.h"
 

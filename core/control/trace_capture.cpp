@@ -1,4 +1,4 @@
-#include "core/inspect/trace_capture.h"
+#include "core/control/trace_capture.h"
 
 #include <set>
 

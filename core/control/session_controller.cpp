@@ -1,4 +1,4 @@
-#include "core/inspect/session_controller.h"
+#include "core/control/session_controller.h"
 
 #include <filesystem>
 
@@ -7,9 +7,9 @@
 #include "core/audit/cache_audit.h"
 #include "core/audit/cache_diff.h"
 #include "core/audit/root_cause.h"
+#include "core/control/trace_capture.h"
 #include "core/decode/session.h"
 #include "core/error.h"
-#include "core/inspect/trace_capture.h"
 #include "core/model/bundled_models.h"
 #include "core/model/model_bundle.h"
 #include "core/snapshot/snapshot_builder.h"
