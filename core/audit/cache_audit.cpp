@@ -13,27 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/model/probe_recorder.h"
 #include "core/model/scoring.h"
 
 namespace kvscope {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// Collects the fresh K and V rows of every layer from an uncached forward.
-class KeyValueRecorder : public ProbeSink {
- public:
-  explicit KeyValueRecorder(int64_t layers) : keys(layers), values(layers) {}
-  bool wants(Probe probe, int64_t) const override { return probe == Probe::Key || probe == Probe::Value; }
-  void record(Probe probe, int64_t layer, const at::Tensor& value) override {
-    (probe == Probe::Key ? keys : values)[layer] = value.to(torch::kFloat32);
-  }
-  std::vector<at::Tensor> keys, values;  // per layer [kv_heads, n, head_dim]
-};
-
-}  // namespace
-
-namespace {
 
 // Entries of `cache` written after its first policy eviction, up to `moment`:
 // in layers > 0 their K/V come from attention over the compressed cache.
@@ -104,7 +90,7 @@ CacheAudit auditAt(const SessionRecord& record, CacheRole cache, const Moment& m
   const CacheLayout layout = record.events.layoutAt(cache, layers, moment);
   const std::vector<int64_t> stream = record.streamOfRound(moment.round);
   audit.expected_rows = std::min<int64_t>(record.events.expectedRowsAt(cache, moment), stream.size());
-  KeyValueRecorder fresh(layers);
+  ProbeRecorder fresh({Probe::Key, Probe::Value});  // per layer [kv_heads, n, head_dim]
   const std::set<int64_t> after_eviction = writtenAfterEviction(record, cache, moment);
   if (model != nullptr && audit.expected_rows > 0) {
     c10::InferenceMode guard;
@@ -124,7 +110,8 @@ CacheAudit auditAt(const SessionRecord& record, CacheRole cache, const Moment& m
     std::vector<RowVerdict> verdicts = classifyRows(record.ledger.entries(), cache, layer, rows, contract, stream);
     if (audit.values_checked) {
       audit.not_comparable_after_eviction +=
-          compareValues(record, verdicts, layer, fresh.keys[layer], fresh.values[layer], tolerance, after_eviction);
+          compareValues(record, verdicts, layer, fresh.get(Probe::Key, layer), fresh.get(Probe::Value, layer), tolerance,
+                        after_eviction);
     }
     std::vector<double> error(rows.size(), audit.values_checked ? kInf : std::nan(""));
     for (const RowVerdict& v : verdicts) {

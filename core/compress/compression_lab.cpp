@@ -11,7 +11,7 @@
 #include "core/cache/row_demotion.h"
 #include "core/decode/autoregressive.h"
 #include "core/error.h"
-#include "core/model/all_layers_recorder.h"
+#include "core/model/probe_recorder.h"
 #include "core/model/scoring.h"
 
 namespace kvscope {
@@ -168,8 +168,8 @@ CompressionStep compareStep(const CausalLM& model, ShadowedCaches& caches, std::
   step.position = result.prefill_rows + i;
   step.token = stream[i];
   const auto token = idsTensor({step.token});  // [1]
-  AllLayersRecorder full_probes({Probe::AttentionWeights, Probe::AttentionOutput});
-  AllLayersRecorder compressed_probes(tova ? std::vector<Probe>{Probe::AttentionWeights, Probe::AttentionOutput}
+  ProbeRecorder full_probes({Probe::AttentionWeights, Probe::AttentionOutput});
+  ProbeRecorder compressed_probes(tova ? std::vector<Probe>{Probe::AttentionWeights, Probe::AttentionOutput}
                                            : std::vector<Probe>{Probe::AttentionOutput});
   const auto p_logits = model.forward(token, step.position, caches.full.get(), &full_probes, 1)[0];  // [vocab]
   const auto q_logits =

@@ -39,7 +39,7 @@ std::vector<Probe> compressionEvidence(const CompressionSpec& spec) {
   return points;
 }
 
-PrefillCompression compressPrefilled(KvCache& cache, const CompressionSpec& spec, const AllLayersRecorder& evidence) {
+PrefillCompression compressPrefilled(KvCache& cache, const CompressionSpec& spec, const ProbeRecorder& evidence) {
   const auto attention = evidence.perLayer(Probe::AttentionWeights);  // [heads, n, T] per layer
   PrefillCompression done;
   if (spec.eviction) {
@@ -57,7 +57,7 @@ PrefillCompression compressPrefilled(KvCache& cache, const CompressionSpec& spec
 PrefillCompression prefillAndCompress(const CausalLM& model, const at::Tensor& tokens, KvCache& cache,
                                       const CompressionSpec& spec) {
   checkCompressible(model.config(), spec);
-  AllLayersRecorder evidence(compressionEvidence(spec));
+  ProbeRecorder evidence(compressionEvidence(spec));
   model.forward(tokens, 0, &cache, &evidence, 0);
   return compressPrefilled(cache, spec, evidence);
 }

@@ -11,8 +11,8 @@
 #include <ATen/core/Tensor.h>
 
 #include "core/cache/cache_compression.h"
-#include "core/model/all_layers_recorder.h"
 #include "core/model/causal_lm.h"
+#include "core/model/probe_recorder.h"
 
 namespace kvscope {
 
@@ -46,8 +46,8 @@ std::vector<Probe> compressionEvidence(const CompressionSpec& spec);
 
 // Compresses a cache just prefilled (rows at positions 0..n-1 in every
 // layer) as spec says, scoring with what the prefill forward recorded into
-// `evidence` (an AllLayersRecorder of compressionEvidence(spec)).
-PrefillCompression compressPrefilled(KvCache& cache, const CompressionSpec& spec, const AllLayersRecorder& evidence);
+// `evidence` (a ProbeRecorder of compressionEvidence(spec)).
+PrefillCompression compressPrefilled(KvCache& cache, const CompressionSpec& spec, const ProbeRecorder& evidence);
 
 // Feeds tokens ([n] ids at positions 0..n-1) into the empty `cache` and
 // compresses it as `spec` says. Throws Error as checkCompressible.

@@ -1,7 +1,7 @@
 #include "core/compress/self_speculation_drafter.h"
 
-#include "core/model/all_layers_recorder.h"
 #include "core/model/key_rerotation.h"
+#include "core/model/probe_recorder.h"
 
 namespace kvscope {
 namespace {
@@ -38,7 +38,7 @@ std::string CompressedCacheDrafter::describe() const {
 
 void CompressedCacheDrafter::prefill(TrackedCache& cache, const Moment& moment,
                                      const std::function<void(ProbeSink*)>& feed_prefix) const {
-  AllLayersRecorder evidence(compressionEvidence(spec_));
+  ProbeRecorder evidence(compressionEvidence(spec_));
   feed_prefix(&evidence);
   KvCache& storage = *cache.storageForForward();
   const PrefillCompression done = compressPrefilled(storage, spec_, evidence);

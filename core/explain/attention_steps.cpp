@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "core/model/attention.h"
-#include "core/model/layer_recorder.h"
+#include "core/model/probe_recorder.h"
 #include "core/model/rope.h"
 
 namespace kvscope {
@@ -41,15 +41,15 @@ RotaryStep rotaryAt(const ModelConfig& config, int64_t tokens, int64_t position)
 }
 
 // q, k, v of the query's heads from the forward's probe points.
-void readVectors(const LayerRecorder& recorded, const ModelConfig& config, int64_t tokens, AttentionSteps& steps) {
-  const int64_t P = steps.query.position, H = steps.query.head, G = steps.kv_head, T = P + 1;
-  steps.hidden = recorded.get(Probe::LayerInput)[P];                 // [hidden]
-  steps.q = recorded.get(Probe::Query)[H][P];                        // [D]
-  steps.keys = recorded.get(Probe::Key)[G].narrow(0, 0, T);          // [T, D]
-  steps.values = recorded.get(Probe::Value)[G].narrow(0, 0, T);      // [T, D]
-  if (recorded.has(Probe::QueryBeforeRope)) {
-    steps.q_before_rope = recorded.get(Probe::QueryBeforeRope)[H][P];                // [D]
-    steps.keys_before_rope = recorded.get(Probe::KeyBeforeRope)[G].narrow(0, 0, T);  // [T, D]
+void readVectors(const ProbeRecorder& recorded, const ModelConfig& config, int64_t tokens, AttentionSteps& steps) {
+  const int64_t P = steps.query.position, H = steps.query.head, G = steps.kv_head, T = P + 1, L = steps.query.layer;
+  steps.hidden = recorded.get(Probe::LayerInput, L)[P];             // [hidden]
+  steps.q = recorded.get(Probe::Query, L)[H][P];                    // [D]
+  steps.keys = recorded.get(Probe::Key, L)[G].narrow(0, 0, T);      // [T, D]
+  steps.values = recorded.get(Probe::Value, L)[G].narrow(0, 0, T);  // [T, D]
+  if (recorded.has(Probe::QueryBeforeRope, L)) {
+    steps.q_before_rope = recorded.get(Probe::QueryBeforeRope, L)[H][P];               // [D]
+    steps.keys_before_rope = recorded.get(Probe::KeyBeforeRope, L)[G].narrow(0, 0, T);  // [T, D]
     steps.rotary = rotaryAt(config, tokens, P);
   } else {  // no rotary embedding: the vectors meet unrotated
     steps.q_before_rope = steps.q;
@@ -59,12 +59,12 @@ void readVectors(const LayerRecorder& recorded, const ModelConfig& config, int64
 
 // scores -> scaled -> capped -> masked -> weights -> output, as
 // core/model/attention.cpp orders them.
-void computeAttention(const LayerRecorder& recorded, AttentionSteps& steps) {
-  const int64_t P = steps.query.position, T = P + 1;
+void computeAttention(const ProbeRecorder& recorded, AttentionSteps& steps) {
+  const int64_t P = steps.query.position, T = P + 1, L = steps.query.layer;
   steps.scores = torch::mv(steps.keys, steps.q);  // [T]
   steps.scaled = steps.scores * steps.scale;      // [T]
   steps.capped = steps.softcap > 0 ? (steps.scaled / steps.softcap).tanh() * steps.softcap : steps.scaled;
-  steps.visible = recorded.get(Probe::AttentionMask)[P].narrow(0, 0, T);  // [T] bool
+  steps.visible = recorded.get(Probe::AttentionMask, L)[P].narrow(0, 0, T);  // [T] bool
   steps.masked = steps.capped.masked_fill(steps.visible.logical_not(), -std::numeric_limits<float>::infinity());
   steps.weights = torch::softmax(steps.masked, 0);     // [T]
   steps.output = torch::mv(steps.values.t(), steps.weights);  // [D]
@@ -72,12 +72,12 @@ void computeAttention(const LayerRecorder& recorded, AttentionSteps& steps) {
 
 // How far the recomputed steps are from the forward's own attention. Keys
 // past P must carry no weight in the forward either.
-double differenceFromModel(const LayerRecorder& recorded, const AttentionSteps& steps) {
-  const int64_t P = steps.query.position, H = steps.query.head;
-  const auto model_weights = recorded.get(Probe::AttentionWeights)[H][P];  // [keys]
+double differenceFromModel(const ProbeRecorder& recorded, const AttentionSteps& steps) {
+  const int64_t P = steps.query.position, H = steps.query.head, L = steps.query.layer;
+  const auto model_weights = recorded.get(Probe::AttentionWeights, L)[H][P];  // [keys]
   auto padded = torch::zeros_like(model_weights);
   padded.narrow(0, 0, P + 1).copy_(steps.weights);
-  const auto model_output = recorded.get(Probe::AttentionOutput)[H][P];  // [D]
+  const auto model_output = recorded.get(Probe::AttentionOutput, L)[H][P];  // [D]
   return std::max((padded - model_weights).abs().max().item<double>(),
                   (steps.output - model_output).abs().max().item<double>());
 }
@@ -104,16 +104,16 @@ std::pair<at::Tensor, at::Tensor> outputProjection(const CausalLM& model, int64_
 
 // Head H's share of o_proj, and the whole projection checked against the
 // forward's: every other head's output as the forward computed it.
-void throughOutputProjection(const CausalLM& model, const LayerRecorder& recorded, AttentionSteps& steps) {
-  const int64_t P = steps.query.position, H = steps.query.head;
+void throughOutputProjection(const CausalLM& model, const ProbeRecorder& recorded, AttentionSteps& steps) {
+  const int64_t P = steps.query.position, H = steps.query.head, L = steps.query.layer;
   const int64_t heads = model.config().num_heads, D = model.config().head_dim;
-  const auto [weight, bias] = outputProjection(model, steps.query.layer);  // [hidden, heads * D], [hidden]
+  const auto [weight, bias] = outputProjection(model, L);  // [hidden, heads * D], [hidden]
   steps.o_proj_slice = weight.narrow(1, H * D, D);                       // [hidden, D]
   steps.head_contribution = torch::mv(steps.o_proj_slice, steps.output);  // [hidden]
   steps.o_proj_bias = bias;
-  steps.projected = recorded.get(Probe::AttentionProjected)[P];  // [hidden]
+  steps.projected = recorded.get(Probe::AttentionProjected, L)[P];  // [hidden]
   auto sum = bias.clone();
-  const auto outputs = recorded.get(Probe::AttentionOutput);  // [heads, n, D]
+  const auto outputs = recorded.get(Probe::AttentionOutput, L);  // [heads, n, D]
   for (int64_t h = 0; h < heads; ++h) {
     sum += h == H ? steps.head_contribution : torch::mv(weight.narrow(1, h * D, D), outputs[h][P]);
   }
@@ -145,7 +145,7 @@ AttentionSteps attentionSteps(const CausalLM& model, const std::vector<int64_t>&
   const auto tokens = static_cast<int64_t>(ids.size());
   checkAttentionQuery(config, tokens, query);
   c10::InferenceMode guard;
-  LayerRecorder recorded(query.layer, {Probe::LayerInput, Probe::QueryBeforeRope, Probe::KeyBeforeRope, Probe::Query,
+  ProbeRecorder recorded(query.layer, {Probe::LayerInput, Probe::QueryBeforeRope, Probe::KeyBeforeRope, Probe::Query,
                                        Probe::Key, Probe::Value, Probe::AttentionMask, Probe::AttentionWeights,
                                        Probe::AttentionOutput, Probe::AttentionProjected});
   model.forward(torch::tensor(ids, torch::kInt64), 0, nullptr, &recorded, /*logit_rows=*/0);

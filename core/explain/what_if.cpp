@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "core/model/layer_recorder.h"
+#include "core/model/probe_recorder.h"
 #include "core/model/rope.h"
 #include "core/model/scoring.h"
 
@@ -156,16 +156,16 @@ WhatIf whatIf(const CausalLM& model, const std::vector<int64_t>& ids, const Atte
   const auto row_positions = applyEdit(*edited, config, query, result.kv_head, edit);
 
   const auto token = torch::tensor(std::vector<int64_t>{ids[P]}, torch::kInt64);
-  LayerRecorder before(query.layer, {Probe::AttentionWeights, Probe::AttentionOutput});
-  LayerRecorder after(query.layer, {Probe::AttentionWeights, Probe::AttentionOutput});
+  ProbeRecorder before(query.layer, {Probe::AttentionWeights, Probe::AttentionOutput});
+  ProbeRecorder after(query.layer, {Probe::AttentionWeights, Probe::AttentionOutput});
   result.logits_before = model.forward(token, P, cache.get(), &before)[0].to(torch::kFloat32);  // [vocab]
   // Layer L now holds fewer rows than position P implies: that is the point.
   result.logits_after = model.forwardUnchecked(token, P, edited.get(), &after)[0].to(torch::kFloat32);
 
-  result.weights_before = before.get(Probe::AttentionWeights)[H][0];  // [P + 1]: every row present
-  result.weights_after = weightsByPosition(after.get(Probe::AttentionWeights)[H][0], row_positions, P);
-  result.output_before = before.get(Probe::AttentionOutput)[H][0];  // [D]
-  result.output_after = after.get(Probe::AttentionOutput)[H][0];
+  result.weights_before = before.get(Probe::AttentionWeights, query.layer)[H][0];  // [P + 1]: every row present
+  result.weights_after = weightsByPosition(after.get(Probe::AttentionWeights, query.layer)[H][0], row_positions, P);
+  result.output_before = before.get(Probe::AttentionOutput, query.layer)[H][0];  // [D]
+  result.output_after = after.get(Probe::AttentionOutput, query.layer)[H][0];
   result.removed = torch::zeros({P + 1}, torch::kBool);
   for (int64_t p : edit.remove_positions) result.removed[p] = true;
   compareDistributions(result);

@@ -13,7 +13,7 @@
 
 #include "core/compress/prefill_compression.h"
 #include "core/error.h"
-#include "core/model/all_layers_recorder.h"
+#include "core/model/probe_recorder.h"
 #include "core/model/scoring.h"
 #include "session_test_support.h"
 
@@ -37,7 +37,7 @@ struct Outputs {
 };
 
 Outputs forwardRecorded(const CausalLM& model, const at::Tensor& tokens, int64_t start, KvCache& cache) {
-  AllLayersRecorder recorder({Probe::AttentionOutput});
+  ProbeRecorder recorder({Probe::AttentionOutput});
   Outputs out;
   out.logits = model.forward(tokens, start, &cache, &recorder);
   out.attention = recorder.perLayer(Probe::AttentionOutput);
