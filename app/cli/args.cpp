@@ -85,6 +85,8 @@ double Args::number(const std::string& name, double fallback) {
   }
 }
 
+std::optional<std::vector<int64_t>> Args::idList(const std::string& name) { return idList(name, "token id"); }
+
 std::optional<std::vector<int64_t>> Args::idList(const std::string& name, const std::string& noun) {
   auto v = value(name);
   if (!v) return std::nullopt;

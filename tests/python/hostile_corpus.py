@@ -298,6 +298,11 @@ def compress_cases():
         (["--policy", "h2o", "--gamma", "0"], "gamma"),
         (["--policy", "h2o", "--gamma", "2.5"], "option --gamma expects an integer"),
         (["--policy", "h2o", "--continuation-ids", "1,2"], "give at most one of"),
+        (["--policy", "snapkv", "--kernel", "1000001"], "--kernel"),
+        (["--policy", "h2o", "--max-new", "99999999999"], "max-new"),
+        (["--policy", "h2o", "--window", "1000000000"], "--window"),
+        (["--policy", "streaming", "--sinks", "1000000000"], "--sinks"),
+        (["--element", "per-token", "--dense-window", "1000000000"], "--dense-window"),
     ]
     return [Case("compress_%02d" % i, "compress-parameters", base + extra, expect, model="llama-tiny")
             for i, (extra, expect) in enumerate(sets)]

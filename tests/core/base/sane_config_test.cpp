@@ -156,11 +156,13 @@ TEST_F(SaneConfigTest, NormEpsilonOfZeroOrBelowRefused) {
 
 TEST_F(SaneConfigTest, RopeThetaBelowOneRefused) {
   // theta^(-2i/d) with theta < 1 spins the slow dimensions fastest.
-  for (const char* value : {"0.5", "1e-6", "0", "-10000", "1e13"}) {
+  // The value as the error shows it (nlohmann's number formatting).
+  for (const auto& [value, shown] : std::vector<std::pair<const char*, const char*>>{
+           {"0.5", "0.5"}, {"1e-6", "1e-06"}, {"0", "0"}, {"-10000", "-10000"}, {"1e13", "10000000000000.0"}}) {
     SCOPED_TRACE(value);
     json j = testing_support::tinyLlamaConfig();
     j["rope_theta"] = json::parse(value);
-    expectConfigRefused(j, {"'rope_theta' must be a finite number in [1, 1e+12]", std::string("got ") + value});
+    expectConfigRefused(j, {"'rope_theta' must be a finite number in [1, 1e+12]", std::string("got ") + shown});
   }
   json j = testing_support::tinyLlamaConfig();
   j["rope_theta"] = 1.0;
