@@ -21,6 +21,9 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& fl
       inline_value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
+    // A repeated option kept the last value in silence (--continuation-ids
+    // twice ran with the second list): refused, as duplicate JSON keys are.
+    if (values_.count(name) || flags_set_.count(name)) throw Error("option --" + name + " is given twice");
     if (flags.count(name)) {
       if (has_inline) throw Error("option --" + name + " takes no value");
       flags_set_.insert(name);

@@ -154,8 +154,13 @@ def config_cases():
                      ("hidden_size", "\"64\""), ("vocab_size", "-1"), ("vocab_size", "512.0"),
                      ("num_attention_heads", "1e20"), ("intermediate_size", "true"),
                      ("max_position_embeddings", "0"), ("num_key_value_heads", "18446744073709551616"),
-                     ("head_dim", "0"), ("sliding_window", "1.5"), ("eos_token_id", "2.0")]:
+                     ("head_dim", "0"), ("eos_token_id", "2.0")]:
         config("float_integer_%s_%s" % (key, raw.strip('"')), "float-integer", llama, with_raw_field(llama, key, raw), key)
+    # Only Mistral reads sliding_window (Llama ignores it, as Hugging Face does).
+    mistral = "mistral-sw-tiny"
+    for raw in ["1.5", "0", "-4096"]:
+        config("float_integer_sliding_window_%s" % raw, "float-integer", mistral,
+               with_raw_field(mistral, "sliding_window", raw), "sliding_window")
     return cases
 
 
@@ -297,12 +302,10 @@ def compress_cases():
         (["--policy", "h2o", "--max-new", "1e9"], "option --max-new expects an integer"),
         (["--policy", "h2o", "--gamma", "0"], "gamma"),
         (["--policy", "h2o", "--gamma", "2.5"], "option --gamma expects an integer"),
-        (["--policy", "h2o", "--continuation-ids", "1,2"], "give at most one of"),
-        (["--policy", "snapkv", "--kernel", "1000001"], "--kernel"),
-        (["--policy", "h2o", "--max-new", "99999999999"], "max-new"),
-        (["--policy", "h2o", "--window", "1000000000"], "--window"),
-        (["--policy", "streaming", "--sinks", "1000000000"], "--sinks"),
-        (["--element", "per-token", "--dense-window", "1000000000"], "--dense-window"),
+        (["--policy", "h2o", "--continuation-ids", "1,2"], "option --continuation-ids is given twice"),
+        (["--policy", "h2o", "--policy", "snapkv"], "option --policy is given twice"),
+        (["--policy", "h2o", "--json", "--json"], "option --json is given twice"),
+        (["--policy", "h2o", "--max-new", "99999999999"], "--max-new is for steps without a continuation"),
     ]
     return [Case("compress_%02d" % i, "compress-parameters", base + extra, expect, model="llama-tiny")
             for i, (extra, expect) in enumerate(sets)]
