@@ -256,7 +256,6 @@ const DiffReport& SessionController::runDiff(const SessionSpec& diff_spec, const
   require(hasModels(), "diff: no models loaded");
   SessionSpec spec = diff_spec;
   spec.use_cache = true;  // the run under test uses the cache; the reference recomputes
-  const std::string prompt = spec.prompt;
   startSession(spec);
   return runDiff(&cancel);
 }
