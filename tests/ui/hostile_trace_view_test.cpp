@@ -2,7 +2,9 @@
 // token text open within 5 s and 1 GB and are shown elided with the full
 // text on demand; 5,000 nested <table>s in every free-text field open as
 // plain text; a "gui" block whose cursor and bookmarks lie outside the trace
-// is fitted to it with a warning naming each field.
+// is fitted to it with a warning naming each field; an investigation block
+// naming rows, layers and events the trace never had is dropped with a note
+// before any view sizes a map by it.
 #include <sys/resource.h>
 
 #include <QClipboard>
@@ -207,6 +209,57 @@ class HostileTraceViewTest : public QObject {
     }
     for (const TokenItem& item : window.tokenStripPanel()->strip()->items()) shown += item.text.startsWith(QStringLiteral("<table>")) ? 1 : 0;
     QVERIFY2(shown >= 2, qPrintable(QString::number(shown)));
+    QFile::remove(path);
+  }
+
+  void investigationNamingRowsTheTraceNeverHadOpensWithinBudget() {
+    // A real investigation first (prune-short's diff), then made hostile the
+    // way issue 28's sender did: a row of 400,000,000 sized the audit map by it
+    // (3.2 GB), a layer of 1,000 overflowed it.
+    const QString real = tracePath("diffed");
+    {
+      MainWindowOptions options = fixtureOptions();
+      options.fault = QStringLiteral("prune-short");
+      options.run_diff = true;
+      MainWindow window(options);
+      QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() && window.context().snapshot()->diff && !window.controller().busy(),
+                               kTimeout);
+      window.saveTrace(real);
+      QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(real) && !window.controller().busy(), kTimeout);
+    }
+    TraceData trace = readTrace(real.toStdString());
+    QFile::remove(real);
+    nlohmann::json& diff = trace.info["investigation"]["diff"];
+    QVERIFY2(diff.contains("audit_at_divergence") && !diff["audit_at_divergence"]["rows"].empty(), diff.dump().c_str());
+    for (nlohmann::json& row : diff["audit_at_divergence"]["rows"]) row["row"] = 400000000;
+    QVERIFY(diff.contains("root_cause"));
+    diff["root_cause"]["layers"] = nlohmann::json::array({1000});
+    const QString path = tracePath("investigation");
+    writeTrace(path.toStdString(), trace);
+
+    MainWindow window(noModels());
+    window.show();
+    const qint64 ms = openAndPaint(window, path);
+    QVERIFY2(ms < kOpenBudgetMs * kTimeScale, qPrintable(QStringLiteral("opened in %1 ms").arg(ms)));
+    QVERIFY2(peakRssKb() < kPeakBudgetKb, qPrintable(QStringLiteral("peak RSS %1 MB").arg(peakRssKb() / 1024)));
+    const SessionSnapshot& snapshot = *window.context().snapshot();
+    QVERIFY(snapshot.diff != nullptr);
+    QVERIFY(!snapshot.diff->audit_at_divergence.has_value());
+    QVERIFY(!snapshot.diff->root_cause.has_value());
+    const std::string notes = [&] {
+      std::string all;
+      for (const std::string& note : snapshot.notes) all += note + "\n";
+      return all;
+    }();
+    QVERIFY2(notes.find("row 400000000") != std::string::npos, notes.c_str());
+    QVERIFY2(notes.find("1000") != std::string::npos, notes.c_str());
+    // Every round still steps and paints with the dropped investigation.
+    for (int64_t round = 0; round <= snapshot.lastRound(); ++round) {
+      window.context().goToRound(round);
+      flush(window);
+    }
+    window.grab();
+    QVERIFY2(peakRssKb() < kPeakBudgetKb, qPrintable(QStringLiteral("peak RSS %1 MB").arg(peakRssKb() / 1024)));
     QFile::remove(path);
   }
 
