@@ -57,6 +57,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     size = size.boundedTo(screen->availableGeometry().size());
   }
   if (options_.size.isValid()) size = options_.size;
+  if (const QScreen* screen = QGuiApplication::primaryScreen()) setMinimumSize(minimumWindowSize(screen->availableGeometry().size()));
   resize(size);
 
   session_ = new SessionPanel(context_);

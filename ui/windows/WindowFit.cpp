@@ -22,8 +22,9 @@ QRect clampToScreen(const QRect& geometry, const QRect& available, const QSize& 
 void fitToScreen(QWidget* window) {
   const QScreen* screen = window->screen();
   const QRect available = screen ? screen->availableGeometry() : QRect();
+  window->setMinimumSize(minimumWindowSize(available.size()));
   if (window->isMaximized() || window->isFullScreen()) return;
-  const QRect clamped = clampToScreen(window->geometry(), available, minimumWindowSize(available.size()));
+  const QRect clamped = clampToScreen(window->geometry(), available, window->minimumSize());
   if (clamped != window->geometry()) window->setGeometry(clamped);
 }
 
