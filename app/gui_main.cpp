@@ -16,6 +16,7 @@
 
 #include "core/runtime/allocator_tuning.h"
 #include "core/runtime/threads.h"
+#include "core/model/weight_residency.h"
 #include "core/cache/fault.h"
 #include "core/decode/session_eviction.h"
 #include "core/error.h"
@@ -140,12 +141,16 @@ int main(int argc, char** argv) {
                                                 "h2o:0.25,streaming:0.25 or per-channel:0.7, in the Compress "
                                                 "workspace. With --screenshot: once the panel shows the result."),
                                  QStringLiteral("a[,b]"));
+  QCommandLineOption weights(QStringLiteral("weights"),
+                             QStringLiteral("stored (default: bf16/f16 checkpoints stay 16-bit in memory) or fp32 "
+                                            "(widened at load)."),
+                             QStringLiteral("stored|fp32"));
   QCommandLineOption palette(QStringLiteral("screenshot-palette"),
                              QStringLiteral("With --screenshot: save 256 colours (ordered dither), about a third of the "
                                             "size, for images kept in docs/."));
   parser.addOptions({target, drafter, ngram, default_layout, prompt, prompt_file, max_new, rounds, select, position, fault,
                      diff, bench, screenshot, kv_rows, steps_panel, lesson, lesson_page, presenter, zoom, compression,
-                     palette, evict, speculate, layer_head, workspace});
+                     palette, evict, speculate, layer_head, workspace, weights});
   parser.addPositionalArgument(QStringLiteral("file"),
                                QStringLiteral("A .kvtrace to replay, or a .kvcapture of any engine to check and show."),
                                QStringLiteral("[file]"));
@@ -176,6 +181,14 @@ int main(int argc, char** argv) {
   options.models.target_dir = parser.value(target).toStdString();
   options.models.drafter_dir = parser.value(drafter).toStdString();
   if (parser.isSet(ngram)) options.models.drafter_kind = kvscope::DrafterKind::Ngram;
+  if (parser.isSet(weights)) {
+    try {
+      options.models.weights = kvscope::parseWeightResidency(parser.value(weights).toStdString(), "--weights");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kvscope: %s\n", e.what());
+      return 2;
+    }
+  }
   options.restore_layout = !parser.isSet(default_layout);
   if (parser.isSet(workspace)) {
     kvscope::ui::Workspace parsed;

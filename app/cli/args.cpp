@@ -1,5 +1,8 @@
 #include "app/cli/args.h"
 
+#include <cctype>
+#include <cmath>
+
 #include "core/error.h"
 
 namespace kvscope::cli {
@@ -18,6 +21,9 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& fl
       inline_value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
+    // A repeated option kept the last value in silence (--continuation-ids
+    // twice ran with the second list): refused, as duplicate JSON keys are.
+    if (values_.count(name) || flags_set_.count(name)) throw Error("option --" + name + " is given twice");
     if (flags.count(name)) {
       if (has_inline) throw Error("option --" + name + " takes no value");
       flags_set_.insert(name);
@@ -51,13 +57,18 @@ std::string Args::required(const std::string& name) {
 int64_t Args::integer(const std::string& name, int64_t fallback) {
   auto v = value(name);
   if (!v) return fallback;
+  // Decimal digits with an optional '-': stoll alone also takes " 5" and
+  // "+5", and a typo must not become a different number.
+  const std::string& text = *v;
+  const size_t digits = !text.empty() && text[0] == '-' ? 1 : 0;
+  const bool decimal = text.size() > digits && text.find_first_not_of("0123456789", digits) == std::string::npos;
   try {
-    size_t used = 0;
-    const long long parsed = std::stoll(*v, &used);
-    if (used != v->size()) throw std::invalid_argument("trailing characters");
-    return parsed;
+    if (!decimal) throw std::invalid_argument("not a decimal integer");
+    return std::stoll(text);
+  } catch (const std::out_of_range&) {
+    throw Error("option --" + name + ": '" + text + "' does not fit a 64-bit integer");
   } catch (const std::exception&) {
-    throw Error("option --" + name + " expects an integer, got '" + *v + "'");
+    throw Error("option --" + name + " expects an integer, got '" + text + "'");
   }
 }
 
@@ -67,35 +78,40 @@ double Args::number(const std::string& name, double fallback) {
   try {
     size_t used = 0;
     const double parsed = std::stod(*v, &used);
-    if (used != v->size()) throw std::invalid_argument("trailing characters");
+    // stod also reads "nan", "inf" and " 0.5"; none is a setting anyone means.
+    if (used != v->size() || !std::isfinite(parsed) || std::isspace(static_cast<unsigned char>((*v)[0]))) {
+      throw std::invalid_argument("not a finite number");
+    }
     return parsed;
   } catch (const std::exception&) {
-    throw Error("option --" + name + " expects a number, got '" + *v + "'");
+    throw Error("option --" + name + " expects a finite number, got '" + *v + "'");
   }
 }
 
-std::optional<std::vector<int64_t>> Args::idList(const std::string& name) {
+std::optional<std::vector<int64_t>> Args::idList(const std::string& name) { return idList(name, "token id"); }
+
+std::optional<std::vector<int64_t>> Args::idList(const std::string& name, const std::string& noun) {
   auto v = value(name);
   if (!v) return std::nullopt;
-  return parseIdList(*v, name);
+  return parseIdList(*v, name, noun);
 }
 
 // Strict on purpose: "1,", "+1", " 1" or "1 2" are typos, and a typo in a
 // token id list must not silently become a different prompt.
-std::vector<int64_t> parseIdList(const std::string& text, const std::string& option) {
-  const std::string example = " (expected e.g. 1,2,3: decimal ids separated by commas, no spaces or signs)";
+std::vector<int64_t> parseIdList(const std::string& text, const std::string& option, const std::string& noun) {
+  const std::string example = " (expected e.g. 1,2,3: decimal " + noun + "s separated by commas, no spaces or signs)";
   if (text.empty()) throw Error("option --" + option + " needs at least one id" + example);
   std::vector<int64_t> ids;
   size_t begin = 0;
   while (true) {
     const size_t comma = text.find(',', begin);
     const std::string item = text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
-    const std::string which = "id #" + std::to_string(ids.size() + 1);
+    const std::string which = noun + " #" + std::to_string(ids.size() + 1);
     if (item.empty()) throw Error("option --" + option + ": " + which + " is empty in '" + text + "'" + example);
     if (item.find_first_not_of("0123456789") != std::string::npos)
-      throw Error("option --" + option + ": '" + item + "' is not a token id" + example);
+      throw Error("option --" + option + ": '" + item + "' is not a " + noun + example);
     // 19 digits can still overflow int64; the ids of any vocabulary are far smaller.
-    if (item.size() > 18) throw Error("option --" + option + ": '" + item + "' is too large for a token id");
+    if (item.size() > 18) throw Error("option --" + option + ": '" + item + "' is too large for a " + noun);
     ids.push_back(std::stoll(item));
     if (comma == std::string::npos) break;
     begin = comma + 1;

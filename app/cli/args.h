@@ -21,8 +21,9 @@ class Args {
   std::string required(const std::string& name);
   int64_t integer(const std::string& name, int64_t fallback);
   double number(const std::string& name, double fallback);
-  // "1,2,3" -> {1, 2, 3}
+  // "1,2,3" -> {1, 2, 3}: token ids, or items named `noun` in errors ("row", "channel").
   std::optional<std::vector<int64_t>> idList(const std::string& name);
+  std::optional<std::vector<int64_t>> idList(const std::string& name, const std::string& noun);
   const std::vector<std::string>& positional() const { return positional_; }
 
   // Throws Error naming any option the command did not read.
@@ -35,6 +36,7 @@ class Args {
   std::vector<std::string> positional_;
 };
 
-std::vector<int64_t> parseIdList(const std::string& text, const std::string& option);
+std::vector<int64_t> parseIdList(const std::string& text, const std::string& option,
+                                 const std::string& noun = "token id");
 
 }  // namespace kvscope::cli

@@ -1,5 +1,5 @@
 // kvscope-cli acceptance: greedy acceptance rate alpha of a drafter/target
-// pair over a set of prompts, measured without the speculative engine
+// pair over a set of prompts, measured by a greedy speculative Session
 // (core/train/greedy_acceptance.h). Used to check trained pairs.
 #include <iostream>
 #include <sstream>

@@ -65,6 +65,7 @@ int runCheck(Args& args) {
   std::vector<ModelBundle> bundles;
   std::vector<std::string> dirs;
   CaptureCheckOptions options;
+  const WeightResidency weights = weightResidency(args);
   for (int r = 0; r < kCaptureRoles; ++r) {
     const auto role = static_cast<CaptureRole>(r);
     if (!file->manifest().models[r]) {
@@ -72,7 +73,7 @@ int runCheck(Args& args) {
       continue;
     }
     dirs.push_back(roleDirectory(args, *file, role));
-    bundles.push_back(loadCaptureModel(dirs.back(), *file->manifest().models[r], computeOptions()));
+    bundles.push_back(loadCaptureModel(dirs.back(), *file->manifest().models[r], computeOptions(), weights));
     options.models[r] = bundles.back().model.get();
   }
   args.finish();
@@ -98,7 +99,7 @@ int runCheck(Args& args) {
 
 const CommandRegistrar kRegisterCheck{
     "check",
-    "check CAPTURE [--target DIR] [--drafter DIR] [--json]   (another engine's capture against kvscope's reference "
+    "check CAPTURE [--target DIR] [--drafter DIR] [--weights stored|fp32] [--json]   (another engine's capture against kvscope's reference "
     "forward: the root cause of a cache bug; exit 1 on a breach, 2 on an unusable file or models that do not match)",
     runCheck};
 

@@ -305,6 +305,12 @@ int runCompress(Args& args) {
   input.continuation = continuationIds(args, bundle);
   if (sweep && !has_prompt && input.continuation.empty()) input.continuation = bundle.tokenizer->encode(kSweepContinuation, false);
   args.finish();
+  // A continuation sets the steps (its tokens are fed one by one): --max-new
+  // would be ignored, so it is refused like any option that does not apply.
+  if (!sweep && has_max_new && !input.continuation.empty()) {
+    throw Error("--max-new is for steps without a continuation: the continuation's " +
+                std::to_string(input.continuation.size()) + " tokens set the steps");
+  }
   checkIds(input.prompt, bundle, "--prompt-ids");
   checkIds(input.continuation, bundle, "--continuation-ids");
   if (sweep) {

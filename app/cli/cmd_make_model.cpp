@@ -63,7 +63,10 @@ int runMakeModel(Args& args) {
   const std::string out = args.required("out");
   const std::string dtype = args.value("dtype").value_or("bf16");
   const StDType storage = storageType(dtype);
-  const auto seed = static_cast<uint64_t>(args.integer("seed", 1));
+  // -1 would wrap to 2^64 - 1 and print as that: refused, as compress does.
+  const int64_t signed_seed = args.integer("seed", 1);
+  if (signed_seed < 0) throw Error("--seed must be >= 0, got " + std::to_string(signed_seed));
+  const auto seed = static_cast<uint64_t>(signed_seed);
   args.finish();
 
   const auto start = std::chrono::steady_clock::now();

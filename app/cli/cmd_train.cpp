@@ -81,6 +81,8 @@ int runTrain(Args& args) {
   const auto tokenizer_option = args.value("tokenizer");
   const int64_t vocab = args.integer("vocab", 4096);
   const int64_t threads = args.integer("threads", 0);
+  // The teacher and the written model's read-back (training itself is float32).
+  const WeightResidency residency = weightResidency(args);
   const StDType storage = storageType(args.value("dtype").value_or("bf16"));
   args.finish();
 
@@ -118,7 +120,7 @@ int runTrain(Args& args) {
   auto model = buildCausalLM(config, weights, options, "train");
   std::unique_ptr<CausalLM> teacher;
   if (teacher_dir) {
-    teacher = loadCausalLM(*teacher_dir, options);
+    teacher = loadCausalLM(*teacher_dir, options, residency);
     o.teacher = teacher.get();
   }
 
@@ -157,7 +159,7 @@ int runTrain(Args& args) {
   ModelDirectoryContents contents{config_json, tokenizer_dir, storage, training};
   writeModelDirectory(*model, contents, out);
 
-  const ModelBundle saved = loadModelBundle(out, options);
+  const ModelBundle saved = loadModelBundle(out, options, residency);
   const double stored_val_loss =
       evaluateLoss(*saved.model, fixedWindows(corpus.valid, corpus.bos_id, o.seq_len, o.eval_windows));
   training["final_val_loss"] = stored_val_loss;
@@ -182,7 +184,7 @@ const CommandRegistrar kRegister{"train",
     "           [--seq-len T] [--batch B] [--lr LR] [--warmup W] [--min-lr-ratio R] [--weight-decay D]\n"
     "           [--grad-clip C] [--eval-every K] [--eval-windows K] [--checkpoint-every K] [--checkpoint-dir DIR]\n"
     "           [--teacher DIR --distill W [--distill-temperature T]] [--init-from DIR] [--dtype bf16|f16|f32]\n"
-    "           [--threads N] [--seed S] [--json]",
+    "           [--threads N] [--seed S] [--weights stored|fp32 (the teacher and the read-back)] [--json]",
     runTrain};
 
 }  // namespace

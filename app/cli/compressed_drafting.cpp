@@ -15,11 +15,12 @@ namespace kvscope::cli {
 
 namespace {
 
-// run's Session options that compressed-cache self-speculation does not have:
-// refused by name rather than silently ignored.
+// run's options that compressed-cache self-speculation does not offer (it
+// runs a greedy Session of its own, with the target as its drafter): refused
+// by name rather than silently ignored.
 void refuseSessionOptions(Args& args) {
   const char* why = " is not available with --drafter-compressed (the target drafts for itself over its compressed "
-                    "cache, outside a Session)";
+                    "cache)";
   for (const char* option : {"drafter", "ngram", "cache", "bookkeeping", "fault", "trace", "trace-budget", "evict"}) {
     if (args.value(option)) throw Error(std::string("--") + option + why);
   }

@@ -17,14 +17,15 @@
 // position firstPosition + r in every head. What a compacting cache would hold
 // is the kept rows (keptRows).
 //
-// A cache that nobody logs or replays (the drafting copy of compressed-cache
-// self-speculation) can compact instead: compact() gathers each kv head's
-// kept rows to the front, so attention computes over them only. Rows then no
-// longer hold one position per row index: rowPositions() says which position
-// each row of each kv head holds (keys keep the rotary position they were
-// written with), and rows appended later follow at the end with contiguous
-// positions. A Session's caches never compact: its event log and trace
-// replay rely on rows not moving.
+// The drafting copy of compressed-cache self-speculation can compact
+// instead: compact() gathers each kv head's kept rows to the front, so
+// attention computes over them only. Rows then no longer hold one position
+// per row index: rowPositions() says which position each row of each kv head
+// holds (keys keep the rotary position they were written with), and rows
+// appended later follow at the end with contiguous positions. Its tracked
+// cache (TrackedCache::moveRows) keeps the books by position; every other
+// cache of a Session never compacts: the audit and trace replay read rows by
+// their place in the layout.
 #include <cstdint>
 #include <optional>
 #include <vector>

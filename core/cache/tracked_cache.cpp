@@ -44,7 +44,9 @@ TrackedCache::TrackedCache(CacheRole role, std::unique_ptr<KvCache> storage, std
 
 std::vector<int64_t> TrackedCache::rowsPerLayer() const {
   std::vector<int64_t> rows;
-  for (int64_t layer = 0; layer < storage_->numLayers(); ++layer) rows.push_back(storage_->length(layer));
+  for (int64_t layer = 0; layer < storage_->numLayers(); ++layer) {
+    rows.push_back(rows_moved_ ? storage_->endPosition(layer) + storage_shift_ : storage_->length(layer));
+  }
   return rows;
 }
 
@@ -94,9 +96,11 @@ PlannedWrite TrackedCache::planWrite(Phase phase, const std::vector<int64_t>& st
   PlannedWrite write;
   write.phase = phase;
   write.start = faults_.feedStart(role_, phase, believed_length);
-  write.rope_start = write.start + (write.start == believed_length ? position_shift_ : 0);
+  const int64_t rope_start = write.start - storage_shift_;  // where a correct engine rotates it
+  write.rope_start = rope_start + (write.start == believed_length ? position_shift_ : 0);
   write.tokens.assign(stream.begin() + write.start, stream.end());
   write.rows_before = rowsPerLayer();
+  for (int64_t layer = 0; layer < storage_->numLayers(); ++layer) write.storage_rows_before.push_back(storage_->length(layer));
   write.expected_rows = static_cast<int64_t>(stream.size());
   const int64_t n = static_cast<int64_t>(write.tokens.size());
   if (bonus_position_ >= write.start && bonus_position_ < write.start + n) write.bonus_index = bonus_position_ - write.start;
@@ -104,9 +108,9 @@ PlannedWrite TrackedCache::planWrite(Phase phase, const std::vector<int64_t>& st
   const WritePlan plan = faults_.write({role_, phase, n, write.rows_before.front(), write.bonus_index});
   write.fault_action = plan.fault_action;
   if (write.start != believed_length) write.fault_action = "fed the whole prefix again from position 0 on top of the cache";
-  if (write.rope_start != write.start) {
+  if (write.rope_start != rope_start) {
     write.fault_action = "rotary positions start at " + std::to_string(write.rope_start) + " instead of " +
-                         std::to_string(write.start) + " (the position counter was not rewound after a rollback)";
+                         std::to_string(rope_start) + " (the position counter was not rewound after a rollback)";
   }
   if (faults_.halfPrecisionStorage()) write.fault_action = "stored K/V in float16";
   write.order = plan.order.value_or(std::vector<int64_t>());
@@ -134,8 +138,9 @@ void TrackedCache::logWrite(const PlannedWrite& write, int64_t round, const std:
     for (int64_t i : write.order) identities.push_back({write.tokens[i], write.start + i, write.rope_start + i});
     std::vector<at::Tensor> k_rows, v_rows;
     for (int64_t layer = 0; layer < storage_->numLayers(); ++layer) {
-      k_rows.push_back(storage_->keys(layer).narrow(1, write.rows_before[layer], m));  // [kv_heads, m, head_dim] as stored
-      v_rows.push_back(storage_->values(layer).narrow(1, write.rows_before[layer], m));
+      const int64_t first_row = write.storage_rows_before[layer];
+      k_rows.push_back(storage_->keys(layer).narrow(1, first_row, m));  // [kv_heads, m, head_dim] as stored
+      v_rows.push_back(storage_->values(layer).narrow(1, first_row, m));
     }
     // Without an injected fault the cache stores a plain copy of what the
     // forward computed, in the same dtype and order: comparing them would
@@ -171,9 +176,12 @@ void TrackedCache::prune(int64_t round, const PruneRequestOfRound& request) {
   event.fault_action = action.fault_action;
   if (action.crop_to >= 0) {
     for (int64_t layer = 0; layer < action.layers_cropped; ++layer) {
-      // crop_to counts positions; a sliding window's layer starts later.
-      const int64_t rows = action.crop_to - storage_->firstPosition(layer);
-      storage_->cropLayer(layer, std::clamp<int64_t>(rows, 0, storage_->length(layer)));
+      // crop_to counts positions; a sliding window's layer starts later, and
+      // gathered rows keep only the positions after the last of them in order.
+      const int64_t length = storage_->length(layer);
+      const int64_t rows = rows_moved_ ? length - (storage_->endPosition(layer) + storage_shift_ - action.crop_to)
+                                       : action.crop_to - storage_->firstPosition(layer);
+      storage_->cropLayer(layer, std::clamp<int64_t>(rows, 0, length));
     }
   }
   event.rows_after = rowsPerLayer();
@@ -244,6 +252,16 @@ void TrackedCache::slideWindows(const Moment& moment) {
 void TrackedCache::logPolicyEviction(const Moment& moment, const std::string& policy,
                                      const std::vector<RemovedRow>& removed) {
   if (removed.empty()) return;  // within budget: nothing happened, nothing to log
+  logCompression(moment, policy, removed);
+}
+
+void TrackedCache::moveRows(const std::function<int64_t(KvCache&)>& gather) {
+  storage_shift_ += gather(*storage_);
+  rows_moved_ = true;
+}
+
+void TrackedCache::logCompression(const Moment& moment, const std::string& policy,
+                                  const std::vector<RemovedRow>& removed) {
   CacheEvent event = eventAt(moment, CacheEventKind::Evict);
   event.reason = DeathReason::Eviction;
   event.policy = policy;

@@ -14,6 +14,7 @@
 // The two caches of a session share one ledger and one log (entries are
 // numbered across both), so the cache keeps references to them.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,7 +38,8 @@ struct PlannedWrite {
   int64_t rope_start = 0;  // the rotary position the forward applies to it
   std::vector<int64_t> tokens;       // the tokens fed, in order
   std::vector<int64_t> order;        // which of them are written, in physical row order
-  std::vector<int64_t> rows_before;  // per layer
+  std::vector<int64_t> rows_before;  // per layer, the rows the books count (rowsPerLayer)
+  std::vector<int64_t> storage_rows_before;  // per layer, where the storage appends the new rows
   int64_t expected_rows = 0;         // the rows the cache must hold afterwards
   int64_t bonus_index = -1;          // index among `tokens` of a bonus token not yet written
   std::string fault_action;
@@ -70,7 +72,13 @@ class TrackedCache {
   // The rows an eviction policy masked, per (entry, layer, kv head).
   const EvictionMasks& masks() const { return masks_; }
   int64_t requiredRows() const { return required_rows_; }
+  // The rows each layer holds as the books count them: the storage's rows,
+  // or, once moveRows() gathered them, every position the layer covers
+  // (rows no kv head reads any more stay in the layout, masked).
   std::vector<int64_t> rowsPerLayer() const;
+  // Whether moveRows() gathered the storage: its rows then no longer match
+  // the layout's row for row (only a drafting copy's cache does this).
+  bool rowsMoved() const { return rows_moved_; }
 
   // --- a forward's write ------------------------------------------------------
   // Plans feeding `stream` (the tokens the cache should hold followed by the
@@ -96,6 +104,20 @@ class TrackedCache {
   // An eviction policy masked `removed` (rows by layer, kv head and
   // position); one Evict event. Entries no head reads any more die.
   void logPolicyEviction(const Moment& moment, const std::string& policy, const std::vector<RemovedRow>& removed);
+  // A compression of the cache (a prefill's, core/inspect/prefill_compression.h):
+  // one Evict event named `name` with the rows kv heads stop reading
+  // (`removed`, may be empty: element pruning and demotion change entries in
+  // place and remove none), logged even when it removed nothing.
+  void logCompression(const Moment& moment, const std::string& name, const std::vector<RemovedRow>& removed);
+  // Lets `gather` move the storage's rows without changing what attention
+  // reads through the books: compaction (KvCache::compact) and re-rotation of
+  // the kept keys. `gather` returns how far the storage's positions then sit
+  // before the sequence's (0 unless re-rotated): later writes are rotated for
+  // position - shift, and crops cut by position. Logged by the compression
+  // event before it, which says what the heads read; the ledger keeps each
+  // entry's K/V as written. A session's audit reads storage rows by the
+  // layout, so only a drafting copy nobody audits moves its rows.
+  void moveRows(const std::function<int64_t(KvCache&)>& gather);
 
  private:
   void logEvent(CacheEvent event);
@@ -119,6 +141,8 @@ class TrackedCache {
   int64_t refeed_pending_ = 0;           // rows cut on purpose (seed bookkeeping), to be re-fed
   int64_t bonus_position_ = -1;          // a bonus token not yet written
   int64_t position_shift_ = 0;           // stale-rope: positions not rewound after rollbacks
+  bool rows_moved_ = false;              // moveRows() gathered the storage
+  int64_t storage_shift_ = 0;            // sequence position - storage position (re-rotated rows)
 };
 
 }  // namespace kvscope

@@ -120,8 +120,9 @@ std::optional<std::string> namedModelDirectory(const CaptureFile& file, CaptureR
   return std::nullopt;
 }
 
-ModelBundle loadCaptureModel(const std::string& dir, const CaptureModel& captured, const c10::TensorOptions& options) {
-  ModelBundle bundle = loadModelBundle(dir, options);
+ModelBundle loadCaptureModel(const std::string& dir, const CaptureModel& captured, const c10::TensorOptions& options,
+                             WeightResidency weights) {
+  ModelBundle bundle = loadModelBundle(dir, options, weights);
   const std::string mismatch = captureModelMismatch(captured, *bundle.model);
   if (!mismatch.empty()) {
     throw Error(dir + " is not the " + captureRoleName(captured.role) + " this capture ran (" + captured.name_or_path +

@@ -28,6 +28,8 @@ std::optional<std::string> namedModelDirectory(const CaptureFile& file, CaptureR
 
 // Loads `dir` and refuses it (Error naming the first differing field) when it
 // is not the checkpoint `captured` describes.
-ModelBundle loadCaptureModel(const std::string& dir, const CaptureModel& captured, const c10::TensorOptions& options);
+// `weights`: whether a 16-bit checkpoint stays 16-bit in memory (weight_residency.h).
+ModelBundle loadCaptureModel(const std::string& dir, const CaptureModel& captured, const c10::TensorOptions& options,
+                             WeightResidency weights = WeightResidency::Stored);
 
 }  // namespace kvscope

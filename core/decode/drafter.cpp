@@ -1,8 +1,20 @@
 #include "core/decode/drafter.h"
 
+#include <algorithm>
+
+#include <torch/types.h>
+
 #include "core/error.h"
 
 namespace kvscope {
+
+bool DraftRequest::stopsAt(int64_t token) const {
+  return !ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), token) != eos_ids.end();
+}
+
+void Drafter::prefill(TrackedCache&, const Moment&, const std::function<void(ProbeSink*)>& feed_prefix) const {
+  feed_prefix(nullptr);
+}
 
 ModelDrafter::ModelDrafter(std::shared_ptr<const CausalLM> model, std::string name)
     : model_(std::move(model)), name_(std::move(name)) {
@@ -11,11 +23,56 @@ ModelDrafter::ModelDrafter(std::shared_ptr<const CausalLM> model, std::string na
 
 std::string ModelDrafter::describe() const { return "model drafter " + name_; }
 
+Draft ModelDrafter::draft(const DraftRequest& request) const {
+  Draft draft;
+  std::vector<int64_t> stream = request.sequence;
+  std::vector<at::Tensor> logit_rows, q_rows;
+  for (int64_t i = 0; i < request.gamma; ++i) {
+    const at::Tensor logits = request.feed(stream);  // [vocab]
+    logit_rows.push_back(logits);
+    int64_t d = 0;
+    if (request.sampling.greedy) {
+      // Greedy acceptance compares tokens only: no processed distribution to
+      // keep. The drafter's own probability of each pick is read once all
+      // drafts are in, off the drafting loop.
+      d = logits.argmax().item<int64_t>();
+    } else {
+      const auto q = processedProbs(logits, request.sampling);  // [vocab]
+      d = sampleFrom(q, request.generator);
+      q_rows.push_back(q);
+      draft.q_of_picks.push_back(q[d].item<double>());
+    }
+    draft.tokens.push_back(d);
+    stream.push_back(d);
+    // Like HF, stop drafting once the drafter proposes an end of sequence.
+    if (request.stopsAt(d)) break;
+  }
+  if (logit_rows.empty()) return draft;
+  draft.logits = torch::stack(logit_rows);  // [drafts, vocab]
+  if (request.sampling.greedy) draft.q_of_picks = probabilitiesOfPicks(draft.logits.softmax(1), draft.tokens);
+  if (!q_rows.empty()) draft.q = torch::stack(q_rows);  // [drafts, vocab]
+  return draft;
+}
+
 NgramDrafter::NgramDrafter(int64_t max_ngram) : max_ngram_(max_ngram) {
   require(max_ngram >= 1, "n-gram drafter: n must be >= 1, got " + std::to_string(max_ngram));
 }
 
 std::string NgramDrafter::describe() const { return "prompt-lookup drafter (n <= " + std::to_string(max_ngram_) + ")"; }
+
+Draft NgramDrafter::draft(const DraftRequest& request) const {
+  Draft draft;
+  draft.tokens = propose(request.sequence, request.gamma);
+  if (draft.tokens.empty()) return draft;
+  // A deterministic proposal: q is one-hot at each draft.
+  std::vector<at::Tensor> q_rows;
+  for (int64_t d : draft.tokens) {
+    q_rows.push_back(at::one_hot(torch::tensor(d), request.vocab).to(torch::kFloat32));
+    draft.q_of_picks.push_back(1.0);
+  }
+  draft.q = torch::stack(q_rows);  // [drafts, vocab]
+  return draft;
+}
 
 std::vector<int64_t> NgramDrafter::propose(const std::vector<int64_t>& sequence, int64_t gamma) const {
   const int64_t length = static_cast<int64_t>(sequence.size());

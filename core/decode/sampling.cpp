@@ -57,6 +57,16 @@ at::Tensor processedProbs(const at::Tensor& logits, const SamplingSettings& s) {
   return scores.softmax(0);
 }
 
+std::vector<double> probabilitiesOfPicks(const at::Tensor& distributions, const std::vector<int64_t>& picks) {
+  const auto k = static_cast<int64_t>(picks.size());
+  if (k == 0) return {};
+  const auto picked = distributions.gather(1, torch::tensor(picks, torch::kInt64).unsqueeze(1))  // [k, 1]
+                          .squeeze(1)
+                          .to(torch::kFloat64)
+                          .contiguous();  // [k]
+  return {picked.data_ptr<double>(), picked.data_ptr<double>() + k};
+}
+
 int64_t sampleFrom(const at::Tensor& probs, at::Generator& generator) {
   return torch::multinomial(probs, 1, /*replacement=*/false, generator).item<int64_t>();
 }

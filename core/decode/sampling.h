@@ -5,6 +5,7 @@
 // speculative sampling stays exact.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
@@ -30,6 +31,10 @@ at::Tensor processedProbs(const at::Tensor& logits, const SamplingSettings& sett
 // verify pass's rows. Greedy settings build all the one-hot rows in three
 // tensor operations (processedProbs' greedy row comes from here).
 at::Tensor processedProbRows(const at::Tensor& logits, const SamplingSettings& settings);
+
+// Row i's probability of token picks[i]: distributions [k, vocab] -> k values
+// (one read for all rows).
+std::vector<double> probabilitiesOfPicks(const at::Tensor& distributions, const std::vector<int64_t>& picks);
 
 // Draws one id from probs [vocab] with the generator.
 int64_t sampleFrom(const at::Tensor& probs, at::Generator& generator);

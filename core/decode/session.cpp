@@ -72,6 +72,8 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
     if (options_.use_cache) drafter_cache_ = makeTrackedCache(CacheRole::Drafter, *draft_model);
   }
   if (options_.use_cache) target_cache_ = makeTrackedCache(CacheRole::Target, *target_);
+  require(options_.use_cache || !drafter_ || drafter_->type() != DrafterType::CompressedCache,
+          "a drafter over a compressed copy of the cache needs the cache on");
   if (needsSlidingWindow(options_.fault) && target_->config().sliding_window <= 0) {
     throw Error(std::string("fault ") + faultInfo(options_.fault).name +
                 " acts on sliding-window layers, and the target has none (no sliding_window in its config.json)");
@@ -140,17 +142,6 @@ class WriteRecorder : public ProbeSink {
  private:
   ProbeSink* inner_;
 };
-
-// Row i's probability of token picks[i]: distributions [k, vocab] -> k values.
-std::vector<double> probabilitiesOfPicks(const at::Tensor& distributions, const std::vector<int64_t>& picks) {
-  const auto k = static_cast<int64_t>(picks.size());
-  if (k == 0) return {};
-  const auto picked = distributions.gather(1, torch::tensor(picks, torch::kInt64).unsqueeze(1))  // [k, 1]
-                          .squeeze(1)
-                          .to(torch::kFloat64)
-                          .contiguous();  // [k]
-  return {picked.data_ptr<double>(), picked.data_ptr<double>() + k};
-}
 
 }  // namespace
 
@@ -243,7 +234,9 @@ void Session::runPrefill() {
     record_.rounds.back().verify_ms = millisecondsSince(start);
     if (drafter_cache_) {
       start = Clock::now();
-      feed(CacheRole::Drafter, prefix, Phase::Prefill, nullptr, /*logit_rows=*/0);
+      drafter_->prefill(*drafter_cache_, removalMoment(), [&](ProbeSink* probes) {
+        feed(CacheRole::Drafter, prefix, Phase::Prefill, probes, /*logit_rows=*/0);
+      });
       drafter_cache_->slideWindows(removalMoment());
       record_.rounds.back().draft_ms = millisecondsSince(start);
     }
@@ -270,43 +263,20 @@ void Session::runDraft() {
   record_.rounds.push_back(record);
   RoundRecord& r = record_.rounds.back();
   const auto start = Clock::now();
-  const int64_t vocab = target_->config().vocab_size;
-  std::vector<at::Tensor> q_rows;
-
-  if (r.gamma > 0 && drafter_ && drafter_->model() == nullptr) {
-    const auto& ngram = static_cast<const NgramDrafter&>(*drafter_);
-    r.drafts = ngram.propose(record_.sequence, r.gamma);
-    for (int64_t d : r.drafts) {
-      q_rows.push_back(at::one_hot(torch::tensor(d), vocab).to(torch::kFloat32));
-      r.q_draft.push_back(1.0);
-    }
-  } else if (r.gamma > 0 && drafter_) {
-    std::vector<int64_t> tokens = record_.sequence;
-    std::vector<at::Tensor> draft_rows;
-    for (int64_t i = 0; i < r.gamma; ++i) {
-      const auto logits = feed(CacheRole::Drafter, tokens, Phase::Draft, nullptr, 1)[-1].to(torch::kFloat32);  // [vocab]
-      draft_rows.push_back(logits);
-      int64_t d = 0;
-      if (options_.sampling.greedy) {
-        // Greedy acceptance compares tokens only: no processed distribution to
-        // keep. The drafter's own probability of each pick is read once all
-        // drafts are in, off the drafting loop.
-        d = logits.argmax().item<int64_t>();
-      } else {
-        const auto q = processedProbs(logits, options_.sampling);  // [vocab]
-        d = sampleFrom(q, generator_);
-        q_rows.push_back(q);
-        r.q_draft.push_back(q[d].item<double>());
-      }
-      r.drafts.push_back(d);
-      tokens.push_back(d);
-      // Like HF, stop drafting once the drafter proposes an end of sequence.
-      if (!options_.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), d) != eos_ids_.end()) break;
-    }
-    draft_logits_[r.index] = torch::stack(draft_rows);  // [drafts, vocab]
-    if (options_.sampling.greedy) r.q_draft = probabilitiesOfPicks(draft_logits_[r.index].softmax(1), r.drafts);
+  draft_q_ = at::Tensor();
+  if (r.gamma > 0 && drafter_) {
+    // The drafter's network (if any) writes only through its tracked cache.
+    auto feed_drafter = [this](const std::vector<int64_t>& stream) {
+      return feed(CacheRole::Drafter, stream, Phase::Draft, nullptr, 1)[-1].to(torch::kFloat32);  // [vocab]
+    };
+    const DraftRequest request{record_.sequence, r.gamma, options_.sampling, generator_, eos_ids_,
+                               options_.ignore_eos, target_->config().vocab_size, feed_drafter};
+    Draft draft = drafter_->draft(request);
+    r.drafts = std::move(draft.tokens);
+    r.q_draft = std::move(draft.q_of_picks);
+    draft_q_ = draft.q;  // [drafts, vocab]
+    if (draft.logits.defined()) draft_logits_[r.index] = draft.logits;  // [drafts, vocab]
   }
-  draft_q_ = q_rows.empty() ? at::Tensor() : torch::stack(q_rows);  // [drafts, vocab]
   r.draft_ms = millisecondsSince(start);
   next_phase_ = Phase::Verify;
 }

@@ -6,7 +6,6 @@
 #include <torch/types.h>
 
 #include "core/error.h"
-#include "core/inspect/all_layers_recorder.h"
 
 namespace kvscope {
 
@@ -23,17 +22,16 @@ CompressionSpec CompressionSpec::evicting(EvictionPolicy policy, double fraction
   return spec;
 }
 
-namespace {
-
-void refuseSlidingWindows(const ModelConfig& config) {
+void checkCompressible(const ModelConfig& config, const CompressionSpec& spec) {
+  spec.validate();
+  if (!spec.eviction) return;
   for (int64_t l = 0; l < config.num_layers; ++l) {
     require(config.windowOf(l) <= 0, "compress: token eviction on a model with sliding-window layers (layer " +
                                          std::to_string(l) + ") is not supported yet; element pruning is");
   }
 }
 
-// The probe points the prefill must record for the policies asked for.
-std::vector<Probe> evidencePoints(const CompressionSpec& spec) {
+std::vector<Probe> compressionEvidence(const CompressionSpec& spec) {
   std::vector<Probe> points;
   const bool output_aware = spec.pruning && spec.pruning->score == ElementScore::OutputAware;
   if ((spec.eviction && needsAttention(spec.eviction->policy)) || output_aware) points.push_back(Probe::AttentionWeights);
@@ -41,19 +39,11 @@ std::vector<Probe> evidencePoints(const CompressionSpec& spec) {
   return points;
 }
 
-}  // namespace
-
-PrefillCompression prefillAndCompress(const CausalLM& model, const at::Tensor& tokens, KvCache& cache,
-                                      const CompressionSpec& spec, KvCache* uncompressed) {
-  spec.validate();
-  if (spec.eviction) refuseSlidingWindows(model.config());
-  AllLayersRecorder evidence(evidencePoints(spec));
-  model.forward(tokens, 0, &cache, &evidence, 0);
-  if (uncompressed != nullptr) *uncompressed = cache.clone();
+PrefillCompression compressPrefilled(KvCache& cache, const CompressionSpec& spec, const AllLayersRecorder& evidence) {
   const auto attention = evidence.perLayer(Probe::AttentionWeights);  // [heads, n, T] per layer
   PrefillCompression done;
   if (spec.eviction) {
-    done.layer_budgets = layerBudgets(*spec.eviction, cache.numLayers(), tokens.size(0));
+    done.layer_budgets = layerBudgets(*spec.eviction, cache.numLayers(), cache.length(0));
     PolicyEviction eviction = evictByPolicy(cache, *spec.eviction, attention, done.layer_budgets);
     done.removed = std::move(eviction.removed);
     done.scores = std::move(eviction.scores);
@@ -62,6 +52,14 @@ PrefillCompression prefillAndCompress(const CausalLM& model, const at::Tensor& t
   }
   if (spec.pruning) done.pruned = pruneElements(cache, *spec.pruning, evidence.perLayer(Probe::Query), attention);
   return done;
+}
+
+PrefillCompression prefillAndCompress(const CausalLM& model, const at::Tensor& tokens, KvCache& cache,
+                                      const CompressionSpec& spec) {
+  checkCompressible(model.config(), spec);
+  AllLayersRecorder evidence(compressionEvidence(spec));
+  model.forward(tokens, 0, &cache, &evidence, 0);
+  return compressPrefilled(cache, spec, evidence);
 }
 
 }  // namespace kvscope

@@ -1,8 +1,9 @@
 #pragma once
 // A prefill followed by compression of its cache, shared by the compression
-// lab and compressed-cache self-speculation: the forward records what the
-// policies score with (attention weights, queries), then eviction and/or
-// element pruning act on the cache.
+// lab and compressed-cache self-speculation (whose drafter compresses its
+// tracked cache after the session's prefill, core/inspect/self_speculation_drafter.h):
+// the forward records what the policies score with (attention weights,
+// queries), then eviction and/or element pruning act on the cache.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -10,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "core/cache/cache_compression.h"
+#include "core/inspect/all_layers_recorder.h"
 #include "core/model/causal_lm.h"
 
 namespace kvscope {
@@ -35,12 +37,21 @@ struct PrefillCompression {
   PrunedElements pruned;
 };
 
+// Throws Error for bad settings (naming the option and its range), or for
+// token eviction on a model with sliding-window layers (not supported yet).
+void checkCompressible(const ModelConfig& config, const CompressionSpec& spec);
+
+// The probe points a prefill must record for spec's policies to score with.
+std::vector<Probe> compressionEvidence(const CompressionSpec& spec);
+
+// Compresses a cache just prefilled (rows at positions 0..n-1 in every
+// layer) as spec says, scoring with what the prefill forward recorded into
+// `evidence` (an AllLayersRecorder of compressionEvidence(spec)).
+PrefillCompression compressPrefilled(KvCache& cache, const CompressionSpec& spec, const AllLayersRecorder& evidence);
+
 // Feeds tokens ([n] ids at positions 0..n-1) into the empty `cache` and
-// compresses it as `spec` says. `uncompressed`, when given, receives a copy
-// of the cache between the two (self-speculation verifies over it: one
-// prefill serves both caches). Throws Error for eviction on a model with
-// sliding-window layers (not supported yet).
+// compresses it as `spec` says. Throws Error as checkCompressible.
 PrefillCompression prefillAndCompress(const CausalLM& model, const at::Tensor& tokens, KvCache& cache,
-                                      const CompressionSpec& spec, KvCache* uncompressed = nullptr);
+                                      const CompressionSpec& spec);
 
 }  // namespace kvscope

@@ -1,13 +1,14 @@
 #include "core/inspect/self_speculation.h"
 
 #include <algorithm>
-#include <chrono>
 #include <string>
 
 #include <torch/types.h>
 
 #include "core/decode/autoregressive.h"
+#include "core/decode/session.h"
 #include "core/error.h"
+#include "core/inspect/self_speculation_drafter.h"
 #include "core/model/scoring.h"
 
 namespace kvscope {
@@ -20,49 +21,50 @@ void checkArguments(const std::vector<int64_t>& prompt, const SelfSpeculationOpt
   require(options.max_new >= 1, "--max-new must be >= 1, got " + std::to_string(options.max_new));
 }
 
-using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-// The draft cache proposes `count` tokens greedily after sequence (which it
-// holds but for the last token).
-std::vector<int64_t> draftTokens(const CausalLM& model, DraftCache& draft, const std::vector<int64_t>& sequence,
-                                 int64_t count) {
-  std::vector<int64_t> drafts;
-  int64_t last = sequence.back();
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t position = draft.positionOf(static_cast<int64_t>(sequence.size()) - 1 + i);
-    last = model.forward(idsTensor({last}), position, &draft.cache(), nullptr, 1)[0].argmax().item<int64_t>();
-    drafts.push_back(last);
-  }
-  return drafts;
+// The session shares its models; the caller's outlive it (it lives in one call).
+std::shared_ptr<const CausalLM> borrowed(const CausalLM& model) {
+  return std::shared_ptr<const CausalLM>(std::shared_ptr<const CausalLM>(), &model);
 }
 
-// Verifies [last, d1..d_g] over the full cache in one forward (row i
-// predicts the token after d_i), appends the accepted drafts and the
-// target's next token to sequence, and returns how many drafts it accepted.
-int64_t verifyAndAccept(const CausalLM& target, KvCache& full, std::vector<int64_t>& sequence,
-                        const std::vector<int64_t>& drafts) {
-  const int64_t L = static_cast<int64_t>(sequence.size());
-  std::vector<int64_t> verify{sequence.back()};
-  verify.insert(verify.end(), drafts.begin(), drafts.end());
-  const auto best = target.forward(idsTensor(verify), L - 1, &full).argmax(1).contiguous();  // [g + 1]
-  const int64_t* verified = best.data_ptr<int64_t>();  // verified[i]: the target's token after verify[i]
-  int64_t accepted = 0;
-  while (accepted < static_cast<int64_t>(drafts.size()) && drafts[accepted] == verified[accepted]) ++accepted;
-  sequence.insert(sequence.end(), drafts.begin(), drafts.begin() + accepted);
-  sequence.push_back(verified[accepted]);  // the correction, or the bonus when every draft was accepted
-  return accepted;
+// A greedy session that drafts up to every token still to come (a round may
+// then end one past max_new, cut off below) and leaves the end of sequence to
+// the caller, who stops after the round that emits one.
+SessionOptions sessionOptions(const SelfSpeculationOptions& options) {
+  SessionOptions session;
+  session.gamma = options.gamma;
+  session.max_new_tokens = options.max_new + 1;  // a session drafts at most the tokens to come less one
+  session.ignore_eos = true;
+  session.record_attention = false;
+  session.record_logits = false;
+  return session;
 }
 
-// Cuts the sequence after the first EOS among its tokens from `from` on; true when there was one.
-bool stopAtEos(std::vector<int64_t>& sequence, size_t from, const std::vector<int64_t>& eos_ids) {
-  for (size_t i = from; i < sequence.size(); ++i) {
-    if (std::find(eos_ids.begin(), eos_ids.end(), sequence[i]) != eos_ids.end()) {
-      sequence.resize(i + 1);
-      return true;
-    }
+// The index after the first end-of-sequence token in tokens[from..), or 0 when there is none.
+size_t endAfterEos(const std::vector<int64_t>& tokens, size_t from, const std::vector<int64_t>& eos_ids) {
+  for (size_t i = from; i < tokens.size(); ++i) {
+    if (std::find(eos_ids.begin(), eos_ids.end(), tokens[i]) != eos_ids.end()) return i + 1;
   }
-  return false;
+  return 0;
+}
+
+// Both caches as of the last token, copied, so row p of one is row p of the
+// other: every token but the last (an EOS cut may have dropped some the full
+// cache verified; a fully accepted round left the drafting copy one short, so
+// its copy catches up here, a forward on the copy only).
+DraftCacheComparison compareCaches(const Session& session, const CausalLM& drafting, const std::vector<int64_t>& sequence,
+                                   int64_t prompt_length) {
+  const int64_t held = static_cast<int64_t>(sequence.size()) - 1;
+  KvCache full = session.targetCache()->clone();
+  full.crop(std::min(held, full.length(0)));
+  KvCache draft = session.drafterCache()->clone();
+  // How far the copy's positions sit before the sequence's (re-rotated rows).
+  const int64_t fed = static_cast<int64_t>(session.believedCacheTokens(CacheRole::Drafter).size());
+  const int64_t shift = fed - draft.endPosition(0);
+  draft.cropToPosition(std::min(held, fed) - shift);
+  if (fed < held) {
+    drafting.forward(idsTensor({sequence.begin() + fed, sequence.begin() + held}), fed - shift, &draft, nullptr, 0);
+  }
+  return compareDraftCache(full, draft, shift, prompt_length - 1);
 }
 
 }  // namespace
@@ -76,50 +78,36 @@ SelfSpeculationResult runSelfSpeculation(const CausalLM& target, const std::vect
   const CausalLM& model = drafter != nullptr ? *drafter : target;  // the drafting model
   require(model.config().vocab_size == target.config().vocab_size,
           "self-speculation: the drafter's vocabulary differs from the target's");
+  const auto drafting = std::make_shared<CompressedCacheDrafter>(borrowed(model), spec, options.layout,
+                                                                 drafter != nullptr ? "drafter" : "target");
   c10::InferenceMode guard;
-  std::vector<int64_t> sequence = prompt;
-  const auto prefill = idsTensor({prompt.begin(), prompt.end() - 1});  // [prompt - 1]
-  auto full = target.makeCache();
-  // Self-speculation: the target's one prefill fills both caches.
-  const bool self = drafter == nullptr;
-  DraftCache draft(model, prefill, spec, options.layout, self ? full.get() : nullptr);
-  if (!self) target.forward(prefill, 0, full.get(), nullptr, 0);
+  Session session(borrowed(target), drafting, prompt, sessionOptions(options), {});
 
   SelfSpeculationResult result;
-  result.draft_rows = draft.cache().length(0);
-  result.full_rows = full->length(0);
-  const int64_t goal = static_cast<int64_t>(prompt.size()) + options.max_new;
-  while (static_cast<int64_t>(sequence.size()) < goal && !result.stopped_at_eos) {
-    const int64_t L = static_cast<int64_t>(sequence.size());
-    const auto draft_start = Clock::now();
-    draft.catchUp(model, sequence, L - 1);
-    const std::vector<int64_t> drafts = draftTokens(model, draft, sequence, std::min(options.gamma, goal - L));
-    result.draft_seconds += secondsSince(draft_start);
-    const auto verify_start = Clock::now();
-    const int64_t accepted = verifyAndAccept(target, *full, sequence, drafts);
-    result.verify_seconds += secondsSince(verify_start);
-    if (options.record) result.rounds_log.push_back({L, drafts, accepted, sequence.back()});
-    // Both caches must hold every token but the new last one: L + accepted tokens.
-    full->crop(L + accepted);
-    draft.cropTo(L + accepted);
+  session.stepPhase();  // the prefill, and the drafting copy's compression
+  result.draft_rows = session.drafterCache()->length(0);
+  result.full_rows = session.targetCache()->length(0);
+  const size_t prompt_length = prompt.size();
+  const size_t goal = prompt_length + static_cast<size_t>(options.max_new);
+  size_t end = 0;  // the sequence's end after an end of sequence
+  while (session.sequence().size() < goal && end == 0) {
+    session.stepRound();
+    const RoundRecord& round = session.rounds().back();
+    if (options.record) result.rounds_log.push_back({round.start_length, round.drafts, round.accepted, round.next_token});
     ++result.rounds;
-    result.drafted += static_cast<int64_t>(drafts.size());
-    result.accepted += accepted;
-    result.stopped_at_eos = stopAtEos(sequence, static_cast<size_t>(L), options.eos_ids);
+    result.drafted += static_cast<int64_t>(round.drafts.size());
+    result.accepted += round.accepted;
+    result.draft_seconds += round.draft_ms / 1000;
+    result.verify_seconds += round.verify_ms / 1000;
+    end = endAfterEos(session.sequence(), static_cast<size_t>(round.start_length), options.eos_ids);
   }
-  const int64_t end = std::min<int64_t>(goal, static_cast<int64_t>(sequence.size()));
-  result.tokens.assign(sequence.begin() + static_cast<int64_t>(prompt.size()), sequence.begin() + end);
+  result.stopped_at_eos = end > 0;
+  std::vector<int64_t> sequence = session.sequence();
+  if (end > 0) sequence.resize(end);
+  result.tokens.assign(sequence.begin() + static_cast<int64_t>(prompt_length),
+                       sequence.begin() + static_cast<int64_t>(std::min(goal, sequence.size())));
   result.alpha = result.drafted > 0 ? static_cast<double>(result.accepted) / static_cast<double>(result.drafted) : 0;
-  if (options.record) {
-    // Both caches as of the last token: every token but the last (an EOS cut
-    // may have dropped some the full cache verified; a fully accepted round
-    // left the drafting copy one short), so row p of one is row p of the other.
-    const int64_t held = static_cast<int64_t>(sequence.size()) - 1;
-    full->crop(std::min(held, full->length(0)));
-    draft.cropTo(held);
-    draft.catchUp(model, sequence, held);
-    result.caches = compareDraftCache(*full, draft.cache(), draft.shift(), static_cast<int64_t>(prompt.size()) - 1);
-  }
+  if (options.record) result.caches = compareCaches(session, model, sequence, static_cast<int64_t>(prompt_length));
   return result;
 }
 

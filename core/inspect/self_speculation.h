@@ -1,15 +1,14 @@
 #pragma once
 // Compressed-cache self-speculation (the idea behind MagicDec and TriForce),
-// greedy and self-contained: the target drafts for itself over a compressed
-// copy of its cache and verifies over the full cache, so the output is
-// exactly the target's greedy output; what compression costs shows as alpha,
-// the share of drafts accepted, and what it saves as the draft's time.
+// greedy: the target drafts for itself over a compressed copy of its cache
+// and verifies over the full cache, so the output is exactly the target's
+// greedy output; what compression costs shows as alpha, the share of drafts
+// accepted, and what it saves as the draft's time.
 //
-// Bookkeeping as in DESIGN.md: at round start both caches hold every token
-// but the last; the draft cache feeds the last token and its own drafts one
-// at a time, the full cache verifies [last, d1..d_gamma] in one forward, and
-// both are cut back to the accepted sequence by position (the draft cache
-// catches up on a token it never fed when every draft was accepted).
+// It is a greedy Session (core/decode/session.h) whose drafter is the target
+// over the compressed copy (core/inspect/self_speculation_drafter.h): the
+// session's loop drafts, verifies, accepts and prunes, and every operation on
+// both caches is logged by their tracked caches. Bookkeeping as in DESIGN.md.
 //
 // The drafting cache is compressed once, after the prefill; rows written
 // while decoding are kept. By default it then compacts (KvCache::compact):
@@ -21,6 +20,7 @@
 
 #include "core/inspect/draft_cache.h"
 #include "core/inspect/draft_cache_comparison.h"
+#include "core/inspect/prefill_compression.h"
 
 namespace kvscope {
 

@@ -84,13 +84,13 @@ LoadResult SessionController::loadModels(const ModelSpec& spec, const Progress& 
   const c10::TensorOptions options = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCPU);
 
   report(0, total, "loading target model from " + result.target_dir);
-  ModelBundle target = loadModelBundle(result.target_dir, options);
+  ModelBundle target = loadModelBundle(result.target_dir, options, spec.weights);
 
   std::shared_ptr<const Drafter> drafter;
   if (spec.drafter_kind == DrafterKind::Model) {
     result.drafter_dir = spec.drafter_dir.empty() ? defaults.drafter_dir : spec.drafter_dir;
     report(1, total, "loading drafter model from " + result.drafter_dir);
-    ModelBundle draft = loadModelBundle(result.drafter_dir, options);
+    ModelBundle draft = loadModelBundle(result.drafter_dir, options, spec.weights);
     if (draft.model->config().vocab_size != target.model->config().vocab_size) {
       throw Error("drafter " + result.drafter_dir + ": vocabulary size " +
                   std::to_string(draft.model->config().vocab_size) + " differs from the target's " +
@@ -256,7 +256,6 @@ const DiffReport& SessionController::runDiff(const SessionSpec& diff_spec, const
   require(hasModels(), "diff: no models loaded");
   SessionSpec spec = diff_spec;
   spec.use_cache = true;  // the run under test uses the cache; the reference recomputes
-  const std::string prompt = spec.prompt;
   startSession(spec);
   return runDiff(&cancel);
 }

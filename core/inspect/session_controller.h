@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/inspect/reports.h"
+#include "core/model/weight_residency.h"
 #include "core/inspect/snapshot.h"
 
 namespace kvscope {
@@ -30,6 +31,8 @@ struct ModelSpec {
   DrafterKind drafter_kind = DrafterKind::Model;
   std::string drafter_dir;  // empty: the default
   int64_t max_ngram = 3;
+  // 16-bit checkpoints stay 16-bit in memory unless fp32 (weight_residency.h).
+  WeightResidency weights = WeightResidency::Stored;
 };
 
 struct SessionSpec {

@@ -145,7 +145,7 @@ at::Tensor CausalLM::guardedForward(const at::Tensor& tokens, int64_t start_pos,
     for (int64_t layer = 0; layer < cache->numLayers(); ++layer) rows_before.push_back(cache->length(layer));
   }
   at::Tensor logits = forwardImpl(tokens, start_pos, cache, probes, logit_rows);
-  if (allFinite(logits)) return logits;
+  if (!finiteGuardEnabled() || allFinite(logits)) return logits;
   try {
     refuseNonFinite(tokens, start_pos, cache, rows_before, logit_rows);
   } catch (const Error&) {

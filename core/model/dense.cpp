@@ -34,15 +34,13 @@ bool kernelTakes(const at::Tensor& x, const at::Tensor& weight, int64_t max_rows
   return !(at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad()));
 }
 
-// x [n, in] -> [n, out] through the kernel, kFewRowsMax rows at a time.
+// x [n, in] -> [n, out] through the kernel (any n: manyRowsProduct sums each
+// output as fewRowsProduct does).
 at::Tensor kernelProduct(const at::Tensor& x, const FewRowsWeight& weight, const at::Tensor& bias) {
   auto input = x.contiguous();                                 // [n, in]
   auto y = at::empty({x.size(0), weight.out}, x.options());  // [n, out]
-  for (int64_t r = 0; r < x.size(0); r += kFewRowsMax) {
-    const bool ran = fewRowsProduct(input.data_ptr<float>() + r * weight.in, std::min(kFewRowsMax, x.size(0) - r),
-                                    weight, y.data_ptr<float>() + r * weight.out);
-    TORCH_CHECK(ran, "few-row kernel refused a product kernelTakes() accepted");
-  }
+  const bool ran = manyRowsProduct(input.data_ptr<float>(), x.size(0), weight, y.data_ptr<float>());
+  TORCH_CHECK(ran, "few-row kernel refused a product kernelTakes() accepted");
   if (bias.defined()) y.add_(bias);
   return y;
 }
@@ -65,15 +63,17 @@ FewRowsWeight panelLayout(const at::Tensor& panels) {
 }
 
 // Output columns per tile a many-row product over a 16-bit weight widens for
-// BLAS: about kPanelMaxBytes of float32, so the tile is still in cache when
-// BLAS packs it.
+// BLAS when the kernel is switched off: about kPanelMaxBytes of float32, so
+// the tile is still in cache when BLAS packs it.
 int64_t tileVectors(int64_t in) {
   return std::max<int64_t>(1, kPanelMaxBytes / (in * kPanelWidth * static_cast<int64_t>(sizeof(float))));
 }
 
 // x [n, in] (float32, contiguous) times a 16-bit weight -> [n, out]: each
 // tile of columns widened to float32 [in, tile] and multiplied by BLAS into
-// its columns of y. No float32 copy of the whole weight exists.
+// its columns of y. No float32 copy of the whole weight exists. Only with the
+// kernel switched off (benchmarks measuring what it gains): otherwise the
+// kernel takes every row count (manyRowsProduct in few_rows.h says why).
 at::Tensor widenedTiles(const at::Tensor& x, const FewRowsWeight& weight, const at::Tensor& bias) {
   const int64_t vectors = weight.out / kPanelWidth, per_tile = std::min(vectors, tileVectors(weight.in));
   auto y = at::empty({x.size(0), weight.out}, x.options());                    // [n, out]
@@ -105,8 +105,7 @@ at::Tensor sixteenBitProduct(const at::Tensor& x, const at::Tensor& weight, cons
   auto shape = x.sizes().vec();
   shape.back() = layout.out;
   auto rows = x.reshape({-1, layout.in}).contiguous();  // [n, in]
-  const int64_t max_rows = cacheResident(weight) ? kAnyRows : kFewRowsMax;
-  if (kernelTakes(rows, weight, max_rows)) return kernelProduct(rows, layout, bias).view(shape);
+  if (kernelTakes(rows, weight, kAnyRows)) return kernelProduct(rows, layout, bias).view(shape);
   return widenedTiles(rows, layout, bias).view(shape);  // [..., out]
 }
 

@@ -28,12 +28,11 @@
 // A weight may also be bfloat16 or float16, as its checkpoint stores it
 // (core/model/weight_residency.h): then it is panels whenever out is a
 // multiple of 16, whatever its size, because the few-row kernel, which widens
-// it in registers, is the only reader that does not need a float32 copy. Up
-// to 16 rows, and any number for weights up to kPanelMaxBytes in float32
-// (cache-resident), go to the kernel; a many-row product (a prefill) over a
-// larger one widens a tile of columns at a time for BLAS. The sums are the
-// float32 path's: same kernel, same order, wherever the float32 weight goes
-// to the kernel too (every weight up to kPanelMaxBytes). GPT-2's Conv1D
+// it in registers, is the only reader that does not need a float32 copy. Any
+// number of rows goes to the kernel (a prefill too: manyRowsProduct, faster
+// here than BLAS over the float32 weight). The sums are the float32 path's:
+// same kernel, same order, wherever the float32 weight goes to the kernel too
+// (every weight up to kPanelMaxBytes, and up to 8 rows beyond). GPT-2's Conv1D
 // weights stay [in, out], which the kernel reads directly; those up to
 // kPanelMaxBytes go to it for any number of rows in float32 as well.
 #include <cstdint>

@@ -341,11 +341,32 @@ bool fewRowsProduct(const float* x, int64_t rows, const FewRowsWeight& weight, f
   return fewRowsProduct(cpuHasAvx512() ? FewRowsIsa::Avx512 : FewRowsIsa::Avx2, x, rows, weight, y);
 }
 
-bool fewRowsProduct(FewRowsIsa isa, const float* x, int64_t rows, const FewRowsWeight& weight, float* y) {
+namespace {
+
+// Whether the kernel runs with `isa` on this weight here (rows aside).
+bool kernelRuns(FewRowsIsa isa, const FewRowsWeight& weight) {
   const bool avx512 = isa == FewRowsIsa::Avx512;
-  if (!kernel_enabled || !(avx512 ? cpuHasAvx512() : cpuHasAvx2()) || rows < 1 || rows > kFewRowsMax) return false;
-  if (weight.type != FewRowsType::F32 && weight.out % kPanelWidth != 0) return false;
-  product(avx512, x, rows, weight, y);
+  if (!kernel_enabled || !(avx512 ? cpuHasAvx512() : cpuHasAvx2())) return false;
+  return weight.type == FewRowsType::F32 || weight.out % kPanelWidth == 0;
+}
+
+}  // namespace
+
+bool fewRowsProduct(FewRowsIsa isa, const float* x, int64_t rows, const FewRowsWeight& weight, float* y) {
+  if (!kernelRuns(isa, weight) || rows < 1 || rows > kFewRowsMax) return false;
+  product(isa == FewRowsIsa::Avx512, x, rows, weight, y);
+  return true;
+}
+
+bool manyRowsProduct(const float* x, int64_t rows, const FewRowsWeight& weight, float* y) {
+  return manyRowsProduct(cpuHasAvx512() ? FewRowsIsa::Avx512 : FewRowsIsa::Avx2, x, rows, weight, y);
+}
+
+bool manyRowsProduct(FewRowsIsa isa, const float* x, int64_t rows, const FewRowsWeight& weight, float* y) {
+  if (!kernelRuns(isa, weight) || rows < 1) return false;
+  for (int64_t r = 0; r < rows; r += kManyRowsChunk) {
+    product(isa == FewRowsIsa::Avx512, x + r * weight.in, std::min(kManyRowsChunk, rows - r), weight, y + r * weight.out);
+  }
   return true;
 }
 

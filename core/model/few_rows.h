@@ -1,7 +1,7 @@
 #pragma once
 // The product of a few rows with a dense weight: a decode step (1 row), a
 // speculative verify pass (gamma + 1 rows, up to gamma 15) or a short re-feed;
-// and, 16 rows per call, a prefill over the panel weights kept in cache.
+// and a prefill over the panel weights kept in cache or kept in 16 bits.
 // Weights are float32, or bfloat16 / float16 as the checkpoint stores them:
 // each 16-column vector is widened to float32 in registers as it is loaded
 // and every product is summed in float32 in the same order, so a 16-bit
@@ -87,6 +87,23 @@ bool fewRowsProduct(const float* x, int64_t rows, const FewRowsWeight& weight, f
 // has AVX-512); false when the CPU lacks it.
 enum class FewRowsIsa { Avx2, Avx512 };
 bool fewRowsProduct(FewRowsIsa isa, const float* x, int64_t rows, const FewRowsWeight& weight, float* y);
+
+// Rows a many-row product hands the kernel at once: their slice of x for one
+// 256-input step (512 KB) and their outputs for one block of columns (96 KB)
+// stay in a core's L2 while every register pass reads the block.
+constexpr int64_t kManyRowsChunk = 512;
+
+// y [rows, out] = x [rows, in] * weight for any rows >= 1 (a prefill over a
+// 16-bit weight), kManyRowsChunk rows per pass over the weight. Each output
+// is summed in the same order as by fewRowsProduct, so the result is bit for
+// bit that of fewRowsProduct over any split of the rows. Why not widened
+// tiles for BLAS: OpenBLAS repacks x for every tile and the tiles are one
+// more pass over the weight; the 0.5 B shape's 500-token forward took 1.8 s
+// this way against 3.7 s (2 MiB tiles) and 2.8 s (BLAS over the float32
+// weights), 2026-11-26, docs/performance-weights.md. Returns false when the
+// kernel does not run here, as fewRowsProduct.
+bool manyRowsProduct(const float* x, int64_t rows, const FewRowsWeight& weight, float* y);
+bool manyRowsProduct(FewRowsIsa isa, const float* x, int64_t rows, const FewRowsWeight& weight, float* y);
 
 // Vectors [first, first + count) of a weight (output columns 16 first ..
 // 16 (first + count) - 1), widened to float32 as a row-major [in, 16 count]

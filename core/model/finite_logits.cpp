@@ -1,6 +1,7 @@
 #include "core/model/finite_logits.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include <ATen/ops/aminmax.h>
 
@@ -101,6 +102,11 @@ bool allFinite(const at::Tensor& x) {
   // decide, without a [rows, vocab] mask of isfinite().
   const auto [lo, hi] = at::aminmax(x);
   return std::isfinite(lo.item<double>()) && std::isfinite(hi.item<double>());
+}
+
+bool finiteGuardEnabled() {
+  static const bool enabled = std::getenv("KVSCOPE_MEASURE_NO_FINITE_GUARD") == nullptr;
+  return enabled;
 }
 
 void FirstNonFinite::record(Probe point, int64_t layer, const at::Tensor& value) {

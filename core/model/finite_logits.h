@@ -19,6 +19,11 @@ namespace kvscope {
 // Whether every value of x is finite; an empty tensor is. One pass, no copy.
 bool allFinite(const at::Tensor& x);
 
+// False only when $KVSCOPE_MEASURE_NO_FINITE_GUARD is set: the guard's cost is
+// measured by running the same benchmark with and without it
+// (docs/hostile-inputs.md). Not a setting: with it, NaN logits go unnoticed.
+bool finiteGuardEnabled();
+
 // A ProbeSink that watches every point of every layer and keeps the first
 // (in the forward's order) whose value holds NaN or Inf.
 class FirstNonFinite : public ProbeSink {

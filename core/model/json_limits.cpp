@@ -23,12 +23,14 @@ namespace kvscope {
 // A parsed value costs 16-100 bytes, so max_values bounds the memory of a
 // document (a safetensors header is streamed: only one member is held).
 const JsonLimits kSafetensorsHeaderLimits{"safetensors header", 100000000, 16, 4000000, false, true};
-// config.json refuses repeated keys: nlohmann keeps the last one, so a file
-// that says both 2 and 24 layers would load silently as whichever came last.
+// Model files refuse repeated keys: nlohmann keeps the last one, so a config
+// that says both 2 and 24 layers, a vocabulary that gives a token two ids or
+// a shard index that maps a tensor to two files would load silently as
+// whichever came last (and Python's json and serde disagree on which wins).
 const JsonLimits kConfigJsonLimits{"config.json", size_t{16} << 20, 32, 1000000, true, true};
-const JsonLimits kTokenizerJsonLimits{"tokenizer.json", size_t{128} << 20, 64, 4000000, true, false};
-const JsonLimits kTokenizerConfigLimits{"tokenizer_config.json", size_t{16} << 20, 64, 1000000, true, false};
-const JsonLimits kShardIndexLimits{"safetensors index", size_t{64} << 20, 8, 4000000, true, false};
+const JsonLimits kTokenizerJsonLimits{"tokenizer.json", size_t{128} << 20, 64, 4000000, true, true};
+const JsonLimits kTokenizerConfigLimits{"tokenizer_config.json", size_t{16} << 20, 64, 1000000, true, true};
+const JsonLimits kShardIndexLimits{"safetensors index", size_t{64} << 20, 8, 4000000, true, true};
 const JsonLimits kTraceMetadataLimits{"trace metadata", 100000000, 64, 8000000, true, false};
 
 namespace {

@@ -99,6 +99,17 @@ std::vector<int64_t> tokenIdList(const json& j, const char* key, const std::stri
 constexpr double kMinFactor = 1e-6;
 constexpr double kMaxFactor = 1e6;
 
+// A norm adds eps to the mean square before 1/sqrt: 0 turns an all-zero row
+// into 0 * Inf = NaN, and an eps float32 rounds to 0 (1e-300) does the same.
+// 1e-30 stays a normal float32 with 1/sqrt(eps) = 1e15; real models use 1e-12
+// to 1e-5.
+constexpr double kMinNormEps = 1e-30;
+// inv_freq = theta^(-2i/d): a base below 1 makes the "slow" dimensions spin
+// faster than the fast ones (1 makes every dimension rotate alike), which no
+// model was trained with; real bases lie in [1e4, 1e7].
+constexpr double kMinRopeTheta = 1.0;
+constexpr double kMaxRopeTheta = 1e12;
+
 std::vector<double> factorList(const json& rs, const char* key, const std::string& source) {
   if (!rs.contains(key) || !rs[key].is_array()) fail(source, std::string("rope_scaling 'longrope' needs a list '") + key + "'");
   std::vector<double> factors;
@@ -201,7 +212,7 @@ void parseGpt2(const json& j, ModelConfig& c, const std::string& source) {
   c.max_position_embeddings = requireInt(j, "n_positions", source);
   c.intermediate_size = optionalInt(j, "n_inner", 4 * c.hidden_size, source);
   c.activation = optionalString(j, "activation_function", "gelu_new", source);
-  c.norm_eps = optionalNumber(j, "layer_norm_epsilon", 1e-5, source, 0.0, 1.0);
+  c.norm_eps = optionalNumber(j, "layer_norm_epsilon", 1e-5, source, kMinNormEps, 1.0);
   c.tie_word_embeddings = optionalBool(j, "tie_word_embeddings", true, source);
   c.scale_attn_weights = optionalBool(j, "scale_attn_weights", true, source);
   c.scale_attn_by_inverse_layer_idx = optionalBool(j, "scale_attn_by_inverse_layer_idx", false, source);
@@ -276,8 +287,8 @@ void parseLlamaFamily(const json& j, ModelConfig& c, const std::string& source) 
   c.num_kv_heads = optionalInt(j, "num_key_value_heads", c.num_heads, source);
   c.max_position_embeddings = optionalInt(j, "max_position_embeddings", 2048, source);
   c.activation = optionalString(j, "hidden_act", "silu", source);
-  c.norm_eps = optionalNumber(j, "rms_norm_eps", 1e-6, source, 0.0, 1.0);
-  c.rope_theta = optionalNumber(j, "rope_theta", 10000.0, source, 1e-6, 1e12);
+  c.norm_eps = optionalNumber(j, "rms_norm_eps", 1e-6, source, kMinNormEps, 1.0);
+  c.rope_theta = optionalNumber(j, "rope_theta", 10000.0, source, kMinRopeTheta, kMaxRopeTheta);
   c.rope_scaling = parseRopeScaling(j, source);
   c.tie_word_embeddings = optionalBool(j, "tie_word_embeddings", c.family == DecoderFamily::Gemma2, source);
   const bool attention_bias = optionalBool(j, "attention_bias", false, source);

@@ -1,13 +1,11 @@
 #include "core/train/greedy_acceptance.h"
 
+#include "core/decode/autoregressive.h"
+#include "core/decode/session.h"
 #include "core/error.h"
 
 namespace kvscope {
 namespace {
-
-at::Tensor idTensor(const std::vector<int64_t>& ids) {
-  return torch::tensor(at::ArrayRef<int64_t>(ids), torch::kInt64);
-}
 
 void checkRequest(const CausalLM& model, const std::vector<int64_t>& prompt, int64_t extra, const char* role) {
   require(!prompt.empty(), "acceptance: empty prompt");
@@ -15,22 +13,19 @@ void checkRequest(const CausalLM& model, const std::vector<int64_t>& prompt, int
           std::string("acceptance: prompt plus new tokens exceed the ") + role + "'s context length");
 }
 
+// The session shares its models; these outlive it (it lives in one call).
+std::shared_ptr<const CausalLM> borrowed(const CausalLM& model) {
+  return std::shared_ptr<const CausalLM>(std::shared_ptr<const CausalLM>(), &model);
+}
+
 }  // namespace
 
 std::vector<int64_t> greedyContinuation(const CausalLM& model, const std::vector<int64_t>& prompt, int64_t max_new) {
   checkRequest(model, prompt, max_new, "model");
-  torch::InferenceMode guard;
-  auto cache = model.makeCache();
-  std::vector<int64_t> out;
-  at::Tensor logits = model.forward(idTensor(prompt), 0, cache.get());
-  int64_t position = static_cast<int64_t>(prompt.size());
-  for (int64_t i = 0; i < max_new; ++i) {
-    const int64_t next = logits[-1].argmax().item<int64_t>();
-    out.push_back(next);
-    if (i + 1 == max_new) break;
-    logits = model.forward(idTensor({next}), position++, cache.get());
-  }
-  return out;
+  GenerateOptions options;
+  options.max_new_tokens = max_new;
+  options.ignore_eos = true;
+  return generateAutoregressive(model, prompt, options, {}).ids;
 }
 
 AcceptanceStats greedyAcceptance(const CausalLM& target, const CausalLM& drafter, const std::vector<int64_t>& prompt,
@@ -40,29 +35,22 @@ AcceptanceStats greedyAcceptance(const CausalLM& target, const CausalLM& drafter
           "acceptance: the target and the drafter have different vocabulary sizes");
   checkRequest(target, prompt, max_new + gamma + 1, "target");
   checkRequest(drafter, prompt, max_new + gamma + 1, "drafter");
-  // Greedy speculative output is the target's greedy output: compute it once.
-  const std::vector<int64_t> truth = greedyContinuation(target, prompt, max_new + gamma + 1);
-
-  torch::InferenceMode guard;
+  SessionOptions options;
+  options.gamma = gamma;
+  // A session drafts at most the tokens still to come less one; gamma more
+  // than max_new keeps every round at gamma drafts until max_new are out.
+  options.max_new_tokens = max_new + gamma;
+  options.ignore_eos = true;
+  options.record_attention = false;
+  options.record_logits = false;
+  Session session(borrowed(target), std::make_shared<ModelDrafter>(borrowed(drafter), "drafter"), prompt, options, {});
+  while (static_cast<int64_t>(session.generated().size()) < max_new) session.stepRound();
   AcceptanceStats stats;
-  int64_t done = 0;  // target tokens emitted so far
-  while (done < max_new) {
-    std::vector<int64_t> sequence = prompt;
-    sequence.insert(sequence.end(), truth.begin(), truth.begin() + done);
-    auto cache = drafter.makeCache();
-    at::Tensor logits = drafter.forward(idTensor(sequence), 0, cache.get());
-    int64_t n = 0;
-    bool matching = true;
-    for (int64_t i = 0; i < gamma; ++i) {
-      const int64_t draft = logits[-1].argmax().item<int64_t>();
-      matching = matching && draft == truth[done + i];
-      if (matching) ++n;
-      if (i + 1 < gamma) logits = drafter.forward(idTensor({draft}), cache->length(), cache.get());
-    }
+  for (const RoundRecord& round : session.rounds()) {
+    if (round.index == 0) continue;  // the prefill
     ++stats.rounds;
-    stats.drafted += gamma;
-    stats.accepted += n;
-    done += n + 1;
+    stats.drafted += static_cast<int64_t>(round.drafts.size());
+    stats.accepted += round.accepted;
   }
   return stats;
 }

@@ -1,12 +1,10 @@
 #pragma once
-// The greedy acceptance rate alpha of a drafter/target pair, measured
-// without the speculative engine: greedy speculative decoding emits exactly
-// the target's greedy tokens, so each round drafts gamma tokens greedily
-// with the drafter from the current sequence, accepts the longest prefix
-// that equals the target's greedy continuation, and moves on by that many
-// tokens plus one (the target's correction or bonus token).
-// alpha = accepted drafts / drafted tokens. A training-time check; the
-// speculative engine's own report is the reference.
+// The greedy acceptance rate alpha of a drafter/target pair, as the
+// speculative engine measures it: a greedy Session (core/decode/session.h)
+// with the drafter, gamma drafts every round (never fewer near the end, so
+// every round counts gamma) and the end-of-sequence ignored, run until
+// max_new tokens are out. alpha = accepted drafts / drafted tokens.
+// The trainer's check of a pair it made.
 #include <cstdint>
 #include <vector>
 

@@ -1,5 +1,6 @@
 #include "core/train/train_checkpoint.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -8,6 +9,8 @@
 
 #include "core/error.h"
 #include "core/model/checkpoint.h"
+#include "core/model/json_fields.h"
+#include "core/model/json_limits.h"
 
 namespace kvscope {
 namespace fs = std::filesystem;
@@ -21,7 +24,41 @@ bool complete(const fs::path& dir) {
   return fs::exists(dir / "state.json") && fs::exists(dir / "model.safetensors") && fs::exists(dir / "optimizer.pt");
 }
 
+// A finite number in [0, max] for `field`, or an Error naming it.
+double nonNegativeNumber(const nlohmann::json& j, const char* field, const std::string& context) {
+  const nlohmann::json& v = j.at(field);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0) {
+    fail(context, std::string("'") + field + "' must be a finite number >= 0, got " + jsonSnippet(v));
+  }
+  return v.get<double>();
+}
+
 }  // namespace
+
+TrainState readTrainState(const std::string& path) {
+  // The config.json limits: small, shallow, every number an int64 or a
+  // float, keys unique. get<int64_t>() would cast 2.5 or 1e300 silently.
+  const nlohmann::json j = readJsonFileWithLimits(path, kConfigJsonLimits);
+  if (!j.is_object() || !j.contains("step")) fail(path, "state.json needs an object with 'step'");
+  TrainState state;
+  state.step = jsonInteger(j.at("step"), path, "'step'", 0, kMaxTrainSteps);
+  if (j.contains("tokens")) state.tokens = jsonInteger(j.at("tokens"), path, "'tokens'", 0);
+  if (j.contains("seconds")) state.seconds = nonNegativeNumber(j, "seconds", path);
+  if (!j.contains("val_history")) return state;
+  const nlohmann::json& history = j.at("val_history");
+  if (!history.is_array()) fail(path, "'val_history' must be a list of [step, loss] pairs");
+  for (size_t i = 0; i < history.size(); ++i) {
+    const std::string where = "'val_history[" + std::to_string(i) + "]'";
+    const nlohmann::json& pair = history[i];
+    if (!pair.is_array() || pair.size() != 2) fail(path, where + " must be a [step, loss] pair, got " + jsonSnippet(pair));
+    const int64_t at = jsonInteger(pair[0], path, where + "[0] (a step)", 1, state.step);
+    if (!pair[1].is_number() || !std::isfinite(pair[1].get<double>())) {
+      fail(path, where + "[1] (a loss) must be a finite number, got " + jsonSnippet(pair[1]));
+    }
+    state.val_history.emplace_back(at, pair[1].get<double>());
+  }
+  return state;
+}
 
 void saveTrainCheckpoint(const std::string& dir, const CausalLM& model, torch::optim::Optimizer& optimizer,
                          const TrainState& state) {
@@ -74,15 +111,7 @@ std::optional<TrainState> loadTrainCheckpoint(const std::string& dir, CausalLM& 
   } catch (const std::exception& e) {
     fail(context, std::string("cannot load optimizer.pt: ") + e.what());
   }
-  std::ifstream in((chosen / "state.json").string());
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.contains("step")) fail(context, "state.json is not valid");
-  TrainState state;
-  state.step = j.at("step").get<int64_t>();
-  state.tokens = j.value("tokens", int64_t{0});
-  state.seconds = j.value("seconds", 0.0);
-  if (j.contains("val_history")) state.val_history = j.at("val_history").get<std::vector<std::pair<int64_t, double>>>();
-  return state;
+  return readTrainState((chosen / "state.json").string());
 }
 
 }  // namespace kvscope

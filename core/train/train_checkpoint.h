@@ -21,6 +21,16 @@ struct TrainState {
   std::vector<std::pair<int64_t, double>> val_history;
 };
 
+// Steps beyond this are refused in state.json: far above any run (1e9 steps
+// of even one token each is years of CPU), low enough to never overflow.
+constexpr int64_t kMaxTrainSteps = int64_t{1} << 40;
+
+// Reads a checkpoint's state.json. Every field is checked before use: 'step'
+// and 'tokens' are integers >= 0 (a float or 1e300 is refused by name, not
+// cast), 'seconds' and each loss finite, each val_history step in
+// [1, step]; a repeated key is refused. Throws Error naming the file and field.
+TrainState readTrainState(const std::string& path);
+
 void saveTrainCheckpoint(const std::string& dir, const CausalLM& model, torch::optim::Optimizer& optimizer,
                          const TrainState& state);
 

@@ -109,6 +109,12 @@ TrainResult trainLanguageModel(CausalLM& model, const TokenCorpus& corpus, const
   if (o.resume && !o.checkpoint_dir.empty()) {
     if (auto loaded = loadTrainCheckpoint(o.checkpoint_dir, model, *optimizer)) {
       state = *loaded;
+      // Past the end, the loop would train nothing and report the stored
+      // step as this run's: say so instead.
+      if (state.step > o.steps) {
+        fail(o.checkpoint_dir, "the checkpoint is at step " + std::to_string(state.step) + ", past --steps " +
+                                   std::to_string(o.steps) + " (raise --steps to continue training it)");
+      }
       result.resumed_from = state.step;
       if (progress) {
         TrainProgress p;

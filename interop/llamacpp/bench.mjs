@@ -1,11 +1,13 @@
 // llama.cpp beside kvscope on the same model pair, in one run, trials
 // interleaved (kvscope, llama.cpp F32, llama.cpp F16, kvscope, ...), medians
-// reported. One thread each: node-llama-cpp's decode of the tiny bundled
-// models stalls in llama.cpp's thread barrier at 2 threads (10-15x slower
-// than its C API), so the comparison is made at 1.
+// reported. One thread each by default: node-llama-cpp's decode of the tiny
+// bundled models stalls in llama.cpp's thread barrier at 2 threads (10-15x
+// slower than its C API); a real-size model (the 0.5 B shape) runs at 2.
 //
 // node bench.mjs --cli build/app/kvscope-cli [--target DIR --drafter DIR] [--trials 3]
-//   [--new-tokens 64] [--prefill 500] [--gamma 4] [--json FILE]
+//   [--new-tokens 64] [--prefill 500] [--gamma 4] [--threads 1]
+//   [--prompt-ids 1,2,3 (a model without a tokenizer)] [--parts decode,prefill,speculative]
+//   [--weights stored|fp32 (kvscope's)] [--json FILE]
 //
 // Measured per engine:
 //   decode      greedy tokens/s after the prompt, one token per forward (cache on)
@@ -20,7 +22,7 @@ import {performance} from "node:perf_hooks";
 import {kvscope, parseArgs, requireNodeLlamaCpp} from "./kvscope.mjs";
 
 await requireNodeLlamaCpp();
-const {loadModel, makeContext} = await import("./llama.mjs");
+const {loadModel, makeContext, setLlamaThreads} = await import("./llama.mjs");
 const {speculativeGreedy} = await import("./spec_loop.mjs");
 const {DraftSequenceTokenPredictor} = await import("node-llama-cpp");
 
@@ -33,15 +35,26 @@ const trials = Number(args.trials ?? 3);
 const newTokens = Number(args["new-tokens"] ?? 64);
 const prefillRows = Number(args.prefill ?? 500);
 const gamma = Number(args.gamma ?? 4);
+const threads = Number(args.threads ?? 1);
+const weights = args.weights ?? "stored";
+const parts = new Set(String(args.parts ?? "decode,prefill,speculative").split(","));
+for (const part of parts) {
+  if (!["decode", "prefill", "speculative"].includes(part)) throw new Error(`--parts: unknown part ${part}`);
+}
+setLlamaThreads(threads);
 const promptText = "And the LORD spake unto Moses, saying,";  // kvscope-cli bench's default prompt
 
 const median = (xs) => {
+  xs = xs.filter((x) => x != null);
+  if (xs.length === 0) return null;
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "kvscope-llamacpp-bench-"));
-const prompt = kvscope(cli, ["tokenize", "--model", targetDir, "--text", promptText]).ids;
+const prompt = args["prompt-ids"]
+  ? String(args["prompt-ids"]).split(",").map(Number)
+  : kvscope(cli, ["tokenize", "--model", targetDir, "--text", promptText]).ids;
 // a 500-token prompt: the target greedily continues its own prompt (real text for the model)
 const long = [...prompt, ...kvscope(cli, ["generate", "--model", targetDir, "--prompt-ids", prompt.join(","),
   "--max-new", String(prefillRows), "--greedy", "--ignore-eos", "--json"]).ids].slice(0, prefillRows);
@@ -110,15 +123,17 @@ async function predictorRun(engine) {
 }
 
 function kvscopeTrial() {
-  const r = kvscope(cli, ["bench", "--target", targetDir, "--drafter", drafterDir, "--threads", "1", "--trials", "1",
-    "--warmup", "1", "--new-tokens", String(newTokens), "--contexts", "64", "--gammas", String(gamma),
-    "--prefill-rows", String(prefillRows), "--bound-context", "64", "--uncached-max-context", "64", "--prompt", promptText, "--json"]);
-  const spec = r.speculative.find((s) => s.gamma === gamma);
+  const promptArgs = args["prompt-ids"] ? ["--prompt-ids", prompt.join(",")] : ["--prompt", promptText];
+  const r = kvscope(cli, ["bench", "--target", targetDir, "--drafter", parts.has("speculative") ? drafterDir : "none",
+    "--threads", String(threads), "--weights", weights, "--trials", "1", "--warmup", "1", "--budget-ms", "60000",
+    "--new-tokens", String(newTokens), "--contexts", "64", "--gammas", String(gamma), "--prefill-rows", String(prefillRows),
+    "--bound-context", "64", "--uncached-max-context", "0", ...promptArgs, "--json"]);
+  const spec = (r.speculative ?? []).find((s) => s.gamma === gamma);
   return {
     decode: r.autoregressive.cache_on.tokens_per_second,
     prefill: r.forward_vs_baseline.prefill_forward.median_ms,
-    speculative: newTokens / (spec.session_ms.median / 1000),
-    accepted: spec.alpha,
+    speculative: spec ? newTokens / (spec.session_ms.median / 1000) : null,
+    accepted: spec ? spec.alpha : null,
   };
 }
 
@@ -130,12 +145,14 @@ for (let t = 0; t < trials; ++t) {
   for (const key of Object.keys(k)) results.kvscope[key].push(k[key]);
   for (const e of engines) {
     const r = results[e.name];
-    r.decode.push(await decodeRun(e));
-    r.prefill.push(await prefillRun(e));
-    const s = await speculativeRun(e);
-    r.speculative.push(s.tps);
-    r.accepted.push(s.accepted);
-    r.predictor.push(await predictorRun(e));
+    if (parts.has("decode")) r.decode.push(await decodeRun(e));
+    if (parts.has("prefill")) r.prefill.push(await prefillRun(e));
+    if (parts.has("speculative")) {
+      const s = await speculativeRun(e);
+      r.speculative.push(s.tps);
+      r.accepted.push(s.accepted);
+      r.predictor.push(await predictorRun(e));
+    }
   }
   console.error(`bench: trial ${t + 1} of ${trials} done`);
 }
@@ -145,12 +162,12 @@ for (const [name, r] of Object.entries(results)) {
   summary[name] = Object.fromEntries(Object.entries(r).map(([k, v]) => [k, median(v)]));
 }
 const f = (x, d = 1) => (x == null ? "-" : x.toFixed(d));
-console.log(`| engine (1 thread) | decode, tokens/s | prefill ${prefillRows} tokens, ms | speculative gamma ${gamma}, tokens/s | node-llama-cpp's DraftSequenceTokenPredictor, tokens/s |`);
+console.log(`| engine (${threads} thread${threads > 1 ? "s" : ""}) | decode, tokens/s | prefill ${prefillRows} tokens, ms | speculative gamma ${gamma}, tokens/s | node-llama-cpp's DraftSequenceTokenPredictor, tokens/s |`);
 console.log("|---|---|---|---|---|");
 for (const [name, s] of Object.entries(summary)) {
-  console.log(`| ${name === "kvscope" ? "kvscope (F32)" : name} | ${f(s.decode)} | ${f(s.prefill)} | ${f(s.speculative)} | ${f(s.predictor)} |`);
+  console.log(`| ${name === "kvscope" ? `kvscope (${weights === "fp32" ? "F32" : "weights as stored"})` : name} | ${f(s.decode)} | ${f(s.prefill)} | ${f(s.speculative)} | ${f(s.predictor)} |`);
 }
-const report = {date: new Date().toISOString(), trials, new_tokens: newTokens, prefill_tokens: long.length, gamma, threads: 1,
+const report = {date: new Date().toISOString(), trials, new_tokens: newTokens, prefill_tokens: long.length, gamma, threads, weights,
   prompt: promptText, medians: summary, trials_raw: results};
 if (args.json) fs.writeFileSync(args.json, JSON.stringify(report, null, 2));
 console.log(JSON.stringify(report.medians));

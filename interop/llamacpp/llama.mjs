@@ -5,9 +5,19 @@
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
 let llamaPromise = null;
+let llamaThreads = 1;
+
+// The thread count llama.cpp is started with; call before the first llama().
+// Models large enough for their forward to dwarf a thread barrier (the 0.5 B
+// shape) run at 2 like kvscope; the tiny bundled pair stays at 1.
+export function setLlamaThreads(threads) {
+  if (llamaPromise) throw new Error("setLlamaThreads: llama.cpp is already started");
+  if (!Number.isInteger(threads) || threads < 1 || threads > 256) throw new Error(`threads must be 1-256, got ${threads}`);
+  llamaThreads = threads;
+}
 
 export function llama() {
-  llamaPromise ??= getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: 1});
+  llamaPromise ??= getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: llamaThreads});
   return llamaPromise;
 }
 
@@ -16,7 +26,7 @@ export async function loadModel(path) {
 }
 
 // cache: "f32" (the comparisons) or "f16" (llama.cpp's default).
-export async function makeContext(model, {contextSize = 256, cache = "f32", sequences = 1, threads = 1} = {}) {
+export async function makeContext(model, {contextSize = 256, cache = "f32", sequences = 1, threads = llamaThreads} = {}) {
   const kv = cache === "f32" ? "F32" : "F16";
   return model.createContext({
     contextSize, sequences, threads, batchSize: contextSize,

@@ -107,9 +107,10 @@ TEST(CliExplain, BadLayerHeadOrPositionIsAnErrorWithTheValidRange) {
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {{"--layer", "2", "--head", "0"}, "layer 2 is out of range: the model has 2 layers (valid: 0-1)"},
-      {{"--layer", "0", "--head", "4"}, "head 4 is out of range: the model has 4 query heads (valid: 0-3)"},
-      {{"--layer", "0", "--head", "0", "--position", "10"}, "position 10 is out of range: the prompt has 10 tokens"},
+      {{"--layer", "2", "--head", "0"}, "option --layer: 2 is out of range: the model has 2 layers (valid: 0-1)"},
+      {{"--layer", "0", "--head", "4"}, "option --head: 4 is out of range: the model has 4 query heads (valid: 0-3)"},
+      {{"--layer", "0", "--head", "0", "--position", "10"},
+       "option --position: 10 is out of range: the prompt has 10 tokens"},
       {{"--head", "0"}, "missing required option --layer"},
   };
   for (const Case& c : cases) {
@@ -138,6 +139,7 @@ TEST(CliExplain, DroppedRowsLoseTheirWeightAndMoveTheDistribution) {
   const CliResult own = runCli({"explain", "--model", modelDir("llama-tiny"), "--prompt-ids", kIds, "--layer", "0",
                                 "--head", "1", "--drop-rows", "9"});
   EXPECT_EQ(own.exit_code, 2) << own.describe();
+  EXPECT_NE(own.err.find("option --drop-rows: 9 is out of range"), std::string::npos) << own.describe();
   EXPECT_NE(own.err.find("valid: 0-8"), std::string::npos) << own.describe();
   EXPECT_TRUE(own.out.empty()) << "printed an explanation before failing:\n" << own.out;
 }

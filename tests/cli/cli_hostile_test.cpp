@@ -173,6 +173,47 @@ TEST(CliArgs, IdListsAreStrict) {
   }
 }
 
+// Issue 29: std::stoll took " 5" and "+5", std::stod took "nan" and "inf".
+TEST(CliArgs, IntegersAndNumbersAreStrict) {
+  const auto args = [](const std::string& name, const std::string& value) {
+    return cli::Args({"--" + name, value}, {});
+  };
+  auto good = args("layer", "-12");
+  EXPECT_EQ(good.integer("layer", 0), -12);
+  auto fraction = args("budget", "0.25");
+  EXPECT_EQ(fraction.number("budget", 0), 0.25);
+  for (const std::string text : {"1.5", "1e3", "+1", " 1", "1 ", "0x1", "", "-", "nan"}) {
+    SCOPED_TRACE("'" + text + "'");
+    auto a = args("layer", text);
+    try {
+      a.integer("layer", 0);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("option --layer expects an integer, got '" + text + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+  for (const std::string text : {"99999999999999999999", "-99999999999999999999"}) {
+    auto a = args("layer", text);
+    try {
+      a.integer("layer", 0);
+      ADD_FAILURE() << text << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("does not fit a 64-bit integer"), std::string::npos) << e.what();
+    }
+  }
+  for (const std::string text : {"nan", "inf", "-inf", "1e400", " 0.5", "0.5x", ""}) {
+    SCOPED_TRACE("'" + text + "'");
+    auto a = args("budget", text);
+    try {
+      a.number("budget", 0);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("option --budget expects a finite number"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(CliArgs, IdListTyposAreRefusedByTheBinary) {
   for (const std::string ids : {"1,", "+1", " 1"}) {
     const CliResult r = runCli({"detokenize", "--model", modelDir("llama-tiny"), "--ids", ids});

@@ -40,6 +40,24 @@ TEST(CliWeights, BenchReportsTheResidencyAndItsBytes) {
   EXPECT_LT(stored["resident_mb"].get<double>(), 0.6 * widened["resident_mb"].get<double>());
 }
 
+// check loads the capture's models either way; the bundled pair's reference
+// forward is the same, so a clean capture checks clean with both.
+TEST(CliWeights, CheckTakesTheOption) {
+  ScratchDir scratch("weights-check");
+  const std::string capture = scratch.file("run.kvcapture");
+  const CliResult written = runCli({"run", "--prompt", "And the LORD spake unto Moses, saying,", "--max-new", "12",
+                                    "--greedy", "--capture", capture, "--no-baseline"});
+  ASSERT_EQ(written.exit_code, 0) << written.describe();
+  for (const std::string weights : {"stored", "fp32"}) {
+    const CliResult check = runCli({"check", capture, "--weights", weights, "--json"});
+    EXPECT_EQ(check.exit_code, 0) << weights << ": " << check.describe();
+    EXPECT_EQ(check.lastJson()["ok"], true) << weights << ": " << check.describe();
+  }
+  const CliResult bad = runCli({"check", capture, "--weights", "half"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.describe();
+  EXPECT_NE(bad.err.find("--weights"), std::string::npos) << bad.describe();
+}
+
 TEST(CliWeights, ABadValueIsNamed) {
   const CliResult r = runCli({"generate", "--prompt-ids", "1,2", "--max-new", "1", "--weights", "bf16"});
   EXPECT_EQ(r.exit_code, 2) << r.describe();

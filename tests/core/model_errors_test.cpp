@@ -166,6 +166,16 @@ TEST_F(ModelErrors, UnknownTensorRefusedByName) {
   EXPECT_NO_THROW(loadCausalLM(dir_.string(), torch::kFloat32));
 }
 
+// Issue 29: a shard index that maps one tensor to two files loaded from
+// whichever came last; now the key is named.
+TEST_F(ModelErrors, ShardIndexNamingATensorTwiceRefused) {
+  const std::string index = (dir_ / "model.safetensors.index.json").string();
+  std::ofstream(index) << R"({"metadata": {}, "weight_map": {"model.norm.weight": "a.safetensors", )"
+                       << R"("model.norm.weight": "b.safetensors"}})";
+  hostile::expectRefused([&] { Checkpoint::open(dir_.string()); },
+                         {index, "duplicate key 'model.norm.weight' in the object at /weight_map "});
+}
+
 TEST(ForwardErrors, IdOutOfVocabulary) {
   auto model = loadCausalLM(kLlama.string(), torch::kFloat32);
   try {

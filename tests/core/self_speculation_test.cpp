@@ -13,6 +13,7 @@
 #include "core/decode/autoregressive.h"
 #include "core/error.h"
 #include "core/inspect/self_speculation.h"
+#include "core/inspect/self_speculation_drafter.h"
 #include "session_test_support.h"
 
 namespace kvscope {
@@ -109,6 +110,114 @@ TEST(SelfSpeculation, BadArgumentsAreErrors) {
   EXPECT_THROW(runSelfSpeculation(*model, {5}, {}, 4, 4), Error);
   EXPECT_THROW(runSelfSpeculation(*model, {5, 6, 7}, {}, 0, 4), Error);
   EXPECT_THROW(runSelfSpeculation(*model, {5, 6, 7}, {}, 4, 0), Error);
+}
+
+
+// What self-speculation drafted and accepted for fixed inputs, per drafting
+// layout and compression: pinned (the numbers of the loop self-speculation
+// ran before it ran on the session's) so that a change to the loop shows as a
+// changed count, not only as a changed output.
+struct PinnedCase {
+  const char* fixture;
+  const char* name;
+  CompressionSpec spec;
+  DraftCacheLayout layout;
+  bool drafter;  // draft with llama-tiny-draft instead of the target
+  int64_t rounds, drafted, accepted, draft_rows;
+};
+
+CompressionSpec pruningSpec(ElementScore score) {
+  CompressionSpec spec;
+  spec.pruning = PruneSettings{};
+  spec.pruning->score = score;
+  spec.pruning->k_sparsity = spec.pruning->v_sparsity = 0.5;
+  spec.pruning->dense_window = 8;
+  return spec;
+}
+
+TEST(SelfSpeculation, PinnedAcceptanceForFixedInputs) {
+  using L = DraftCacheLayout;
+  using P = EvictionPolicy;
+  auto evicting = [](P policy, double budget) { return CompressionSpec::evicting(policy, budget); };
+  auto demoting = evicting(P::Knorm, 0.25);
+  demoting.eviction->demote_bits = 4;
+  const std::vector<PinnedCase> cases = {
+      {"llama-tiny", "h2o 25% masked", evicting(P::H2O, 0.25), L::Masked, false, 18, 54, 12, 39},
+      {"llama-tiny", "h2o 25% compacted", evicting(P::H2O, 0.25), L::Compacted, false, 18, 54, 12, 10},
+      {"llama-tiny", "h2o 25% rerotated", evicting(P::H2O, 0.25), L::Rerotated, false, 15, 45, 15, 10},
+      {"llama-tiny", "streaming 50% masked", evicting(P::Streaming, 0.5), L::Masked, false, 11, 31, 19, 39},
+      {"llama-tiny", "streaming 25% compacted", evicting(P::Streaming, 0.25), L::Compacted, false, 18, 54, 12, 10},
+      {"llama-tiny", "streaming 25% rerotated", evicting(P::Streaming, 0.25), L::Rerotated, false, 18, 54, 12, 10},
+      {"llama-tiny", "snapkv 50% compacted", evicting(P::SnapKV, 0.5), L::Compacted, false, 9, 27, 21, 20},
+      {"llama-tiny", "tova 25% compacted", evicting(P::Tova, 0.25), L::Compacted, false, 25, 74, 5, 10},
+      {"llama-tiny", "pyramid 25% rerotated", evicting(P::Pyramid, 0.25), L::Rerotated, false, 11, 33, 19, 19},
+      {"llama-tiny", "knorm 25% demoted to 4 bits", demoting, L::Compacted, false, 9, 26, 22, 39},
+      {"llama-tiny", "magnitude pruning", pruningSpec(ElementScore::Magnitude), L::Compacted, false, 9, 27, 21, 39},
+      {"llama-tiny", "output-aware pruning", pruningSpec(ElementScore::OutputAware), L::Masked, false, 9, 27, 21, 39},
+      {"llama-tiny", "full cache", {}, L::Compacted, false, 8, 23, 23, 39},
+      {"llama-tiny", "llama-tiny-draft", {}, L::Compacted, true, 30, 87, 0, 39},
+      {"gpt2-tiny", "h2o 25% compacted", evicting(P::H2O, 0.25), L::Compacted, false, 16, 46, 15, 10},
+  };
+  std::vector<int64_t> prompt;  // a repeating pattern: the tiny random models copy some of it
+  for (int64_t i = 0; i < 40; ++i) prompt.push_back(std::vector<int64_t>{5, 9, 200, 31, 77}[static_cast<size_t>(i % 5)]);
+  for (const PinnedCase& c : cases) {
+    const auto model = fixtureModel(c.fixture);
+    SelfSpeculationOptions options;
+    options.gamma = 3;
+    options.max_new = 30;
+    options.layout = c.layout;
+    const auto drafter = c.drafter ? fixtureModel("llama-tiny-draft") : nullptr;
+    const auto r = runSelfSpeculation(*model, prompt, c.spec, options, drafter.get());
+    const std::string what = std::string(c.fixture) + ", " + c.name;
+    EXPECT_EQ(r.tokens, greedy(*model, prompt, 30)) << what;
+    EXPECT_EQ(r.rounds, c.rounds) << what;
+    EXPECT_EQ(r.drafted, c.drafted) << what;
+    EXPECT_EQ(r.accepted, c.accepted) << what;
+    EXPECT_EQ(r.draft_rows, c.draft_rows) << what;
+  }
+}
+
+// The drafter of self-speculation is a drafter like any other: a Session runs
+// it, its compression is one logged Evict event of the drafter's cache at the
+// prefill, and every later operation on the compacted copy is logged too.
+TEST(SelfSpeculation, TheCompressedCacheDrafterRunsInASessionThatLogsItsCache) {
+  const auto model = fixtureModel("llama-tiny");
+  const auto prompt = randomPrompts(1, model->config().vocab_size, 40, 40, 13)[0];
+  const auto drafter = std::make_shared<CompressedCacheDrafter>(
+      model, CompressionSpec::evicting(EvictionPolicy::H2O, 0.25), DraftCacheLayout::Compacted, "target");
+  EXPECT_EQ(drafter->type(), DrafterType::CompressedCache);
+  EXPECT_EQ(drafter->model(), model.get());
+  SessionOptions options;
+  options.gamma = 3;
+  options.max_new_tokens = 20;
+  options.ignore_eos = true;
+  Session session(model, drafter, prompt, options, {});
+  session.runToEnd();
+  EXPECT_EQ(session.generated(), greedy(*model, prompt, 20));
+
+  int64_t compressions = 0, drafter_crops = 0, drafter_writes = 0;
+  for (const CacheEvent& e : session.events().events()) {
+    if (e.cache != CacheRole::Drafter) continue;
+    if (e.kind == CacheEventKind::Evict) {
+      ++compressions;
+      EXPECT_EQ(e.policy, "h2o");
+      EXPECT_EQ(e.phase, Phase::Prefill);
+      EXPECT_FALSE(e.masked.empty());
+      EXPECT_EQ(e.rows_after, e.rows_before);  // the layout keeps every row, masked
+    }
+    drafter_crops += e.kind == CacheEventKind::Crop;
+    drafter_writes += e.kind == CacheEventKind::Append;
+  }
+  EXPECT_EQ(compressions, 1);
+  EXPECT_GT(drafter_crops, 0);
+  EXPECT_GT(drafter_writes, 1);
+  // The compacted copy holds the kept rows only; the books count every position.
+  const int64_t believed = static_cast<int64_t>(session.believedCacheTokens(CacheRole::Drafter).size());
+  EXPECT_LT(session.drafterCache()->length(0), believed);
+  EXPECT_EQ(session.drafterCache()->endPosition(0), believed);
+
+  options.use_cache = false;
+  EXPECT_THROW(Session(model, drafter, prompt, options, {}), Error);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "core/decode/sampling.h"
 #include "core/error.h"
 #include "core/decode/speculative_acceptance.h"
+#include "session_test_support.h"
 
 namespace kvscope {
 namespace {
@@ -252,6 +253,67 @@ TEST(NgramDrafter, RepeatingOutputGetsFullLengthProposals) {
   EXPECT_EQ(drafter.propose({9, 9, 9}, 4), (std::vector<int64_t>{9, 9, 9, 9}));
   EXPECT_EQ(drafter.propose({7, 1, 2, 1, 2}, 5), (std::vector<int64_t>{1, 2, 1, 2, 1}));
   EXPECT_EQ(drafter.propose({4, 5, 6, 8, 6}, 3), (std::vector<int64_t>{8, 6, 8}));
+}
+
+
+// --- what a drafter says it is, and how it drafts -----------------------------------
+
+TEST(Drafter, PromptLookupDraftsOneHotProposalsWithoutACache) {
+  const NgramDrafter drafter(3);
+  EXPECT_EQ(drafter.type(), DrafterType::PromptLookup);
+  EXPECT_EQ(drafter.model(), nullptr);
+  const std::vector<int64_t> sequence = {1, 2, 3, 9, 1, 2, 3};
+  const SamplingSettings sampling{false, 0.8, 0, 1.0};
+  auto generator = makeGenerator(1);
+  const std::vector<int64_t> eos = {9};  // a proposal is not cut at an end of sequence
+  int feeds = 0;
+  const DraftRequest request{sequence, 3, sampling, generator, eos, false, 12, [&](const std::vector<int64_t>&) {
+                               ++feeds;
+                               return at::Tensor();
+                             }};
+  const Draft draft = drafter.draft(request);
+  EXPECT_EQ(draft.tokens, (std::vector<int64_t>{9, 1, 2}));
+  EXPECT_EQ(feeds, 0);  // no network: nothing fed
+  EXPECT_EQ(draft.q_of_picks, (std::vector<double>{1.0, 1.0, 1.0}));
+  ASSERT_TRUE(draft.q.defined());
+  EXPECT_EQ(draft.q.sizes(), (std::vector<int64_t>{3, 12}));
+  EXPECT_TRUE(torch::equal(draft.q.argmax(1), torch::tensor({9, 1, 2}, torch::kInt64)));
+  EXPECT_FLOAT_EQ(draft.q.sum().item<float>(), 3.0f);
+  EXPECT_FALSE(draft.logits.defined());
+}
+
+// A model drafter drafts through the feed it is handed (the session's tracked
+// cache): each call gets the sequence and the drafts so far.
+TEST(Drafter, ModelDrafterFeedsEveryDraftThroughTheSessionsFeed) {
+  const ModelDrafter drafter(testing_support::fixtureModel("llama-tiny-draft"), "d");
+  EXPECT_EQ(drafter.type(), DrafterType::Model);
+  EXPECT_NE(drafter.model(), nullptr);
+  const int64_t vocab = 8;
+  std::vector<std::vector<int64_t>> streams;
+  // Logits whose argmax is (stream length) mod vocab.
+  auto feed = [&](const std::vector<int64_t>& stream) {
+    streams.push_back(stream);
+    auto logits = torch::zeros({vocab});
+    logits[static_cast<int64_t>(stream.size()) % vocab] = 2.0;
+    return logits;
+  };
+  const std::vector<int64_t> sequence = {1, 2, 3};
+  const SamplingSettings greedy;
+  auto generator = makeGenerator(1);
+  const std::vector<int64_t> eos = {5};
+  const Draft draft = drafter.draft({sequence, 4, greedy, generator, eos, false, vocab, feed});
+  EXPECT_EQ(draft.tokens, (std::vector<int64_t>{3, 4, 5}));  // stops after proposing the end of sequence
+  ASSERT_EQ(streams.size(), 3u);
+  EXPECT_EQ(streams[2], (std::vector<int64_t>{1, 2, 3, 3, 4}));
+  EXPECT_FALSE(draft.q.defined());  // greedy: no distributions kept
+  ASSERT_EQ(draft.q_of_picks.size(), 3u);
+  const double top = std::exp(2.0) / (std::exp(2.0) + vocab - 1);
+  EXPECT_NEAR(draft.q_of_picks[0], top, 1e-6);
+  EXPECT_EQ(draft.logits.sizes(), (std::vector<int64_t>{3, vocab}));
+
+  streams.clear();
+  const Draft all = drafter.draft({sequence, 4, greedy, generator, eos, true, vocab, feed});
+  EXPECT_EQ(all.tokens, (std::vector<int64_t>{3, 4, 5, 6}));  // the end of sequence ignored
 }
 
 }  // namespace

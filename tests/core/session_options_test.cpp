@@ -269,25 +269,23 @@ TEST(SessionEos, StopsAtEndOfSequenceLikeTheBaseline) {
 // --- stepping and cancellation -------------------------------------------------------
 
 // A model drafter that raises a cancel flag the first time the session asks
-// for its network in round `cancel_round` (inside that round's draft phase).
-class CancellingDrafter : public Drafter {
+// it for drafts in round `cancel_round` (inside that round's draft phase).
+class CancellingDrafter : public ModelDrafter {
  public:
   CancellingDrafter(std::shared_ptr<const CausalLM> model, std::atomic<bool>* flag, int64_t cancel_round)
-      : model_(std::move(model)), flag_(flag), cancel_round_(cancel_round) {}
-  std::string describe() const override { return "cancelling drafter"; }
-  const CausalLM* model() const override {
+      : ModelDrafter(std::move(model), "cancelling drafter"), flag_(flag), cancel_round_(cancel_round) {}
+  Draft draft(const DraftRequest& request) const override {
     if (session_ && session_->currentRound() >= cancel_round_ && !fired_) {
       fired_ = true;  // once: a resumed run is not cancelled again
       flag_->store(true);
       cancelled_in_phase_ = session_->nextPhase();
     }
-    return model_.get();
+    return ModelDrafter::draft(request);
   }
   void attach(const Session* session) const { session_ = session; }
   mutable Phase cancelled_in_phase_ = Phase::Prefill;
 
  private:
-  std::shared_ptr<const CausalLM> model_;
   std::atomic<bool>* flag_;
   int64_t cancel_round_;
   mutable const Session* session_ = nullptr;

@@ -2,7 +2,8 @@
 // (core/model/few_rows.h, core/model/dense.h): widened in registers, they
 // give bit for bit the float32 product of the widened weight, in both
 // layouts, both instruction sets and for every row count up to 16; a
-// many-row product over a large weight goes through widened tiles and BLAS.
+// many-row product (a prefill) goes through the kernel too, over any split of
+// its rows, and BLAS over widened tiles only with the kernel switched off.
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
@@ -71,6 +72,36 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SixteenBitKernel,
                                            SixteenBitShape{8, 257, 48}, SixteenBitShape{9, 600, 208},
                                            SixteenBitShape{12, 33, 32}, SixteenBitShape{16, 520, 96}));
 
+// A prefill's product: any number of rows in one call, kManyRowsChunk per
+// pass over the weight, sums each output in the order fewRowsProduct does, so
+// it equals 16-row calls bit for bit (and so the float32 weight's product).
+TEST(SixteenBitManyRows, EqualsSixteenRowCallsBitForBit) {
+  if (!fewRowsSupported()) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
+  const int64_t in = 300, out = 80;
+  for (const int64_t rows : {int64_t{17}, int64_t{40}, kManyRowsChunk + 37}) {
+    torch::manual_seed(rows);
+    auto x = torch::randn({rows, in});  // [rows, in]
+    for (const auto dtype : {torch::kBFloat16, torch::kFloat16, torch::kFloat32}) {
+      auto panels = torch::randn({out / kPanelWidth, in, kPanelWidth}).to(dtype);  // [out / 16, in, 16]
+      const FewRowsType type = dtype == torch::kFloat32 ? FewRowsType::F32 : sixteenBitType(dtype);
+      const auto weight = FewRowsWeight::panels(panels.data_ptr(), type, in, out);
+      for (FewRowsIsa isa : {FewRowsIsa::Avx2, FewRowsIsa::Avx512}) {
+        const std::string where = std::to_string(rows) + " rows, " + c10::toString(dtype) +
+                                  (isa == FewRowsIsa::Avx2 ? ", AVX2" : ", AVX-512");
+        auto many = torch::full({rows, out}, std::nanf("")), chunks = torch::full({rows, out}, std::nanf(""));
+        if (!manyRowsProduct(isa, x.data_ptr<float>(), rows, weight, many.data_ptr<float>())) continue;
+        for (int64_t r = 0; r < rows; r += kFewRowsMax) {
+          ASSERT_TRUE(fewRowsProduct(isa, x.data_ptr<float>() + r * in, std::min(kFewRowsMax, rows - r), weight,
+                                     chunks.data_ptr<float>() + r * out)) << where;
+        }
+        EXPECT_FALSE(many.isnan().any().item<bool>()) << where;
+        EXPECT_TRUE(torch::equal(many, chunks)) << where << ": max difference "
+                                                << (many - chunks).abs().max().item<double>();
+      }
+    }
+  }
+}
+
 TEST(SixteenBitKernelLimits, RefusesPartialVectorsOfASixteenBitWeight) {
   if (!fewRowsSupported()) GTEST_SKIP();
   auto w = torch::zeros({8, 20}, torch::kBFloat16);  // [in, out], out not a multiple of 16
@@ -104,9 +135,10 @@ TEST(SixteenBitKernelLimits, WidenVectorsCopiesTheChosenColumns) {
 }
 
 // dense() and denseInOut() on 16-bit weights against the product of the
-// widened weight: small panels (any rows through the kernel), panels over
-// kPanelMaxBytes in float32 (kernel up to 16 rows, widened tiles and BLAS
-// beyond), and GPT-2's [in, out].
+// widened weight: small panels and panels over kPanelMaxBytes in float32 (any
+// rows through the kernel, bit for bit the kernel's product of the widened
+// panels), and GPT-2's [in, out]; with the kernel switched off, widened tiles
+// and BLAS.
 TEST(SixteenBitDense, EveryRouteGivesTheWidenedWeightsProduct) {
   torch::InferenceMode guard;
   torch::manual_seed(11);
@@ -132,9 +164,18 @@ TEST(SixteenBitDense, EveryRouteGivesTheWidenedWeightsProduct) {
         auto y = dense(x, packed, bias);
         EXPECT_EQ(y.scalar_type(), torch::kFloat32) << where;
         EXPECT_LT(relativeErrorOf(y, expected), 1e-5) << where;
-        // Up to 16 rows the kernel: exactly the float32 panels' product.
-        if (rows <= kFewRowsMax) EXPECT_TRUE(torch::equal(y, dense(x, packed.to(torch::kFloat32), bias))) << where;
+        // Every row count the kernel: exactly its product of the float32 panels.
+        auto panels32 = packed.to(torch::kFloat32).contiguous();  // [out / 16, in, 16]
+        auto kernel = torch::empty({rows, out});
+        ASSERT_TRUE(manyRowsProduct(x.data_ptr<float>(), rows, FewRowsWeight::panels(panels32.data_ptr<float>(), in, out),
+                                    kernel.data_ptr<float>()));
+        EXPECT_TRUE(torch::equal(y, kernel + bias)) << where;
         EXPECT_LT(relativeErrorOf(denseInOut(x, weight.t().contiguous(), bias), expected), 1e-5) << where;
+        // The kernel switched off: widened tiles for BLAS (or BLAS's gemv).
+        setFewRowsKernelEnabled(false);
+        auto tiles = dense(x, packed, bias);
+        setFewRowsKernelEnabled(true);
+        EXPECT_LT(relativeErrorOf(tiles, expected), 1e-5) << where << ", kernel off";
       }
       // Row lookups (an embedding) come back in float32.
       auto ids = torch::tensor({int64_t{0}, int64_t{17}, out - 1}, torch::kInt64);

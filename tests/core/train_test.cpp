@@ -15,8 +15,10 @@
 #include "core/train/lr_schedule.h"
 #include "core/train/model_writer.h"
 #include "core/train/token_corpus.h"
+#include "core/train/train_checkpoint.h"
 #include "core/train/trainer.h"
 #include "core/train/training_config.h"
+#include "tests/core/base/hostile_support.h"
 
 namespace kvscope {
 namespace {
@@ -164,6 +166,55 @@ TEST(Trainer, FewStepsLowerTheLossAndTheDirectoryLoadsBack) {
   EXPECT_EQ(resumed.resumed_from, 40);
   EXPECT_EQ(resumed.steps, 50);
   EXPECT_EQ(resumed.val_history.size(), 3u);
+
+  // A checkpoint past --steps would train nothing and report its own step.
+  o.steps = 45;
+  try {
+    trainLanguageModel(*model, corpus, o);
+    ADD_FAILURE() << "resuming past --steps must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the checkpoint is at step 50, past --steps 45"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// Issue 29: state.json's step was read with get<int64_t>(), which casts 2.5
+// to 2 and 1e300 with undefined behaviour, and a string was an "internal
+// error". Each field is now refused by name.
+TEST(TrainCheckpoint, StateFieldsReadAsIntegersInRange) {
+  const fs::path dir = scratch("state");
+  const std::string path = (dir / "state.json").string();
+  const auto write = [&](const std::string& text) { std::ofstream(path, std::ios::trunc) << text; };
+  write(R"({"step": 40, "tokens": 2560, "seconds": 1.5, "val_history": [[20, 3.5], [40, 2.5]]})");
+  const TrainState good = readTrainState(path);
+  EXPECT_EQ(good.step, 40);
+  EXPECT_EQ(good.tokens, 2560);
+  ASSERT_EQ(good.val_history.size(), 2u);
+  EXPECT_EQ(good.val_history[1].first, 40);
+
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"step": 2.5})", "'step' must be an integer in [0, 1099511627776], got 2.5"},
+      {R"({"step": 40.0})", "'step' must be an integer"},
+      {R"({"step": 1e300})", "step"},  // the reader refuses what no int64 holds
+      {R"({"step": -1})", "'step' must be an integer in [0, "},
+      {R"({"step": 2000000000000})", "'step' must be an integer in [0, 1099511627776], got 2000000000000"},
+      {R"({"step": "40"})", "'step' must be an integer"},
+      {R"({"step": 4, "step": 40})", "duplicate key 'step'"},
+      {R"({"tokens": 5})", "needs an object with 'step'"},
+      {R"({"step": 4, "tokens": 0.5})", "'tokens' must be an integer"},
+      {R"({"step": 4, "seconds": -3})", "'seconds' must be a finite number >= 0, got -3"},
+      {R"({"step": 4, "val_history": [[5, 1.0]]})", "'val_history[0]'[0] (a step) must be an integer in [1, 4]"},
+      {R"({"step": 4, "val_history": [[2.5, 1.0]]})", "'val_history[0]'[0] (a step) must be an integer"},
+      {R"({"step": 4, "val_history": [[2, "x"]]})", "'val_history[0]'[1] (a loss) must be a finite number"},
+      {R"({"step": 4, "val_history": [2]})", "'val_history[0]' must be a [step, loss] pair"},
+      {R"({"step": 4, "val_history": {}})", "'val_history' must be a list"},
+  };
+  for (const auto& [text, phrase] : cases) {
+    SCOPED_TRACE(text);
+    write(text);
+    hostile::expectRefused([&] { readTrainState(path); }, {path, phrase});
+  }
   fs::remove_all(dir);
 }
 

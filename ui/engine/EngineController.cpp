@@ -1,9 +1,85 @@
 #include "ui/engine/EngineController.h"
 
+#include <QElapsedTimer>
 #include <QMetaObject>
 #include <algorithm>
+#include <array>
+#include <exception>
+
+#include <spdlog/spdlog.h>
+
+#include "core/cache/fault.h"
+#include "core/check/capture_inspection.h"
+#include "core/check/capture_writer.h"
+#include "core/decode/session.h"
+#include "core/error.h"
+#include "core/inspect/snapshot_builder.h"
 
 namespace kvscope::ui {
+
+namespace {
+
+// Run at full speed: at most ~20 snapshots a second reach the GUI; the last
+// one always does (it is the job's result).
+void runFast(EngineWorker& worker, const std::function<void(SnapshotPtr)>& show) {
+  QElapsedTimer since_last;
+  since_last.start();
+  worker.engine().run(worker.cancelFlag(), [&](SnapshotPtr snapshot) {
+    if (since_last.elapsed() < 50) return;
+    worker.toGui([show, snapshot] { show(snapshot); });
+    since_last.restart();
+  });
+}
+
+// Run with a pause after each phase: a snapshot per phase, so every phase is seen.
+void runPaced(EngineWorker& worker, const std::function<void(SnapshotPtr)>& show) {
+  SessionController& engine = worker.engine();
+  while (engine.hasSession() && !engine.finished() && !worker.cancelled()) {
+    engine.stepPhase();
+    worker.toGui([show, snapshot = engine.snapshot()] { show(snapshot); });
+    // The pause in short slices: Stop, or a new speed, takes effect at once.
+    QElapsedTimer paused;
+    paused.start();
+    while (!worker.cancelled() && paused.elapsed() < worker.phaseDelayMs()) QThread::msleep(10);
+  }
+}
+
+struct OpenedCapture {
+  SnapshotPtr snapshot;
+  QString verdict;
+};
+
+OpenedCapture openCaptureOn(SessionController& engine, const std::string& path) {
+  const SessionController::LoadedModels loaded = engine.loaded();
+  std::array<LoadedCaptureModel, kCaptureRoles> candidates;
+  candidates[0] = {loaded.target, loaded.tokenizer, loaded.target_dir};
+  candidates[1] = {loaded.drafter, loaded.tokenizer, loaded.drafter_dir};
+  SnapshotBuilder builder;
+  const CaptureInspection inspection = inspectCapture(path, candidates, builder);
+  engine.showReplay(inspection.snapshot);
+  const CaptureCheckReport& report = inspection.report;
+  const std::string verdict = report.root_cause          ? "root cause: " + report.root_cause->what
+                              : report.first_divergence ? "symptom: " + report.first_divergence->what
+                                                        : std::string("every call kept the cache contract");
+  return {engine.snapshot(), QString::fromStdString(verdict)};
+}
+
+void saveCaptureOf(SessionController& engine, const std::string& path) {
+  const Session* session = engine.liveSession();
+  if (session == nullptr) throw Error("saving " + path + ": no live session to capture");
+  const SessionController::LoadedModels loaded = engine.loaded();
+  writeSessionCapture(path, session->record(), {loaded.target_dir, loaded.target.get()},
+                      {loaded.drafter_dir, loaded.drafter.get()},
+                      std::string("kvscope (fault ") + faultInfo(session->options().fault).name + ")");
+}
+
+std::shared_ptr<const CausalLM> liveTargetFor(SessionController& engine, const std::string& what) {
+  std::shared_ptr<const CausalLM> model = engine.liveTarget();
+  if (!model) throw Error(what + ": no live session (load models, or leave the replayed trace)");
+  return model;
+}
+
+}  // namespace
 
 EngineController::EngineController(QObject* parent) : QObject(parent) {
   qRegisterMetaType<kvscope::ui::SnapshotPtr>("kvscope::ui::SnapshotPtr");
@@ -12,30 +88,9 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
   qRegisterMetaType<kvscope::ui::WhatIfPtr>("kvscope::ui::WhatIfPtr");
   qRegisterMetaType<kvscope::ui::CompressionRunPtr>("kvscope::ui::CompressionRunPtr");
   thread_.setObjectName(QStringLiteral("kvscope-engine"));
-  worker_ = new EngineWorker(&cancel_, &phase_delay_ms_);
+  worker_ = new EngineWorker(&cancel_, &phase_delay_ms_, this);
   worker_->moveToThread(&thread_);
   connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
-  connect(worker_, &EngineWorker::busyChanged, this, [this](bool busy, const QString& what) {
-    busy_ = busy;
-    if (!busy && running_) {
-      running_ = false;
-      emit runningChanged(false);
-    }
-    emit busyChanged(busy, what);
-  });
-  connect(worker_, &EngineWorker::progress, this, &EngineController::progress);
-  connect(worker_, &EngineWorker::modelsLoaded, this, &EngineController::modelsLoaded);
-  connect(worker_, &EngineWorker::snapshotReady, this, &EngineController::snapshotReady);
-  connect(worker_, &EngineWorker::failed, this, &EngineController::failed);
-  connect(worker_, &EngineWorker::traceSaved, this, &EngineController::traceSaved);
-  connect(worker_, &EngineWorker::traceOpened, this, &EngineController::traceOpened);
-  connect(worker_, &EngineWorker::captureOpened, this, &EngineController::captureOpened);
-  connect(worker_, &EngineWorker::captureSaved, this, &EngineController::captureSaved);
-  connect(worker_, &EngineWorker::explained, this, &EngineController::explained);
-  connect(worker_, &EngineWorker::whatIfReady, this, &EngineController::whatIfReady);
-  connect(worker_, &EngineWorker::explainFailed, this, &EngineController::explainFailed);
-  connect(worker_, &EngineWorker::compressed, this, &EngineController::compressed);
-  connect(worker_, &EngineWorker::compressionFailed, this, &EngineController::compressionFailed);
   thread_.start();
 }
 
@@ -45,33 +100,89 @@ EngineController::~EngineController() {
   thread_.wait();
 }
 
-template <typename Job>
-void EngineController::post(Job job) {
-  QMetaObject::invokeMethod(worker_, std::move(job), Qt::QueuedConnection);
+void EngineController::invoke(Job job) {
+  QMetaObject::invokeMethod(worker_, [this, worker = worker_, job = std::move(job)] {
+    // On the engine thread: only the worker and toGui() from here.
+    if (job.busy) worker->toGui([this, what = job.what] { setBusy(true, what); });
+    QString message;
+    try {
+      job.work(*worker);
+    } catch (const std::exception& error) {
+      message = QString::fromUtf8(error.what());
+    } catch (...) {
+      message = QStringLiteral("unknown error");
+    }
+    if (!message.isEmpty()) {
+      spdlog::error("{}: {}", job.what.toStdString(), message.toStdString());
+      worker->toGui([this, failed = job.failed, what = job.what, message] {
+        if (failed) failed(message);
+        else emit this->failed(what, message);
+      });
+    }
+    if (job.busy) worker->toGui([this] { setBusy(false, QString()); });
+  }, Qt::QueuedConnection);
+}
+
+void EngineController::setBusy(bool busy, const QString& what) {
+  busy_ = busy;
+  if (!busy && running_) {
+    running_ = false;
+    emit runningChanged(false);
+  }
+  emit busyChanged(busy, what);
+}
+
+void EngineController::invokeSnapshot(const QString& what, std::function<void(SessionController&)> work,
+                                      SnapshotReason reason) {
+  invoke(what, [work](EngineWorker& worker) {
+    work(worker.engine());
+    return worker.engine().snapshot();
+  }, [this, reason](SnapshotPtr snapshot) { emit snapshotReady(std::move(snapshot), reason); });
+}
+
+void EngineController::startRunning() {
+  cancel_ = false;
+  running_ = true;
+  emit runningChanged(true);
 }
 
 void EngineController::loadModels(const ModelSpec& spec) {
-  post([worker = worker_, spec] { worker->loadModels(spec); });
+  invoke(tr("Loading models"), [this, spec](EngineWorker& worker) {
+    return worker.engine().loadModels(spec, [this, &worker](int step, int total, const std::string& what) {
+      worker.toGui([this, step, total, what = QString::fromStdString(what)] { emit progress(step, total, what); });
+    });
+  }, [this](const LoadResult& result) {
+    QStringList notes;
+    for (const std::string& note : result.notes) notes << QString::fromStdString(note);
+    emit modelsLoaded(QString::fromStdString(result.target_dir), QString::fromStdString(result.drafter_dir),
+                      QString::fromStdString(result.drafter_name), notes);
+  });
 }
 
 void EngineController::startSession(const SessionSpec& spec, bool run_prefill) {
   cancel_ = false;
-  post([worker = worker_, spec, run_prefill] { worker->startSession(spec, run_prefill); });
+  invokeSnapshot(tr("Starting the session"), [spec, run_prefill](SessionController& engine) {
+    engine.startSession(spec);
+    if (run_prefill) engine.stepPhase();
+  }, SnapshotReason::NewSession);
 }
 
 void EngineController::stepPhase() {
-  post([worker = worker_] { worker->stepPhase(); });
+  invokeSnapshot(tr("Step phase"), [](SessionController& engine) { engine.stepPhase(); }, SnapshotReason::Step);
 }
 
 void EngineController::stepRound() {
-  post([worker = worker_] { worker->stepRound(); });
+  invokeSnapshot(tr("Step round"), [](SessionController& engine) { engine.stepRound(); }, SnapshotReason::Step);
 }
 
 void EngineController::run() {
-  cancel_ = false;
-  running_ = true;
-  emit runningChanged(true);
-  post([worker = worker_] { worker->run(); });
+  startRunning();
+  const auto show = [this](SnapshotPtr snapshot) { emit snapshotReady(std::move(snapshot), SnapshotReason::Step); };
+  invoke(tr("Running"), [show](EngineWorker& worker) {
+    if (worker.phaseDelayMs() > 0) runPaced(worker, show);
+    else runFast(worker, show);
+    return worker.engine().snapshot();
+  }, show);
 }
 
 void EngineController::stop() { cancel_ = true; }
@@ -79,38 +190,72 @@ void EngineController::stop() { cancel_ = true; }
 void EngineController::setPhaseDelay(int milliseconds) { phase_delay_ms_ = std::clamp(milliseconds, 0, kMaxPhaseDelayMs); }
 
 void EngineController::runDiff(const SessionSpec& spec) {
-  cancel_ = false;
-  running_ = true;
-  emit runningChanged(true);
-  post([worker = worker_, spec] { worker->runDiff(spec); });
+  startRunning();
+  invoke(tr("Diff cached vs uncached"), [spec](EngineWorker& worker) {
+    worker.engine().runDiff(spec, worker.cancelFlag());
+    return worker.engine().snapshot();
+  }, [this](SnapshotPtr snapshot) { emit snapshotReady(std::move(snapshot), SnapshotReason::Diff); });
 }
 
 void EngineController::auditAt(const Moment& moment) {
-  post([worker = worker_, moment] { worker->auditAt(moment); });
+  invokeSnapshot(tr("Cache audit"), [moment](SessionController& engine) { engine.auditAt(moment); },
+                 SnapshotReason::Audit);
 }
 
 void EngineController::saveTrace(const QString& path, const QString& gui_state_json) {
-  post([worker = worker_, path, gui_state_json] { worker->saveTrace(path, gui_state_json); });
+  invoke(tr("Saving the trace"), [path, gui_state_json](EngineWorker& worker) {
+    worker.engine().saveTrace(path.toStdString(), gui_state_json.toStdString());
+    return path;
+  }, [this](const QString& saved) { emit traceSaved(saved); });
 }
 
 void EngineController::openTrace(const QString& path) {
-  post([worker = worker_, path] { worker->openTrace(path); });
+  invoke(tr("Opening the trace"), [path](EngineWorker& worker) {
+    std::string gui_state;
+    SnapshotPtr snapshot = worker.engine().openTrace(path.toStdString(), &gui_state);
+    return std::make_pair(std::move(snapshot), QString::fromStdString(gui_state));
+  }, [this, path](const std::pair<SnapshotPtr, QString>& opened) {
+    emit snapshotReady(opened.first, SnapshotReason::Trace);
+    emit traceOpened(path, opened.second);
+  });
 }
 
 void EngineController::openCapture(const QString& path) {
-  post([worker = worker_, path] { worker->openCapture(path); });
+  invoke(tr("Opening the capture"), [path](EngineWorker& worker) {
+    return openCaptureOn(worker.engine(), path.toStdString());
+  }, [this, path](const OpenedCapture& opened) {
+    emit snapshotReady(opened.snapshot, SnapshotReason::Trace);
+    emit captureOpened(path, opened.verdict);
+  });
 }
 
 void EngineController::saveCapture(const QString& path) {
-  post([worker = worker_, path] { worker->saveCapture(path); });
+  invoke(tr("Saving the capture"), [path](EngineWorker& worker) {
+    saveCaptureOf(worker.engine(), path.toStdString());
+    return path;
+  }, [this](const QString& saved) { emit captureSaved(saved); });
 }
 
 void EngineController::explain(const ExplainRequest& request, bool what_if) {
-  post([worker = worker_, request, what_if] { worker->explain(request, what_if); });
+  Job job{tr("Explaining attention"), [this, request, what_if](EngineWorker& worker) {
+    const auto model = liveTargetFor(worker.engine(), "explaining attention");
+    if (what_if) {
+      auto result = std::make_shared<const WhatIfExplanation>(explainWhatIf(*model, request));
+      worker.toGui([this, result] { emit whatIfReady(result); });
+    } else {
+      auto result = std::make_shared<const AttentionExplanation>(explainAttention(*model, request));
+      worker.toGui([this, result] { emit explained(result); });
+    }
+  }, [this](const QString& message) { emit explainFailed(message); }, /*busy=*/false};
+  invoke(std::move(job));
 }
 
 void EngineController::compress(const CompressionRequest& request) {
-  post([worker = worker_, request] { worker->compress(request); });
+  invoke(Job{tr("Compression lab"), [this, request](EngineWorker& worker) {
+    const auto model = liveTargetFor(worker.engine(), "compression lab");
+    auto run = std::make_shared<const CompressionRun>(runCompressionSlots(*model, request));
+    worker.toGui([this, run] { emit compressed(run); });
+  }, [this, id = request.id](const QString& message) { emit compressionFailed(id, message); }, true});
 }
 
 }  // namespace kvscope::ui

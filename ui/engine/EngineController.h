@@ -1,10 +1,15 @@
 #pragma once
-// The GUI-thread handle of the engine: owns the worker thread and the
-// EngineWorker on it, posts jobs to it, and re-emits its results. Stop sets
-// a cancel flag the worker checks between rounds; the GUI never waits.
+// The GUI-thread handle of the engine: owns the engine thread and the
+// EngineWorker on it. Every request goes through one mechanism, invoke(): a
+// job runs on the engine thread with the core, its result is delivered back
+// on the GUI thread, and the job is bracketed with busyChanged and its errors
+// reported as failed() (as RenderDoc's replay manager does). A new action is
+// one function here (or one invoke() call where the GUI asks for it). Stop
+// sets a cancel flag the core checks between phases; the GUI never waits.
 #include <QObject>
 #include <QThread>
 #include <atomic>
+#include <functional>
 
 #include "ui/engine/EngineWorker.h"
 
@@ -18,6 +23,27 @@ class EngineController : public QObject {
 
   bool busy() const { return busy_; }
   bool running() const { return running_; }
+
+  // One request to the engine. `work` runs on the engine thread and may
+  // deliver results early with EngineWorker::toGui (a run's snapshots);
+  // `failed` (on the GUI thread) receives an error, by default failed(what,
+  // message), a dialog; `busy`: bracket with busyChanged(true, what).
+  struct Job {
+    QString what;
+    std::function<void(EngineWorker&)> work;
+    std::function<void(const QString& message)> failed;
+    bool busy = true;
+  };
+  void invoke(Job job);
+  // The common case: `work(engine)` returns a value on the engine thread,
+  // `deliver(value)` receives it on the GUI thread.
+  template <typename Work, typename Deliver>
+  void invoke(const QString& what, Work work, Deliver deliver) {
+    invoke(Job{what, [work, deliver](EngineWorker& worker) {
+                 auto result = work(worker);
+                 worker.toGui([deliver, result]() mutable { deliver(std::move(result)); });
+               }, {}, true});
+  }
 
   void loadModels(const ModelSpec& spec);
   void startSession(const SessionSpec& spec, bool run_prefill = true);
@@ -36,13 +62,18 @@ class EngineController : public QObject {
   void auditAt(const Moment& moment);
   void saveTrace(const QString& path, const QString& gui_state_json);
   void openTrace(const QString& path);
-  // Another engine's capture, checked and shown (EngineWorker::openCapture);
-  // the live session written as a capture (EngineWorker::saveCapture).
+  // Another engine's capture, checked against the loaded models when they
+  // are the captured checkpoints (else the directories it names; else its
+  // structure only) and shown in place of the live session; the live session
+  // written as a capture (core/check/capture_writer.h).
   void openCapture(const QString& path);
   void saveCapture(const QString& path);
-  // Attention step by step / what if for one query (EngineWorker::explain).
+  // Attention step by step / what if for one query of the live target.
+  // Quiet: no busyChanged (milliseconds on small models); errors go to
+  // explainFailed, for the panel that asked, not to a dialog.
   void explain(const ExplainRequest& request, bool what_if);
-  // The compression lab, one or two slots (EngineWorker::compress).
+  // The compression lab, one or two slots (CompressionJob.h), on the live
+  // target; errors go to compressionFailed, for the panel that asked.
   void compress(const kvscope::ui::CompressionRequest& request);
 
  signals:
@@ -55,6 +86,7 @@ class EngineController : public QObject {
   void failed(const QString& what, const QString& message);
   void traceSaved(const QString& path);
   void traceOpened(const QString& path, const QString& gui_state_json);
+  // verdict: one line (clean, or the root cause) for the status bar.
   void captureOpened(const QString& path, const QString& verdict);
   void captureSaved(const QString& path);
   void explained(kvscope::ui::ExplanationPtr explanation);
@@ -64,8 +96,10 @@ class EngineController : public QObject {
   void compressionFailed(qint64 request_id, const QString& message);
 
  private:
-  template <typename Job>
-  void post(Job job);
+  void setBusy(bool busy, const QString& what);
+  // A job that delivers the core's snapshot for `reason`.
+  void invokeSnapshot(const QString& what, std::function<void(SessionController&)> work, SnapshotReason reason);
+  void startRunning();
 
   QThread thread_;
   EngineWorker* worker_ = nullptr;

@@ -5,7 +5,7 @@
 //
 // Two slots, A and B (B optional), each an eviction policy with its budget
 // and parameters and/or element pruning. Run sends both to the engine thread
-// (EngineWorker::compress); what comes back is drawn for the layer and kv
+// (EngineController::compress); what comes back is drawn for the layer and kv
 // head of the shared cursor:
 //   - per slot, the layer's scores (kv heads x positions) and the selected
 //     kv head's K or V with the removed rows hatched and zeroed entries white

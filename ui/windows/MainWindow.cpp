@@ -136,6 +136,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   });
   showFirstStartHint();
   updateActions();
+  session_->setWeightResidency(options_.models.weights);
   if (options_.load_on_start) {
     start_after_load_ = true;
     pending_rounds_ = options_.initial_rounds;

@@ -267,6 +267,7 @@ ModelSpec SessionPanel::modelSpec() const {
   spec.drafter_kind = static_cast<DrafterKind>(drafter_kind_->currentData().toInt());
   spec.drafter_dir = dirOf(drafter_dir_);
   spec.max_ngram = ngram_->value();
+  spec.weights = weights_;
   return spec;
 }
 

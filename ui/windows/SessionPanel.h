@@ -27,6 +27,8 @@ class SessionPanel : public ViewerPanel {
   ModelSpec modelSpec() const;
   SessionSpec sessionSpec() const;
   void setModelDirs(const QString& target_dir, const QString& drafter_dir);
+  // How every load from this panel keeps 16-bit weights (the --weights option).
+  void setWeightResidency(WeightResidency weights) { weights_ = weights; }
   void setPrompt(const QString& prompt);
   void setGamma(int gamma);
   void setMaxNewTokens(int tokens);
@@ -63,6 +65,7 @@ class SessionPanel : public ViewerPanel {
   void updateEnabled();
   void buildFaultBox();
 
+  WeightResidency weights_ = WeightResidency::Stored;
   QComboBox* target_dir_;
   QComboBox* drafter_kind_;
   QComboBox* drafter_dir_;

@@ -11,4 +11,10 @@ inline nlohmann::json tinyLlamaConfig() {
           {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0}, {"bos_token_id", 1}, {"eos_token_id", 2}};
 }
 
+// A small valid GPT-2 config.json (LayerNorm, learned positions).
+inline nlohmann::json tinyGpt2Config() {
+  return {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"vocab_size", 512}, {"n_embd", 64},
+          {"n_layer", 2}, {"n_head", 4}, {"n_positions", 256}, {"layer_norm_epsilon", 1e-5}};
+}
+
 }  // namespace kvscope::testing_support

@@ -200,6 +200,26 @@ TEST_F(HostileTokenizerTest, TokenizerConfigDeep) {
                 {config, "nested deeper than 64 levels", "tokenizer_config.json"});
 }
 
+// Issue 29: a key written twice kept the last value (a vocabulary giving
+// "a" two ids loaded as whichever came last); refused with the key's name and
+// the object's path, in tokenizer.json and tokenizer_config.json alike.
+TEST_F(HostileTokenizerTest, DuplicateKeysRefusedByName) {
+  std::string text = minimal().dump();
+  text.replace(text.find(R"("a":0)"), 5, R"("a":0,"a":1)");
+  expectLoadRefused(text, {"duplicate key 'a' in the object at /model/vocab "});
+  text = minimal().dump();
+  text.replace(text.find(R"("added_tokens")"), 0, R"("decoder":null,)");
+  expectLoadRefused(text, {"duplicate key 'decoder' in the object at / "});
+
+  writeTokenizer(minimal());
+  const std::string config = write("tokenizer_config.json", R"({"bos_token": "a", "added_tokens_decoder": )"
+                                                            R"({"0": {"content": "a"}, "0": {"content": "b"}}})");
+  expectRefused([&] { Tokenizer::fromDirectory(dir_.string()); },
+                {config, "duplicate key '0' in the object at /added_tokens_decoder "});
+  write("tokenizer_config.json", R"({"bos_token": "a", "added_tokens_decoder": {"0": {"content": "a"}}})");
+  EXPECT_NO_THROW(Tokenizer::fromDirectory(dir_.string()));
+}
+
 TEST_F(HostileTokenizerTest, HugeTokenizerFileRefusedBeforeReading) {
   const std::string path = writeTokenizer(std::string());
   std::filesystem::resize_file(path, (size_t{128} << 20) + 1);  // sparse: no disk used

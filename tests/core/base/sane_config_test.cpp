@@ -135,5 +135,41 @@ TEST_F(SaneConfigTest, IntegerFieldsWrittenAsFloatsRefused) {
   expectConfigRefused(j, {"eos_token_id must be an integer", "got 2.0"});
 }
 
+TEST_F(SaneConfigTest, NormEpsilonOfZeroOrBelowRefused) {
+  // An eps of 0 turns an all-zero row into 0 * 1/sqrt(0) = NaN; 1e-300 is 0
+  // in float32. Both norms' fields, each named with its range.
+  for (const char* value : {"0", "-1e-6", "1e-300"}) {
+    SCOPED_TRACE(value);
+    json j = testing_support::tinyLlamaConfig();
+    j["rms_norm_eps"] = json::parse(value);
+    expectConfigRefused(j, {"'rms_norm_eps' must be a finite number in [1e-30, 1]"});
+    json g = testing_support::tinyGpt2Config();
+    g["layer_norm_epsilon"] = json::parse(value);
+    expectConfigRefused(g, {"'layer_norm_epsilon' must be a finite number in [1e-30, 1]"});
+  }
+  json j = testing_support::tinyLlamaConfig();
+  j["rms_norm_eps"] = 1e-30;  // the edge still loads, as do real models' 1e-12 .. 1e-5
+  EXPECT_EQ(load(j).norm_eps, 1e-30);
+  j["rms_norm_eps"] = 1e-12;
+  EXPECT_EQ(load(j).norm_eps, 1e-12);
+}
+
+TEST_F(SaneConfigTest, RopeThetaBelowOneRefused) {
+  // theta^(-2i/d) with theta < 1 spins the slow dimensions fastest.
+  // The value as the error shows it (nlohmann's number formatting).
+  for (const auto& [value, shown] : std::vector<std::pair<const char*, const char*>>{
+           {"0.5", "0.5"}, {"1e-6", "1e-06"}, {"0", "0"}, {"-10000", "-10000"}, {"1e13", "10000000000000.0"}}) {
+    SCOPED_TRACE(value);
+    json j = testing_support::tinyLlamaConfig();
+    j["rope_theta"] = json::parse(value);
+    expectConfigRefused(j, {"'rope_theta' must be a finite number in [1, 1e+12]", std::string("got ") + shown});
+  }
+  json j = testing_support::tinyLlamaConfig();
+  j["rope_theta"] = 1.0;
+  EXPECT_EQ(load(j).rope_theta, 1.0);
+  j["rope_theta"] = 500000.0;
+  EXPECT_EQ(load(j).rope_theta, 500000.0);
+}
+
 }  // namespace
 }  // namespace kvscope
