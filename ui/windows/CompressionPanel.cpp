@@ -449,6 +449,7 @@ void CompressionPanel::drawSlots() {
   for (int i = 0; i < kSlots; ++i) {
     if (!form_errors_[i].isEmpty()) {  // refused before sending: the core's message, nothing drawn
       views_[i]->showMessage(forms_[i]->label(), form_errors_[i]);
+      drawSpeculation(i, nullptr, values);  // no earlier run's self-speculation left standing as if current
       continue;
     }
     const CompressionSlotResult* slot = resultOf(i);
