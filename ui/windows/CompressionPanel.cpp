@@ -27,6 +27,7 @@
 #include "ui/widgets/CompressionMetricsPlot.h"
 #include "ui/widgets/CompressionSettingsForm.h"
 #include "ui/widgets/CompressionSlotView.h"
+#include "ui/widgets/LongText.h"
 #include "ui/widgets/PickerItems.h"
 #include "ui/widgets/SelfSpeculationView.h"
 
@@ -425,7 +426,7 @@ void CompressionPanel::syncPickers() {
 
 QString CompressionPanel::quotedToken(int64_t id) const {
   const SessionSnapshot* snapshot = context().snapshot();
-  return snapshot ? QStringLiteral("'%1'").arg(QString::fromStdString(snapshot->tokenText(id))) : QString();
+  return snapshot ? QStringLiteral("'%1'").arg(elidedForDisplay(snapshot->tokenText(id), kTokenShownBytes)) : QString();
 }
 
 QString CompressionPanel::tokenText(int64_t position) const {

@@ -538,7 +538,14 @@ QString MainWindow::guiStateJson() const {
 void MainWindow::applyGuiState(const QString& json) {
   const QJsonObject object = QJsonDocument::fromJson(json.toUtf8()).object();
   if (object.isEmpty()) return;
-  const GuiState state = guiStateFromJson(object);
+  // From the file: each field held against the trace; what does not fit is
+  // named in the log and the status bar, never clamped in silence (issue 28).
+  QStringList warnings;
+  GuiState state = guiStateFromJson(object, &warnings);
+  if (context_.snapshot()) warnings << fitGuiState(state, *context_.snapshot());
+  for (const QString& warning : warnings) spdlog::warn("trace: {}", warning.toStdString());
+  if (!warnings.isEmpty()) statusBar()->showMessage(tr("trace: ") + warnings.join(QStringLiteral("; ")), 15000);
+  gui_state_warnings_ = warnings;
   context_.setBookmarks(state.bookmarks);
   kv_->setShowingValues(state.values);
   if (state.cursor.valid()) context_.setCursor(state.cursor);

@@ -111,6 +111,9 @@ class MainWindow : public QMainWindow {
   void saveCaptureAs();
   QString guiStateJson() const;
   void applyGuiState(const QString& json);
+  // What the last applied GUI state held that the trace does not (each
+  // also logged and shown in the status bar): fitGuiState's warnings.
+  const QStringList& guiStateWarnings() const { return gui_state_warnings_; }
   // Shown without blocking (tests find it among the top-level widgets).
   void showError(const QString& what, const QString& message);
 
@@ -172,6 +175,7 @@ class MainWindow : public QMainWindow {
   bool start_after_load_ = false;
   int pending_rounds_ = 0;
   bool unsaved_ = false;           // see hasUnsavedSession()
+  QStringList gui_state_warnings_;
   int64_t reproducible_rounds_ = 0;  // see markReproducible()
   std::function<void()> after_save_;  // what "Save" in replaceSession() runs once the trace is written
 
