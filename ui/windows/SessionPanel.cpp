@@ -22,6 +22,7 @@
 #include "core/cache/eviction_policy.h"
 #include "core/cache/fault.h"
 #include "ui/widgets/LongText.h"
+#include "ui/widgets/ModelName.h"
 
 namespace kvscope::ui {
 
@@ -241,16 +242,16 @@ void SessionPanel::showSession(const SessionSnapshot& snapshot) {
                                                                                    : DrafterKind::Model;
   drafter_kind_->setCurrentIndex(std::max(0, drafter_kind_->findData(static_cast<int>(kind))));
   if (snapshot.from_capture) {
-    session_shown_->setText(tr("<b>Opened capture</b>: target %1 &middot; drafter %2 &middot; %3")
-                                .arg(elidedForDisplay(snapshot.target_name, kNameShownBytes).toHtmlEscaped())
-                                .arg(drafter.toHtmlEscaped())
+    session_shown_->setText(tr("<b>Opened capture</b>: %1 &middot; %2 &middot; %3")
+                                .arg(modelWithRole(tr("target"), elidedForDisplay(snapshot.target_name, kNameShownBytes)).toHtmlEscaped())
+                                .arg(modelWithRole(tr("drafter"), drafter).toHtmlEscaped())
                                 .arg(elidedForDisplay(snapshot.options_summary, kNameShownBytes).toHtmlEscaped()));
     return;
   }
-  session_shown_->setText(tr("<b>%1</b>: target %2 &middot; drafter %3 &middot; fault <b>%4</b>")
+  session_shown_->setText(tr("<b>%1</b>: %2 &middot; %3 &middot; fault <b>%4</b>")
                               .arg(snapshot.replay_only ? tr("Opened trace (replay)") : tr("Running"))
-                              .arg(elidedForDisplay(snapshot.target_name, kNameShownBytes).toHtmlEscaped())
-                              .arg(drafter.toHtmlEscaped())
+                              .arg(modelWithRole(tr("target"), elidedForDisplay(snapshot.target_name, kNameShownBytes)).toHtmlEscaped())
+                              .arg(modelWithRole(tr("drafter"), drafter).toHtmlEscaped())
                               .arg(elidedForDisplay(snapshot.fault, kNameShownBytes).toHtmlEscaped()));
 }
 
@@ -367,7 +368,7 @@ void SessionPanel::setProgress(int step, int total, const QString& what) {
 }
 
 void SessionPanel::setLoadedModels(const QString& target_dir, const QString& drafter_name) {
-  loaded_->setText(tr("loaded: target %1 \u00b7 %2").arg(target_dir, drafter_name));
+  loaded_->setText(tr("loaded: %1 \u00b7 %2").arg(modelWithRole(tr("target"), target_dir), modelWithRole(tr("drafter"), drafter_name)));
 }
 
 void SessionPanel::rememberRecent(const QString& dir) {
