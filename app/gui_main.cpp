@@ -26,28 +26,26 @@
 #include "ui/logging/LogBridge.h"
 #include "ui/widgets/CompressionSettingsForm.h"
 #include "ui/widgets/KvHeatmapView.h"
+#include "ui/widgets/PresenterZoom.h"
 #include "ui/windows/CompressionPanel.h"
 #include "ui/windows/KvCachePanel.h"
 #include "ui/windows/MainWindow.h"
+#include "ui/windows/Workspaces.h"
 
 namespace {
 
-// --compression with --screenshot: the panel raised and given most of the
-// window (at presenter zoom, the whole right side), as one would show it.
-void arrangeForCompression(kvscope::ui::MainWindow& window, bool show_speculation) {
-  auto* panel = window.findChild<QDockWidget*>(QStringLiteral("compressionDock"));
-  auto* kv = window.findChild<QDockWidget*>(QStringLiteral("kvDock"));
-  auto* history = window.findChild<QDockWidget*>(QStringLiteral("rowHistoryDock"));
-  if (!panel || !kv || !history) return;
-  panel->raise();
-  if (window.presenterZoom() > 100 || window.width() < 1400) {
-    kv->hide();
-    if (window.tabifiedDockWidgets(history).isEmpty()) history->hide();
-  } else {
-    window.resizeDocks({kv, panel}, {window.height() / 5, window.height() * 4 / 5}, Qt::Vertical);
+// A whole number option in [low, high]; otherwise prints why and returns false.
+bool wholeOption(const QCommandLineParser& parser, const QCommandLineOption& option, int low, int high, int* out) {
+  if (!parser.isSet(option)) return true;
+  bool ok = false;
+  const int value = parser.value(option).toInt(&ok);
+  if (!ok || value < low || value > high) {
+    std::fprintf(stderr, "kvscope: --%s must be a whole number in [%d, %d], got '%s'\n", qPrintable(option.names().last()), low,
+                 high, qPrintable(parser.value(option)));
+    return false;
   }
-  // --self-speculate: the self-speculation views are what the picture is for.
-  if (show_speculation) window.compressionPanel()->scrollToSpeculation();
+  *out = value;
+  return true;
 }
 
 // Whether `value` (empty: the option was not given) reads with the core's
@@ -122,8 +120,12 @@ int main(int argc, char** argv) {
                              QStringLiteral("With --screenshot: zoom both KV heatmaps to rows FIRST..LAST first."),
                              QStringLiteral("first:last"));
   QCommandLineOption steps_panel(QStringLiteral("attention-steps"),
-                                 QStringLiteral("With --screenshot: raise the Attention Step by Step panel and give it "
-                                                "most of the height first (with --presenter: the whole right side)."));
+                                 QStringLiteral("With --screenshot: bring the Attention Step by Step panel to the front "
+                                                "of its tab group first."));
+  QCommandLineOption workspace(QStringLiteral("workspace"),
+                               QStringLiteral("Start in this workspace: debug, teach, compress or capture (View > "
+                                              "Workspace; a lesson opens in teach, --compression in compress)."),
+                               QStringLiteral("name"));
   QCommandLineOption lesson(QStringLiteral("lesson"),
                             QStringLiteral("Open lesson N (1-based, the Lessons menu's order) instead of a plain session; "
                                            "with --screenshot, once its page is set up."),
@@ -136,8 +138,8 @@ int main(int argc, char** argv) {
   QCommandLineOption compression(QStringLiteral("compression"),
                                  QStringLiteral("Open the Compression panel and run slot A (and B) on the first session's "
                                                 "prompt: POLICY:BUDGET or AXIS:SPARSITY, comma-separated, e.g. "
-                                                "h2o:0.25,streaming:0.25 or per-channel:0.7. With --screenshot: once "
-                                                "the panel shows the result, it gets most of the window."),
+                                                "h2o:0.25,streaming:0.25 or per-channel:0.7, in the Compress "
+                                                "workspace. With --screenshot: once the panel shows the result."),
                                  QStringLiteral("a[,b]"));
   QCommandLineOption weights(QStringLiteral("weights"),
                              QStringLiteral("stored (default: bf16/f16 checkpoints stay 16-bit in memory) or fp32 "
@@ -148,7 +150,7 @@ int main(int argc, char** argv) {
                                             "size, for images kept in docs/."));
   parser.addOptions({target, drafter, ngram, default_layout, prompt, prompt_file, max_new, rounds, select, position, fault,
                      diff, bench, screenshot, kv_rows, steps_panel, lesson, lesson_page, presenter, zoom, compression,
-                     palette, evict, speculate, layer_head, weights});
+                     palette, evict, speculate, layer_head, workspace, weights});
   parser.addPositionalArgument(QStringLiteral("file"),
                                QStringLiteral("A .kvtrace to replay, or a .kvcapture of any engine to check and show."),
                                QStringLiteral("[file]"));
@@ -169,6 +171,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "kvscope: %s is not a file\n", qPrintable(options.open_file));
       return 2;
     }
+    const QString suffix = QFileInfo(options.open_file).suffix().toLower();
+    if (suffix != QStringLiteral("kvtrace") && suffix != QStringLiteral("kvcapture")) {
+      std::fprintf(stderr, "kvscope: %s: not a .kvtrace or a .kvcapture (the one argument kvscope opens)\n",
+                   qPrintable(options.open_file));
+      return 2;
+    }
   }
   options.models.target_dir = parser.value(target).toStdString();
   options.models.drafter_dir = parser.value(drafter).toStdString();
@@ -182,7 +190,22 @@ int main(int argc, char** argv) {
     }
   }
   options.restore_layout = !parser.isSet(default_layout);
-  options.initial_rounds = parser.value(rounds).toInt();
+  if (parser.isSet(workspace)) {
+    kvscope::ui::Workspace parsed;
+    if (!kvscope::ui::Workspaces::parse(parser.value(workspace), &parsed)) {
+      std::fprintf(stderr, "kvscope: --workspace must be debug, teach, compress or capture, got '%s'\n",
+                   qPrintable(parser.value(workspace)));
+      return 2;
+    }
+    options.workspace = parser.value(workspace);
+  }
+  int lesson_number = 0, page_number = 0;
+  if (!wholeOption(parser, rounds, 0, 100000, &options.initial_rounds) ||
+      !wholeOption(parser, max_new, 1, 1000000, &options.max_new_tokens) ||
+      !wholeOption(parser, lesson, 1, 1000, &lesson_number) || !wholeOption(parser, lesson_page, 1, 1000, &page_number) ||
+      !wholeOption(parser, zoom, kvscope::ui::kMinPresenterZoom, kvscope::ui::kMaxPresenterZoom, &options.presenter_zoom)) {
+    return 2;
+  }
   // "rejected": the first round that rejected a draft / its first rejected draft.
   const auto selection = [&](const QCommandLineOption& option) -> int64_t {
     if (!parser.isSet(option)) return -1;
@@ -200,7 +223,6 @@ int main(int argc, char** argv) {
     }
     options.prompt = QString::fromUtf8(file.readAll());
   }
-  options.max_new_tokens = parser.value(max_new).toInt();
   options.fault = parser.value(fault);
   options.eviction = parser.value(evict);
   if (!coreAccepts("fault", options.fault, [](const std::string& s) { kvscope::parseFault(s); }) ||
@@ -216,8 +238,8 @@ int main(int argc, char** argv) {
     }
   }
   options.run_diff = parser.isSet(diff);
-  if (parser.isSet(lesson)) options.lesson = std::max(0, parser.value(lesson).toInt() - 1);
-  if (parser.isSet(lesson_page)) options.lesson_page = std::max(0, parser.value(lesson_page).toInt() - 1);
+  if (parser.isSet(lesson)) options.lesson = lesson_number - 1;
+  if (parser.isSet(lesson_page)) options.lesson_page = page_number - 1;
   if (parser.isSet(compression)) {
     options.compression = parser.value(compression).split(QLatin1Char(','), Qt::SkipEmptyParts);
     // Refuse bad words now, with the core's message, rather than in a dialog later.
@@ -235,8 +257,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (parser.isSet(presenter)) options.presenter_zoom = 150;
-  if (parser.isSet(zoom)) options.presenter_zoom = parser.value(zoom).toInt();
+  if (parser.isSet(presenter) && !parser.isSet(zoom)) options.presenter_zoom = 150;
   if (parser.isSet(bench)) {
     if (!parser.isSet(rounds)) options.initial_rounds = 40;
     if (!parser.isSet(max_new)) options.max_new_tokens = 200;  // long enough for ~200 cache rows
@@ -271,23 +292,9 @@ int main(int argc, char** argv) {
         window.context().setLayerHead(kvscope::CacheRole::Target, layer_and_head.value(0).toLongLong(),
                                       layer_and_head.value(1).toLongLong());
       }
-      if (parser.isSet(compression)) arrangeForCompression(window, options.compression_speculate_gamma > 0);
-      if (!parser.isSet(steps_panel)) return;
-      auto* steps = window.findChild<QDockWidget*>(QStringLiteral("attentionStepsDock"));
-      auto* kv = window.findChild<QDockWidget*>(QStringLiteral("kvDock"));
-      auto* history = window.findChild<QDockWidget*>(QStringLiteral("rowHistoryDock"));
-      if (!steps || !kv || !history) return;
-      steps->raise();
-      if (window.presenterZoom() > 100) {
-        // Presenter zoom on a projector: the panel alone on the right, as a teacher would show it.
-        kv->hide();
-        history->hide();
-        return;
-      }
-      window.resizeDocks({kv, steps}, {window.height() / 5, window.height() * 4 / 5}, Qt::Vertical);
-      if (!history->isFloating() && window.tabifiedDockWidgets(history).isEmpty()) {
-        window.resizeDocks({kv, history}, {window.width() * 3 / 5, window.width() / 8}, Qt::Horizontal);
-      }
+      // --self-speculate: the self-speculation views are what the picture is for.
+      if (parser.isSet(compression) && options.compression_speculate_gamma > 0) window.compressionPanel()->scrollToSpeculation();
+      if (parser.isSet(steps_panel)) window.findChild<QDockWidget*>(QStringLiteral("attentionStepsDock"))->raise();
     };
     // The compression lab runs once the first session is ready: wait for its result.
     QElapsedTimer compression_wait;

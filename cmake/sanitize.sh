@@ -7,7 +7,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$here/build-asan}"
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSCOPE_SANITIZE=ON -DKVSCOPE_BUILD_UI=OFF
 targets=(kvscope_base_tests)
-for h in safetensors config tokenizer_json tokenizer_encode trace_metadata capture; do targets+=("fuzz_replay_$h"); done
+for h in safetensors config tokenizer_json tokenizer_encode trace_metadata capture gguf; do targets+=("fuzz_replay_$h"); done
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs one libFuzzer harness with seeds from tests/fixtures.
 # Usage: fuzz/run.sh NAME [SECONDS] [extra libFuzzer flags...]
-#   NAME: safetensors | config | tokenizer_json | tokenizer_encode | trace_metadata
+#   NAME: safetensors | config | tokenizer_json | tokenizer_encode | trace_metadata | capture | gguf
 # Installs clang and compiler-rt when missing (cmake/fuzz-deps.txt), builds
 # build-fuzz (clang, -DKVSCOPE_FUZZ=ON) with KVSCOPE_JOBS jobs (default: every
 # core). One process: prefix `nice -n 10` on a shared machine. The corpus grows
@@ -40,6 +40,18 @@ case "$name" in
                     max_len=65536 ;;
   capture)          cp "$fixtures"/captures/*.kvcapture "$seeds/"
                     max_len=65536 ;;
+  gguf)             # What kvscope's exporter writes for three fixture models, made by the
+                    # normal build's kvscope-cli (KVSCOPE_CLI) when there is one; the
+                    # regression corpus (a small valid GGUF among its files) seeds it always.
+                    cli="${KVSCOPE_CLI:-$here/build/app/kvscope-cli}"
+                    if [ -x "$cli" ]; then
+                      for m in llama-tiny-draft qwen2-tiny gpt2-tiny; do
+                        "$cli" export-gguf --model "$fixtures/models/$m" --out "$seeds/$m.gguf" --dtype f16 > /dev/null
+                      done
+                    else
+                      echo "fuzz/run.sh: no kvscope-cli at $cli; seeding from fuzz/regression/gguf only" >&2
+                    fi
+                    max_len=1048576 ;;
   *) echo "unknown harness $name" >&2; exit 2 ;;
 esac
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"

@@ -93,13 +93,22 @@ struct GgufFile {
 
 // Reads and checks a GGUF file's header: magic, version 3 (2 accepted),
 // counts and string/array lengths bounded by the bytes left in the file
-// before anything is allocated, known value types, no duplicate key or
-// tensor name, 1-4 dims with no overflow, F32/F16/BF16 tensors (others are
-// refused by ggml type number), each tensor aligned, inside the file and not
-// overlapping another. Throws Error("<path>: <problem>").
+// before anything is allocated, known value types, no nested arrays, no
+// duplicate key or tensor name, tensor names of 1-63 bytes, 1-4 dims with no
+// overflow, F32/F16/BF16 tensors (others are refused by ggml type number),
+// general.alignment a u32 power of two, each tensor aligned, inside the file
+// and not overlapping another, and the vocabulary consistent
+// (checkGgufVocab). Throws Error("<path>: <problem>"); names from the file
+// appear in messages with control characters escaped (visibleText).
 GgufFile readGguf(const std::string& path);
 
-// The bytes of one tensor of a file read by readGguf.
+// The bytes of one tensor of a file read by readGguf, or `count` of them from
+// byte `first` (checked against the tensor's size).
 std::vector<uint8_t> readGgufTensorBytes(const std::string& path, const GgufFile& file, const GgufTensorInfo& info);
+std::vector<uint8_t> readGgufTensorBytes(const std::string& path, const GgufFile& file, const GgufTensorInfo& info, uint64_t first,
+                                         uint64_t count);
+// Elements [first, first + count) of a tensor (flat, ne[0] fastest) as float32.
+std::vector<float> readGgufFloats(const std::string& path, const GgufFile& file, const GgufTensorInfo& info, uint64_t first,
+                                  uint64_t count);
 
 }  // namespace kvscope

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/model/json_limits.h"
+#include "core/model/tokenizer/visible_text.h"
 
 namespace kvscope {
 
@@ -262,6 +263,82 @@ GgufVocab convertVocab(const std::string& model_dir, int64_t vocab_size, int64_t
   head.emplace_back("tokenizer.ggml.add_eos_token", GgufValue::boolean(add_eos));
   v.metadata.insert(v.metadata.begin(), head.begin(), head.end());
   return v;
+}
+
+namespace {
+
+constexpr const char* kTokenizerPrefix = "tokenizer.ggml.";
+
+bool endsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// What a value is, for "must be X, not Y" messages.
+std::string kindOf(const GgufValue& v) { return std::string(v.is_array ? "an array of " : "a ") + ggufTypeName(v.type); }
+
+// The per-token arrays: `type` elements, one per token.
+void checkPerToken(const GgufFile& file, const std::string& key, GgufType type, size_t tokens) {
+  const GgufValue* v = file.find(key);
+  if (!v) return;
+  if (!v->is_array || v->type != type) throw Error(key + " must be an array of " + ggufTypeName(type) + ", not " + kindOf(*v));
+  if (v->size() != tokens)
+    throw Error(key + " has " + std::to_string(v->size()) + " entries for the " + std::to_string(tokens) +
+                " tokens of tokenizer.ggml.tokens (one per token)");
+}
+
+void checkTokenTypes(const GgufFile& file) {
+  const GgufValue* v = file.find("tokenizer.ggml.token_type");
+  if (!v) return;
+  for (size_t i = 0; i < v->ints.size(); ++i)
+    if (v->ints[i] < 0 || v->ints[i] > kByte)
+      throw Error("tokenizer.ggml.token_type[" + std::to_string(i) + "] is " + std::to_string(v->ints[i]) +
+                  " (llama.cpp's token types are 0-6)");
+}
+
+void checkMerges(const GgufFile& file) {
+  const GgufValue* v = file.find("tokenizer.ggml.merges");
+  if (!v) return;
+  if (!v->is_array || v->type != GgufType::STRING)
+    throw Error("tokenizer.ggml.merges must be an array of strings, not " + kindOf(*v));
+  for (size_t i = 0; i < v->strings.size(); ++i)
+    if (v->strings[i].find(' ', 1) == std::string::npos)
+      throw Error("tokenizer.ggml.merges[" + std::to_string(i) + "] '" + visibleText(v->strings[i].substr(0, 80)) +
+                  "' is not two tokens separated by a space");
+}
+
+// tokenizer.ggml.bos_token_id, eos_, unknown_, padding_, ...: ids of the vocabulary.
+void checkSpecialIds(const GgufFile& file, size_t tokens) {
+  for (const auto& [key, v] : file.metadata) {
+    if (key.rfind(kTokenizerPrefix, 0) != 0 || !endsWith(key, "_token_id")) continue;
+    if (v.is_array || v.ints.size() != 1) throw Error(key + " must be an integer, not " + kindOf(v));
+    if (v.ints[0] < 0 || static_cast<uint64_t>(v.ints[0]) >= tokens)
+      throw Error(key + " " + std::to_string(v.ints[0]) + " is outside the vocabulary of " + std::to_string(tokens) + " tokens");
+  }
+}
+
+}  // namespace
+
+int64_t checkGgufVocab(const GgufFile& file) {
+  const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
+  if (const GgufValue* model = file.find("tokenizer.ggml.model"); model && (model->is_array || model->type != GgufType::STRING))
+    throw Error("tokenizer.ggml.model must be a string, not " + kindOf(*model));
+  if (!tokens) {
+    for (const auto& [key, v] : file.metadata)
+      if (key == "tokenizer.ggml.scores" || key == "tokenizer.ggml.token_type" || key == "tokenizer.ggml.merges" ||
+          (key.rfind(kTokenizerPrefix, 0) == 0 && endsWith(key, "_token_id")))
+        throw Error("'" + visibleText(key) + "' without tokenizer.ggml.tokens (the vocabulary it refers to)");
+    return 0;
+  }
+  if (!tokens->is_array || tokens->type != GgufType::STRING)
+    throw Error("tokenizer.ggml.tokens must be an array of strings, not " + kindOf(*tokens));
+  if (tokens->strings.empty()) throw Error("tokenizer.ggml.tokens is empty");
+  const size_t n = tokens->strings.size();
+  checkPerToken(file, "tokenizer.ggml.scores", GgufType::F32, n);
+  checkPerToken(file, "tokenizer.ggml.token_type", GgufType::I32, n);
+  checkTokenTypes(file);
+  checkMerges(file);
+  checkSpecialIds(file, n);
+  return static_cast<int64_t>(n);
 }
 
 }  // namespace kvscope

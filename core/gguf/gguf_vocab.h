@@ -29,4 +29,13 @@ struct GgufVocab {
 // llama.cpp needs one token per row). bos/eos: the config's ids, -1 when none.
 GgufVocab convertVocab(const std::string& model_dir, int64_t vocab_size, int64_t bos_id, int64_t eos_id);
 
+// Checks the vocabulary a GGUF file carries the way llama.cpp reads it:
+// tokenizer.ggml.tokens an array of strings; scores (f32) and token_type
+// (i32, llama.cpp's types 0-6) one per token; merges strings "a b"; every
+// tokenizer.ggml.*_token_id an integer inside the vocabulary; tokenizer.ggml.model
+// a string. A file without tokens must carry none of these. Throws Error
+// naming the key. Returns the number of tokens (0 without a vocabulary).
+// readGguf runs it on every file.
+int64_t checkGgufVocab(const GgufFile& file);
+
 }  // namespace kvscope

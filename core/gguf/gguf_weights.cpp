@@ -27,14 +27,14 @@ std::vector<std::string> shardNames(const fs::path& index_path) {
   return names;
 }
 
+}  // namespace
+
 float bf16ToFloat(uint16_t b) {
   const uint32_t bits = static_cast<uint32_t>(b) << 16;
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
 }
-
-}  // namespace
 
 WeightFiles WeightFiles::open(const std::string& dir) {
   WeightFiles w;

@@ -39,6 +39,8 @@ class WeightFiles {
 // IEEE half precision, round to nearest even (overflow to infinity).
 uint16_t floatToHalf(float f);
 float halfToFloat(uint16_t h);
+// bfloat16 (the high half of a float32) to float32.
+float bf16ToFloat(uint16_t b);
 
 // Row-major [rows, cols] -> [cols, rows].
 HostTensor transposed(const HostTensor& t);

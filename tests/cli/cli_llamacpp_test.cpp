@@ -112,5 +112,28 @@ TEST(CliLlamaCpp, ImportRefusesABadLogOrStateByName) {
   EXPECT_FALSE(fs::exists(dir.file("x.kvcapture")));
 }
 
+// A GGUF's keys and tensor names reach the terminal in import-llamacpp's
+// errors: escaped (\x1b shown as text), the way `kvscope-cli trace` shows
+// names from a trace.
+TEST(CliLlamaCpp, NamesFromAHostileGgufCannotDriveTheTerminal) {
+  ScratchDir dir("gguf_escapes");
+  const std::string key = "\x1b[5m\x1b[31mgeneral.blink\x1b[0m\r\x07";
+  Bytes gguf;
+  gguf.raw("GGUF", 4).u32(3).u64(0).u64(2);
+  for (uint8_t v : {1, 2}) gguf.u64(key.size()).raw(key.data(), key.size()).u32(0).raw(&v, 1);  // u8 values
+  std::ofstream(dir.file("hostile.gguf"), std::ios::binary) << gguf.s;
+  const nlohmann::json log = {
+      {"format", "kvscope-llamacpp-log"}, {"version", 1},
+      {"models", {{"target", {{"gguf", "hostile.gguf"}, {"model_dir", kModels + "llama-tiny-draft"}}}}},
+      {"events", nlohmann::json::array()}};
+  std::ofstream(dir.file("log.json")) << log.dump();
+  const CliResult r = runCli({"import-llamacpp", dir.file("log.json"), "--out", dir.file("x.kvcapture")});
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_NE(r.err.find("appears twice"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\\x1b[5m\\x1b[31mgeneral.blink"), std::string::npos) << "shown escaped, not dropped: " << r.err;
+  for (const char c : {'\x1b', '\r', '\x07'}) EXPECT_EQ(r.err.find(c), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("x.kvcapture")));
+}
+
 }  // namespace
 }  // namespace kvscope::cli_test

@@ -209,8 +209,17 @@ class CompressionPanelTest : public QObject {
     QCOMPARE(view->shownOutcomes(DraftOutcome::Prompt), int64_t(prompt_.size()));  // the last prompt token is in the caches too
     const QString alpha = QString::number(core.alpha, 'f', 2);
     QVERIFY2(view->caption().contains(QStringLiteral("alpha %1").arg(alpha)), qPrintable(view->caption()));
-    const int last = panel()->summaryTable()->rowCount() - 1;
-    QVERIFY(panel()->summaryTable()->item(last, 0)->text().startsWith(alpha));
+    const int speed_row = panel()->summaryTable()->rowCount() - 1;
+    const int alpha_row = speed_row - 1;
+    QVERIFY(panel()->summaryTable()->item(alpha_row, 0)->text().startsWith(alpha));
+    // The speed beside it: both wall times measured by the run, their ratio in the table and the caption.
+    const CompressionRunPtr run = panel()->lastRun();
+    QVERIFY(run && run->plain_seconds > 0 && run->results[0].speculation_seconds > 0);
+    const double speedup = run->plain_seconds / run->results[0].speculation_seconds;
+    QCOMPARE(panel()->summaryTable()->item(speed_row, 0)->text(), QStringLiteral("%1x").arg(speedup, 0, 'f', 2));
+    QVERIFY2(view->caption().contains(QStringLiteral("than plain greedy decoding (")) &&
+                 view->caption().contains(speedup >= 1 ? QStringLiteral("faster") : QStringLiteral("slower")),
+             qPrintable(view->caption()));
     // Slot B too, with its own (streaming) removed rows.
     QVERIFY(panel()->speculationView(1)->isVisible());
     QCOMPARE(panel()->speculationView(1)->shownRemovedRows(),
@@ -220,7 +229,8 @@ class CompressionPanelTest : public QObject {
     panel()->speculationGammaBox()->setValue(0);
     QVERIFY(runNow());
     QVERIFY(!view->isVisible());
-    QCOMPARE(panel()->summaryTable()->item(last, 0)->text(), QStringLiteral("\u2013"));
+    QCOMPARE(panel()->summaryTable()->item(alpha_row, 0)->text(), QStringLiteral("\u2013"));
+    QCOMPARE(panel()->summaryTable()->item(speed_row, 0)->text(), QStringLiteral("\u2013"));
     panel()->speculationGammaBox()->setValue(4);
   }
 

@@ -59,8 +59,8 @@ class DiffViewTest : public QObject {
     MainWindow window(fixtureOptions());
     runDiff(window, "partial-layer-crop");
     if (QTest::currentTestFailed()) return;
-    const CacheAudit* audit = window.diffPanel()->shownAudit();
-    QVERIFY(audit != nullptr);
+    // The diff's first bad cell: its audit at the first divergence (the grid shows the cursor's moment).
+    const CacheAudit* audit = &*window.context().snapshot()->diff->audit_at_divergence;
     const RowVerdict* bad = audit->firstBad();
     QVERIFY(bad != nullptr);
     QCOMPARE(bad->layer, int64_t{1});

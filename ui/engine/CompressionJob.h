@@ -37,12 +37,17 @@ struct CompressionSlotResult {
   // With CompressionRequest::speculate_gamma: the recorded run, or why the core refused it.
   std::shared_ptr<const SelfSpeculationResult> speculation;
   std::string speculation_error;
+  double speculation_seconds = 0;  // wall time of that run, both prefills included
   bool ok() const { return error.empty(); }
 };
 
 struct CompressionRun {
   CompressionRequest request;
   std::vector<CompressionSlotResult> results;  // one per request.settings entry, in order
+  // With speculate_gamma: wall time of plain greedy decoding of the same
+  // tokens from the same prompt (prefill included), what self-speculation
+  // must beat to be worth it. 0: not measured.
+  double plain_seconds = 0;
 };
 using CompressionRunPtr = std::shared_ptr<const CompressionRun>;
 

@@ -175,7 +175,7 @@ LessonCursor readCursor(Reader& r, const QJsonObject& o, const QString& path) {
 
 LessonPage readPage(Reader& r, const QJsonObject& o, const QString& path) {
   LessonPage page;
-  r.unknownKeys(o, path, {"title", "text", "session", "rounds", "cursor", "panel", "what_if_remove"});
+  r.unknownKeys(o, path, {"title", "text", "session", "rounds", "cursor", "panel", "step", "what_if_remove"});
   page.title = r.string(o, QStringLiteral("title"), path, QString(), true);
   page.text = r.string(o, QStringLiteral("text"), path, QString(), true);
   r.placeholders(page.text, path + QStringLiteral("text"));
@@ -192,6 +192,14 @@ LessonPage readPage(Reader& r, const QJsonObject& o, const QString& path) {
   if (!page.panel.isEmpty() && dockNameOfPanel(page.panel).isEmpty()) {
     r.fail(path + QStringLiteral("panel"),
            QStringLiteral("unknown panel '%1' (known: %2)").arg(page.panel, lessonPanelNames().join(QStringLiteral(", "))));
+  }
+  page.step = r.string(o, QStringLiteral("step"), path, QString());
+  if (!page.step.isEmpty() && !lessonStepNames(page.panel).contains(page.step)) {
+    const QStringList known = lessonStepNames(page.panel);
+    r.fail(path + QStringLiteral("step"),
+           known.isEmpty() ? QStringLiteral("panel '%1' has no steps to scroll to").arg(page.panel)
+                           : QStringLiteral("unknown step '%1' of panel '%2' (known: %3)")
+                                 .arg(page.step, page.panel, known.join(QStringLiteral(", "))));
   }
   if (o.contains(QStringLiteral("what_if_remove"))) {
     const QJsonValue v = o.value(QStringLiteral("what_if_remove"));
@@ -313,6 +321,11 @@ QString dockNameOfPanel(const QString& panel) {
                                     "attentionStepsDock", "diffDock", "rowHistoryDock", "logDock"};
   const qsizetype i = lessonPanelNames().indexOf(panel);
   return i < 0 ? QString() : docks[i];
+}
+
+QStringList lessonStepNames(const QString& panel) {
+  if (panel != QStringLiteral("attention-steps")) return {};
+  return {"hidden", "query", "rotary", "scores", "scaled", "masked", "weights", "output", "projection", "what-if"};
 }
 
 QStringList lessonSearchPath() {

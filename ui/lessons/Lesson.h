@@ -51,6 +51,7 @@ struct LessonPage {
   int rounds = 0;
   LessonCursor cursor;  // a page without session or cursor: the previous page's
   QString panel;     // a panel name (LessonPanelNames): raised and outlined
+  QString step;      // a part of that panel to scroll into view (lessonStepNames(panel)); empty: none
   QVector<int> what_if_remove;  // Attention Step by Step: key rows ticked for "what if" (-1: the query's own row)
 };
 
@@ -75,6 +76,8 @@ std::optional<Lesson> parseLesson(const QByteArray& json, const QString& file, L
 // The panel names a page may highlight, and the dock objectName of each.
 QStringList lessonPanelNames();
 QString dockNameOfPanel(const QString& panel);
+// The parts of `panel` a page may name as its "step" (Attention Step by Step's cards and its what-if box).
+QStringList lessonStepNames(const QString& panel);
 
 // Directories searched for lesson files, in order: $KVSCOPE_LESSONS_DIR,
 // <exe>/../share/kvscope/lessons, the install data dir, the source tree's resources/lessons.

@@ -39,7 +39,10 @@ LessonRunner::LessonRunner(MainWindow& window) : QObject(&window), window_(windo
     state_ = State::Idle;
     setStatus(tr("%1 failed: the page could not set up its session.").arg(what));
   });
-  connect(&window_.controller(), &EngineController::explained, this, [this] { tickWhatIf(); });
+  // The steps panel's explanation and what-if arrive after the window's own handlers drew them.
+  connect(&window_.controller(), &EngineController::explained, this, [this] { settlePanel(); }, Qt::QueuedConnection);
+  connect(&window_.controller(), &EngineController::whatIfReady, this, [this] { settlePanel(); }, Qt::QueuedConnection);
+  connect(&window_.controller(), &EngineController::explainFailed, this, [this] { settlePanel(); }, Qt::QueuedConnection);
 }
 
 LessonRunner::~LessonRunner() {
@@ -54,6 +57,8 @@ void LessonRunner::show(const Lesson& lesson, int page) {
   lesson_ = lesson;
   page_ = page;
   what_if_done_ = false;
+  page_cursor_ = Cursor{};
+  emit pageStarted();
   const LessonSession session = lesson_.sessionOf(page);
   wanted_key_ = lesson_.file + QLatin1Char('|') + session.key();
   const SessionSnapshot* snapshot = window_.context().snapshot();
@@ -124,16 +129,40 @@ void LessonRunner::proceed() {
   }
   // What the lesson stepped, the lesson file can step again: not unsaved work.
   window_.markReproducible(snapshot->lastRound());
-  state_ = State::Idle;
   QString note;
   if (wantedRound(*snapshot) < 0) {
     note = tr("This session has no round of the kind this page looks for (%1); showing the latest.")
                .arg(page().cursor.round);
   }
   placeCursor(*snapshot);
+  page_cursor_ = window_.context().cursor();
   highlightPanel();
   setStatus(note);
-  tickWhatIf();
+  const bool steps = page().panel == QStringLiteral("attention-steps") || !page().what_if_remove.isEmpty();
+  if (!steps) {
+    finish();
+    return;
+  }
+  state_ = State::WaitingForPanel;
+  window_.attentionStepsPanel()->flushRefresh();  // ask for the cursor's explanation now
+  settlePanel();
+}
+
+void LessonRunner::settlePanel() {
+  if (state_ != State::WaitingForPanel || page_ < 0) return;
+  AttentionStepsPanel* steps = window_.attentionStepsPanel();
+  steps->flushRefresh();  // the cursor's query asked for (a no-op when it is shown or on its way)
+  tickWhatIf();  // once the query's explanation is shown: tick the page's rows and recompute
+  if (!steps->settled()) return;
+  if (!page().what_if_remove.isEmpty() && !what_if_done_ && steps->explanation()) return;  // tickWhatIf did not start yet
+  finish();
+}
+
+void LessonRunner::finish() {
+  state_ = State::Idle;
+  if (!page().step.isEmpty() && page().panel == QStringLiteral("attention-steps")) {
+    window_.attentionStepsPanel()->showStep(page().step);
+  }
   emit pageReady();
 }
 
@@ -178,7 +207,7 @@ void LessonRunner::highlightPanel() {
 }
 
 void LessonRunner::tickWhatIf() {
-  if (state_ != State::Idle || page_ < 0 || page().what_if_remove.isEmpty()) return;
+  if (state_ != State::WaitingForPanel || page_ < 0 || page().what_if_remove.isEmpty()) return;
   AttentionStepsPanel* steps = window_.attentionStepsPanel();
   const AttentionExplanation* shown = steps->explanation();
   const int64_t position = window_.context().cursor().position;

@@ -18,6 +18,7 @@ const QVector<QPair<QString, QString>>& nameTable() {
       {"prompt_rows", "rows each cache holds after the prefill (prompt_length - 1: the last prompt token is fed by round 1)"},
       {"target_rows", "rows the target cache holds at the cursor (layer 0)"},
       {"drafter_rows", "rows the drafter cache holds at the cursor (layer 0)"},
+      {"drafter_rows_note", "why the drafter holds as many rows as the target at the cursor, or one fewer"},
       {"sequence_length", "tokens in the sequence at the cursor's round end"},
       {"round", "the cursor's round"},
       {"phase", "the cursor's phase"},
@@ -99,6 +100,19 @@ void roundValues(const SessionSnapshot& snapshot, const RoundRecord& r, QMap<QSt
   v["romsto_target_kept"] = QString::number(r.start_length + n - 1);
 }
 
+// Between rounds the drafter holds the target's rows, except after a round
+// that accepted every draft: it never fed its last draft and is one short.
+QString drafterNote(const SessionSnapshot& snapshot, const Cursor& cursor, const QString& target, const QString& drafter) {
+  if (target == drafter) return QStringLiteral("the same number of rows");
+  const RoundRecord* r = cursor.round >= 1 ? snapshot.round(cursor.round) : nullptr;
+  if (r && r->accepted == static_cast<int64_t>(r->drafts.size()) && drafter.toLongLong() + 1 == target.toLongLong()) {
+    return QStringLiteral("one row fewer: round %1 accepted every draft, so the drafter never fed its last one; it "
+                          "feeds it first next round (lesson 4)")
+        .arg(r->index);
+  }
+  return QStringLiteral("a different number of rows (the drafter is mid-round or the session injects a fault)");
+}
+
 Fault faultOf(const std::string& name) {
   try {
     return parseFault(name);
@@ -134,6 +148,7 @@ QMap<QString, QString> lessonTextValues(const SessionSnapshot& snapshot, const C
   v["prompt_rows"] = QString::number(std::max<int64_t>(snapshot.prompt_length - 1, 0));
   v["target_rows"] = rowsAt(snapshot, CacheRole::Target, cursor);
   v["drafter_rows"] = rowsAt(snapshot, CacheRole::Drafter, cursor);
+  v["drafter_rows_note"] = drafterNote(snapshot, cursor, v["target_rows"], v["drafter_rows"]);
   v["round"] = QString::number(cursor.round);
   v["phase"] = QString::fromUtf8(phaseName(cursor.phase));
   if (const RoundRecord* r = cursor.round >= 1 ? snapshot.round(cursor.round) : nullptr) {

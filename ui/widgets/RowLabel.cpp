@@ -11,7 +11,8 @@ QString rowLabel(const SessionSnapshot& snapshot, int64_t physical_row, int64_t 
   const LedgerEntry& entry = snapshot.entries[static_cast<size_t>(entry_index)];
   QString token = displayToken(snapshot.tokenText(entry.token));
   if (token.size() > max_token_chars) token = token.left(max_token_chars - 1) + QStringLiteral("\u2026");
-  if (physical_row < 0) return QStringLiteral("-:p%1 '%2'").arg(entry.position).arg(token);
+  // No physical row: the entry was removed (pruned, evicted) and is drawn where it was.
+  if (physical_row < 0) return QStringLiteral("removed p%1 '%2'").arg(entry.position).arg(token);
   if (physical_row == entry.position) return QStringLiteral("%1 '%2'").arg(entry.position).arg(token);
   return QStringLiteral("r%1:p%2 '%3'").arg(physical_row).arg(entry.position).arg(token);
 }

@@ -7,7 +7,7 @@
 namespace kvscope::ui {
 
 // "10 ' I'" when the row sits at its own position, "r11:p10 ' I'" when not,
-// "-:p12 'x'" for a row already removed.
+// "removed p12 'x'" for a row already removed (in words: "-:p12" read as a minus sign).
 QString rowLabel(const SessionSnapshot& snapshot, const ViewRow& row, int max_token_chars = 8);
 QString rowLabel(const SessionSnapshot& snapshot, int64_t physical_row, int64_t entry, int max_token_chars = 8);
 

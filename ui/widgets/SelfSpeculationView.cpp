@@ -141,6 +141,19 @@ SelfSpeculationView::SelfSpeculationView(const QString& slot, QWidget* parent) :
 
 QString SelfSpeculationView::caption() const { return caption_->text(); }
 
+QString SelfSpeculationView::speedText(const SpeculationSpeed& speed, int64_t tokens) {
+  if (speed.plain_seconds <= 0 || speed.self_seconds <= 0) return tr(" &middot; speed against plain decoding not measured");
+  const double ms = 1000.0;
+  const double speedup = speed.plain_seconds / speed.self_seconds;
+  const QString verdict = speedup >= 1 ? tr("<b>%1x faster</b>").arg(speedup, 0, 'f', 2)
+                                       : tr("<b>%1x slower</b>").arg(1 / speedup, 0, 'f', 2);
+  return tr(" &middot; %1 than plain greedy decoding (%2 ms against %3 ms for %4 tokens)")
+      .arg(verdict)
+      .arg(speed.self_seconds * ms, 0, 'f', 0)
+      .arg(speed.plain_seconds * ms, 0, 'f', 0)
+      .arg(tokens);
+}
+
 void SelfSpeculationView::clearMaps() {
   for (QCPColorMap* map : {full_map_, draft_map_, difference_map_, outcome_map_}) map->data()->clear();
   for (QCPItemStraightLine* line : prompt_lines_) line->setVisible(false);
@@ -155,7 +168,7 @@ void SelfSpeculationView::showMessage(const QString& label, const QString& why) 
 }
 
 void SelfSpeculationView::showResult(std::shared_ptr<const SelfSpeculationResult> result, const QString& label,
-                                     int64_t layer, int64_t kv_head, bool values,
+                                     int64_t layer, int64_t kv_head, bool values, const SpeculationSpeed& speed,
                                      const std::function<QString(int64_t)>& token) {
   if (!result || !result->caches.contains(layer, kv_head)) {
     showMessage(label, tr("self-speculation has no layer %1, kv head %2 to show").arg(layer).arg(kv_head));
@@ -191,10 +204,14 @@ void SelfSpeculationView::showResult(std::shared_ptr<const SelfSpeculationResult
                         .arg(r.verify_seconds * ms, 0, 'f', 0)
                         .arg(values ? QStringLiteral("V") : QStringLiteral("K"))
                         .arg(layer)
-                        .arg(kv_head));
+                        .arg(kv_head) +
+                    speedText(speed, static_cast<int64_t>(r.tokens.size())));
   caption_->setToolTip(tr("The target drafts over its own cache compressed by the policy and verifies over the full "
                           "cache, so the output is exactly the target's; alpha is what the compression costs. "
-                          "Draft time is the target's weights per drafted token at any budget."));
+                          "Draft time is the target's weights per drafted token at any budget. The speed compares "
+                          "wall times of this run and of plain greedy decoding of as many tokens, measured one after "
+                          "the other on the engine thread (prefills included): when the target drafts for itself, "
+                          "every draft costs about a full step, so alpha near 1 is needed just to break even."));
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 

@@ -1,6 +1,8 @@
 #include "ui/widgets/TokenStripWidget.h"
 
+#include <QContextMenuEvent>
 #include <QHelpEvent>
+#include <QMenu>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
@@ -100,6 +102,15 @@ bool TokenStripWidget::event(QEvent* event) {
     return true;
   }
   return QWidget::event(event);
+}
+
+void TokenStripWidget::contextMenuEvent(QContextMenuEvent* event) {
+  const int index = itemAt(event->pos());
+  if (index < 0) return;
+  auto* menu = new QMenu(this);
+  menu->setAttribute(Qt::WA_DeleteOnClose);
+  menu->addAction(tr("Copy token text"), this, [this, index] { emit copyTextRequested(index); });
+  menu->popup(event->globalPos());
 }
 
 void TokenStripWidget::mousePressEvent(QMouseEvent* event) {

@@ -1,7 +1,8 @@
 #pragma once
 // Tokens drawn as coloured boxes that wrap like text. Each item has its own
 // background, an optional strike-through (a rejected draft) or dashed outline
-// (a draft not judged yet), and a tooltip. Clicking emits the item's position.
+// (a draft not judged yet), and a tooltip. Clicking emits the item's position;
+// the context menu offers the token's full text (items show it elided).
 #include <QString>
 #include <QVector>
 #include <QWidget>
@@ -15,6 +16,7 @@ struct TokenItem {
   bool pending = false;
   bool selected = false;
   qint64 position = -1;
+  qint64 token = -1;  // the id, for "Copy token text" (text may be elided)
   QString tooltip;
 };
 
@@ -34,11 +36,13 @@ class TokenStripWidget : public QWidget {
 
  signals:
   void positionClicked(qint64 position);
+  void copyTextRequested(int index);  // "Copy token text" in the item's context menu
 
  protected:
   bool event(QEvent* event) override;
   void paintEvent(QPaintEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
+  void contextMenuEvent(QContextMenuEvent* event) override;
   void resizeEvent(QResizeEvent* event) override;
 
  private:

@@ -78,6 +78,8 @@ AttentionPanel::AttentionPanel(DebuggerContext& context, QWidget* parent) : View
   plot_->setMouseTracking(true);
   connect(plot_, &QCustomPlot::mouseMove, this, &AttentionPanel::onMouseMove);
   connect(plot_, &QCustomPlot::mousePress, this, &AttentionPanel::onMousePress);
+  // The rows' height is known once laid out (a resize, a zoom): thin the labels to it.
+  connect(plot_, &QCustomPlot::afterLayout, this, &AttentionPanel::thinQueryLabels);
 
   auto* legend = new QLabel(tr("grey: masked by the model's mask &nbsp; hatched keys: ") + Palette::rowStateLegend());
   legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
@@ -115,9 +117,17 @@ bool AttentionPanel::showEmpty(const SessionSnapshot* snapshot, const Cursor& cu
   const auto found = snapshot && after_verify ? snapshot->attention.find(cursor.round) : decltype(snapshot->attention.end()){};
   if (snapshot && after_verify && found != snapshot->attention.end() && found->second &&
       !found->second->layers.empty()) {
+    map_->setVisible(true);
     return false;
   }
+  // Nothing to draw: no map (a cleared one paints one flat colour that reads
+  // as data), no row or key labels; the line above says why.
   map_->data()->clear();
+  map_->setVisible(false);
+  query_labels_.clear();
+  label_step_ = 0;
+  plot_->yAxis->setTicker(QSharedPointer<QCPAxisTickerText>::create());
+  plot_->xAxis->setTicker(QSharedPointer<QCPAxisTickerText>::create());
   const bool dropped = snapshot && after_verify && found != snapshot->attention.end() && found->second &&
                        found->second->attention_dropped;
   if (dropped) {
@@ -265,7 +275,8 @@ void AttentionPanel::drawKeyMarks(const Cursor& cursor) {
 void AttentionPanel::drawQueryMarks(const SessionSnapshot& snapshot, const Cursor& cursor) {
   // Row labels and marks: which query row scored which draft, and its verdict.
   const RoundRecord* round = snapshot.round(cursor.round);
-  auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+  query_labels_.clear();
+  must_name_ = -1;
   const bool judged = round && round->next_token >= 0 && phaseOrder(cursor.phase) >= phaseOrder(Phase::Accept);
   const int64_t drafts = round ? static_cast<int64_t>(round->drafts.size()) : 0;
   for (int q = 0; q < queries_; ++q) {
@@ -278,16 +289,52 @@ void AttentionPanel::drawQueryMarks(const SessionSnapshot& snapshot, const Curso
       label = QStringLiteral("p%1 next").arg(q + 1);
       if (judged && round->accepted == drafts) color = Palette::bonus();
     }
-    if (judged && q == round->accepted && q < drafts) label += QStringLiteral(" \u2717");
+    if (judged && q == round->accepted && q < drafts) {
+      label += QStringLiteral(" \u2717");
+      must_name_ = q;
+    }
     if (judged && q < round->accepted) label += QStringLiteral(" \u2713");
-    ticker->addTick(q, label);
+    query_labels_ << label;
     if (color != Qt::transparent) box(plot_, -1.6, q - 0.5, -0.6, q + 0.5, Qt::NoPen, color);
     if (judged && q < drafts && q >= round->accepted) {  // rejected/discarded draft row: outlined
       box(plot_, -0.5, q - 0.5, keyCount() - 0.5, q + 0.5, QPen(Palette::pruned(), 1.5, Qt::DashLine), Qt::NoBrush);
     }
   }
-  plot_->yAxis->setTicker(ticker);
   plot_->yAxis->setRange(-0.5, queries_ - 0.5 + kStateStrip);
+  label_step_ = 0;
+  thinQueryLabels();
+}
+
+void AttentionPanel::thinQueryLabels() {
+  const int rows_px = plot_->axisRect()->rect().height();
+  const double row_px = rows_px > 0 ? rows_px / (queries_ + kStateStrip) : 1.0;
+  const int label_px = QFontMetrics(plot_->yAxis->tickLabelFont()).height();
+  // A pixel between labels, so two never touch.
+  const int step = std::max(1, static_cast<int>(std::ceil((label_px + 1) / std::max(row_px, 1e-3))));
+  if (step == label_step_) return;
+  label_step_ = step;
+  auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+  for (int q = 0; q < query_labels_.size(); ++q) {
+    const bool near_must = must_name_ >= 0 && q != must_name_ && std::abs(q - must_name_) < step;
+    if (q == must_name_ || (q % step == 0 && !near_must)) ticker->addTick(q, query_labels_[q]);
+  }
+  plot_->yAxis->setTicker(ticker);
+  // Laid out already: the new ticks are drawn by the next replot.
+  if (rows_px > 0) plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QList<QRect> AttentionPanel::queryLabelRects() const {
+  QList<QRect> rects;
+  const QFontMetrics metrics(plot_->yAxis->tickLabelFont());
+  const QVector<double> ticks = plot_->yAxis->tickVector();
+  const QVector<QString> labels = plot_->yAxis->tickVectorLabels();
+  const int right = plot_->axisRect()->left() - plot_->yAxis->tickLabelPadding();
+  for (int i = 0; i < ticks.size() && i < labels.size(); ++i) {
+    const int y = static_cast<int>(std::lround(plot_->yAxis->coordToPixel(ticks[i])));
+    const int width = metrics.horizontalAdvance(labels[i]);
+    rects << QRect(right - width, y - metrics.height() / 2, width, metrics.height());
+  }
+  return rects;
 }
 
 void AttentionPanel::drawKeyLabels() {

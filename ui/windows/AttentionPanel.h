@@ -45,6 +45,9 @@ class AttentionPanel : public ViewerPanel {
   int queryHead() const { return query_head_; }
   void setQueryHead(int head);  // keeps the shared kv head in step
   QString csv() const;  // query rows x keys of the shown layer/head (masked cells empty)
+  // The query rows' labels as drawn (the left axis's ticks, thinned to the
+  // rows' height so no two overlap): the rectangle of each, in plot pixels.
+  QList<QRect> queryLabelRects() const;
 
  protected:
   void refresh() override;
@@ -58,6 +61,9 @@ class AttentionPanel : public ViewerPanel {
   void drawKeyMarks(const Cursor& cursor);
   void drawQueryMarks(const SessionSnapshot& snapshot, const Cursor& cursor);
   void drawKeyLabels();
+  // Names every k-th query row, k chosen so labels one font-height tall do
+  // not overlap at the rows' current pixel height; the rejected row is always named.
+  void thinQueryLabels();
   void describe(const AttentionData& attention, int64_t round);
   void onMouseMove(QMouseEvent* event);
   void onMousePress(QMouseEvent* event);
@@ -78,6 +84,9 @@ class AttentionPanel : public ViewerPanel {
   int group_ = 1;  // query heads per kv head
   int64_t shown_round_ = -1;
   int64_t first_query_position_ = 0;
+  QStringList query_labels_;  // one per query row (drawQueryMarks)
+  int must_name_ = -1;        // the query row always labelled (the first rejected draft)
+  int label_step_ = 0;        // thinQueryLabels' last step
 };
 
 }  // namespace kvscope::ui

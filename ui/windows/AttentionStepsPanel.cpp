@@ -9,6 +9,9 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QScrollBar>
+#include <QTimer>
+#include <QHash>
 #include <QSignalBlocker>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -116,10 +119,14 @@ AttentionStepsPanel::AttentionStepsPanel(DebuggerContext& context, QWidget* pare
   grid_->setContentsMargins(0, 0, 0, 0);
   grid_->setSpacing(6);
   auto* scroll = new QScrollArea;
+  scroll_ = scroll;
   scroll->setWidget(cards_widget_);
   scroll->setWidgetResizable(true);
   scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   scroll->setFrameShape(QFrame::NoFrame);
+  cards_widget_->installEventFilter(this);  // re-scroll to a lesson's step as the cards change size
+  // The user scrolled (wheel, bar, keys): the view is theirs again.
+  connect(scroll->verticalScrollBar(), &QScrollBar::actionTriggered, this, [this] { wanted_step_.clear(); });
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addLayout(header);
@@ -218,6 +225,44 @@ QWidget* AttentionStepsPanel::buildWhatIfBox() {
     if (item->column() == 0) publishFocus();
   });
   return box;
+}
+
+QWidget* AttentionStepsPanel::stepWidget(const QString& step) const {
+  const QHash<QString, const Card*> cards = {
+      {"hidden", &hidden_},   {"query", &query_},   {"rotary", &rotary_},   {"scores", &scores_},
+      {"scaled", &scaled_},   {"masked", &masked_}, {"weights", &weights_}, {"output", &output_},
+      {"projection", &projection_}};
+  if (step == QStringLiteral("what-if")) return what_if_box_;
+  const Card* card = cards.value(step);
+  return card && !card->frame->isHidden() ? card->frame : nullptr;
+}
+
+void AttentionStepsPanel::showStep(const QString& step) {
+  const bool first = wanted_step_ != step;
+  wanted_step_ = step;
+  QWidget* widget = stepWidget(step);
+  if (!widget) return;
+  // A little of what precedes stays in view: the eye sees where the step sits.
+  const int top = widget->mapTo(cards_widget_, QPoint(0, 0)).y();
+  scroll_->verticalScrollBar()->setValue(std::max(0, top - 4));
+  if (!first) return;
+  // Cards still settling (a table filled, a plot laid out) move the step: again once they did.
+  for (int delay : {50, 150, 400}) {
+    QTimer::singleShot(delay, this, [this, step] {
+      if (wanted_step_ == step) showStep(step);
+    });
+  }
+}
+
+bool AttentionStepsPanel::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == cards_widget_ && !wanted_step_.isEmpty() &&
+      (event->type() == QEvent::Resize || event->type() == QEvent::LayoutRequest)) {
+    const QString step = wanted_step_;
+    QTimer::singleShot(0, this, [this, step] {
+      if (wanted_step_ == step) showStep(step);
+    });
+  }
+  return ViewerPanel::eventFilter(watched, event);
 }
 
 void AttentionStepsPanel::resizeEvent(QResizeEvent* event) {

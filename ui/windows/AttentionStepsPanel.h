@@ -27,6 +27,7 @@ class QGridLayout;
 class QLabel;
 class QLineEdit;
 class QPushButton;
+class QScrollArea;
 class QTableWidget;
 
 namespace kvscope::ui {
@@ -62,6 +63,15 @@ class AttentionStepsPanel : public ViewerPanel {
   // only while it is: a tab behind another would leave an outline nobody can
   // explain.
   void setOnScreen(bool on_screen);
+  // Lesson steps (lessonStepNames("attention-steps")): the card or box named
+  // `step` (null: unknown name, or a card this model does not show).
+  QWidget* stepWidget(const QString& step) const;
+  // Scrolls `step`'s top to the top of the view, and keeps it there while the
+  // cards change size (an explanation arriving), until the user scrolls.
+  void showStep(const QString& step);
+  QScrollArea* scrollArea() const { return scroll_; }
+  // Nothing on its way: no explanation or what-if pending (after flushRefresh(): the cursor's query asked for).
+  bool settled() const { return !pending_ && !what_if_pending_; }
 
  signals:
   void explainRequested(const kvscope::ExplainRequest& request, bool what_if);
@@ -74,6 +84,7 @@ class AttentionStepsPanel : public ViewerPanel {
  protected:
   void refresh() override;
   void resizeEvent(QResizeEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   struct Card {
@@ -115,6 +126,8 @@ class AttentionStepsPanel : public ViewerPanel {
   QPushButton* recompute_;
   QLabel* what_if_result_;
   int columns_ = 0;
+  QScrollArea* scroll_;
+  QString wanted_step_;  // showStep()'s, until the user scrolls
 
   ExplainRequest request_;  // the query asked for (what is shown, once it arrives)
   bool pending_ = false;          // an explanation is on its way

@@ -27,6 +27,7 @@
 #include "ui/widgets/CompressionMetricsPlot.h"
 #include "ui/widgets/CompressionSettingsForm.h"
 #include "ui/widgets/CompressionSlotView.h"
+#include "ui/widgets/LongText.h"
 #include "ui/widgets/PickerItems.h"
 #include "ui/widgets/SelfSpeculationView.h"
 
@@ -425,7 +426,7 @@ void CompressionPanel::syncPickers() {
 
 QString CompressionPanel::quotedToken(int64_t id) const {
   const SessionSnapshot* snapshot = context().snapshot();
-  return snapshot ? QStringLiteral("'%1'").arg(QString::fromStdString(snapshot->tokenText(id))) : QString();
+  return snapshot ? QStringLiteral("'%1'").arg(elidedForDisplay(snapshot->tokenText(id), kTokenShownBytes)) : QString();
 }
 
 QString CompressionPanel::tokenText(int64_t position) const {
@@ -448,6 +449,7 @@ void CompressionPanel::drawSlots() {
   for (int i = 0; i < kSlots; ++i) {
     if (!form_errors_[i].isEmpty()) {  // refused before sending: the core's message, nothing drawn
       views_[i]->showMessage(forms_[i]->label(), form_errors_[i]);
+      drawSpeculation(i, nullptr, values);  // no earlier run's self-speculation left standing as if current
       continue;
     }
     const CompressionSlotResult* slot = resultOf(i);
@@ -496,14 +498,15 @@ void CompressionPanel::drawSpeculation(int slot, const CompressionSlotResult* re
   if (!result->speculation) {
     return view->showMessage(shown, tr("self-speculation refused: %1").arg(QString::fromStdString(result->speculation_error)));
   }
-  view->showResult(result->speculation, shown, layer_, kv_head_, values,
+  const SpeculationSpeed speed{result->speculation_seconds, run_result_ ? run_result_->plain_seconds : 0.0};
+  view->showResult(result->speculation, shown, layer_, kv_head_, values, speed,
                    [this, speculation = result->speculation](int64_t p) { return sequenceTokenText(*speculation, p); });
 }
 
 void CompressionPanel::fillTable() {
   const QStringList rows = {tr("KL mean / max (nats)"), tr("top-1 agreement"), tr("attention mass kept"),
                             tr("perplexity full \u2192 comp."), tr("rows removed (all)"), tr("K / V entries zeroed"),
-                            tr("bytes kept"), tr("self-spec. alpha (rounds)")};
+                            tr("bytes kept"), tr("self-spec. alpha (rounds)"), tr("self-spec. speed / plain decoding")};
   table_->setRowCount(static_cast<int>(rows.size()));
   table_->setVerticalHeaderLabels(rows);
   QStringList headers;
@@ -516,6 +519,11 @@ void CompressionPanel::fillTable() {
       cells = summaryCells(slot->summary);
       cells << (slot->speculation ? QStringLiteral("%1 (%2)").arg(slot->speculation->alpha, 0, 'f', 2).arg(slot->speculation->rounds)
                                   : QStringLiteral("\u2013"));
+      // Above 1: faster than the target decoding alone (plain time / self-speculation time).
+      const double plain = run_result_ ? run_result_->plain_seconds : 0.0;
+      cells << (slot->speculation && plain > 0 && slot->speculation_seconds > 0
+                    ? QStringLiteral("%1x").arg(plain / slot->speculation_seconds, 0, 'f', 2)
+                    : QStringLiteral("\u2013"));
     }
     for (int r = 0; r < static_cast<int>(cells.size()); ++r) {
       auto* item = new QTableWidgetItem(cells[r]);

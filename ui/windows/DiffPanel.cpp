@@ -5,6 +5,7 @@
 #include <QPushButton>
 #include <QSplitter>
 #include <QTextBrowser>
+#include <QTextDocument>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
@@ -137,11 +138,23 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   auto* legend = new QLabel(QStringLiteral("<span style='color:%1'>●</span> agree &nbsp;"
                                            "<span style='color:%2'>●</span> float noise &nbsp;"
                                            "<span style='color:%3'>●</span> divergent &nbsp;"
-                                           "<span style='color:#5a5ac8'>- - -</span> KL &nbsp;&nbsp; audit rows: ")
+                                           "<span style='color:#5a5ac8'>- - -</span> KL &nbsp;&nbsp; audit: "
+                                           "white\u2192red |\u0394|, "
+                                           "<span style='background:#c8c8c8'>&nbsp;&nbsp;&nbsp;</span> not compared; rows: ")
                                 .arg(Palette::acceptedDraft().darker(120).name(), Palette::bonus().darker(120).name(),
                                      Palette::pruned().name()) +
                             Palette::rowStateLegend());
+  legend->setObjectName(QStringLiteral("diffLegend"));
+  legend->setToolTip(tr("Audit grid: each cell is a layer's physical row, white to red by log10 of the largest |\u0394| "
+                        "between the cached K/V and a recompute from scratch. Grey: not compared, because there is no "
+                        "reference model (a capture checked by structure only) or the row's identity is already wrong "
+                        "(its verdict colour says how): rows the bookkeeping did not expect are filled in their verdict's colour."));
   legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  // The grid's caption is its axis label ("physical row · audit of the target cache
+  // after round 3 prune"): said where the eye reads the axis, at no cost in height.
+  audit_caption_ = new QLabel(this);
+  audit_caption_->setObjectName(QStringLiteral("auditCaption"));
+  audit_caption_->hide();
   plots_ = new QSplitter(Qt::Vertical);
   plots_->addWidget(positions_);
   plots_->addWidget(audit_plot_);
@@ -160,6 +173,7 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   connect(go_bad_, &QPushButton::clicked, this, [this] {
     if (const Cursor c = badCellCursor(); c.valid()) this->context().setCursor(c);
   });
+  refresh();  // no session yet: say so, every action off
 }
 
 void DiffPanel::resizeEvent(QResizeEvent* event) {
@@ -167,10 +181,68 @@ void DiffPanel::resizeEvent(QResizeEvent* event) {
   plots_->setOrientation(10 * width() > 13 * height() ? Qt::Horizontal : Qt::Vertical);
   // A short dock (720p): the report scrolls in fewer lines so the plots keep
   // room for their axes and labels; log axes with fewer ticks do not collide.
-  report_->setMaximumHeight(std::clamp(height() / 6, 48, 92));
+  fitReport();
   const int plot_height = plots_->orientation() == Qt::Horizontal ? plots_->height() : plots_->height() / 2;
   const int ticks = std::clamp(plot_height / 45, 2, 5);
   for (QCPAxis* axis : {positions_->yAxis, positions_->yAxis2}) axis->ticker()->setTickCount(ticks);
+}
+
+void DiffPanel::fitReport() {
+  QTextDocument* document = report_->document();
+  document->setTextWidth(report_->viewport()->width());
+  const int text = static_cast<int>(std::ceil(document->size().height())) + 2 * report_->frameWidth() + 2;
+  // As tall as its text, up to a fifth of a short panel (a Debug dock keeps
+  // its plots) or two fifths of a tall one (Capture's shows the whole report); beyond
+  // that it scrolls. A maximum only: the minimum stays small, so the report
+  // never makes the window grow.
+  const int room = height() > 360 ? height() * 2 / 5 : height() / 5;
+  report_->setMaximumHeight(std::clamp(text, 48, std::max(60, room)));
+}
+
+void DiffPanel::setOnScreen(bool on_screen) {
+  if (on_screen == on_screen_) return;
+  on_screen_ = on_screen;
+  if (on_screen_) scheduleRefresh();
+}
+
+QString DiffPanel::auditCaption() const { return audit_caption_->text(); }
+
+// The grid's caption, kept in `label` (auditCaption()) and shown as the grid's axis label.
+static void showAuditCaption(QLabel* label, QCustomPlot* plot, const QString& caption) {
+  label->setText(caption);
+  plot->xAxis->setLabel(QObject::tr("physical row \u00b7 %1").arg(caption));
+}
+
+void DiffPanel::followCursor(const SessionSnapshot* snapshot, const CacheAudit* shown) {
+  const Cursor& cursor = context().cursor();
+  const auto moment = [](const Moment& m) {
+    return QObject::tr("round %1 %2").arg(m.round).arg(QString::fromUtf8(phaseName(m.phase)));
+  };
+  if (shown) {
+    QString caption = tr("Audit of the %1 cache after %2").arg(cacheName(shown->cache), moment(shown->moment));
+    if (snapshot->from_capture) caption += tr(" (the capture's check, wherever the cursor is)");
+    showAuditCaption(audit_caption_, audit_plot_, caption);
+    return;
+  }
+  if (!snapshot || !cursor.valid()) {
+    showAuditCaption(audit_caption_, audit_plot_, tr("Audit: no session"));
+    return;
+  }
+  const bool live = snapshot->use_cache && !snapshot->from_capture && !snapshot->replay_only;
+  const Moment at = cursor.moment();
+  if (live && on_screen_) {
+    const bool asked = requested_ && requested_moment_.round == at.round && requested_moment_.phase == at.phase;
+    if (!asked) {
+      requested_ = true;
+      requested_moment_ = at;
+      emit auditRequested(at);
+    }
+    showAuditCaption(audit_caption_, audit_plot_, tr("Auditing %1\u2026").arg(moment(at)));
+  } else if (!snapshot->use_cache) {
+    showAuditCaption(audit_caption_, audit_plot_, tr("Audit: the cache is off in this session, there is no cache to audit"));
+  } else {
+    showAuditCaption(audit_caption_, audit_plot_, tr("No audit of %1 yet: Audit at cursor audits there").arg(moment(at)));
+  }
 }
 
 const CacheAudit* DiffPanel::shownAudit() const {
@@ -178,9 +250,19 @@ const CacheAudit* DiffPanel::shownAudit() const {
   if (!snapshot) return nullptr;
   const CacheRole mine = context().cursor().cache;
   const CacheRole other = mine == CacheRole::Target ? CacheRole::Drafter : CacheRole::Target;
-  if (snapshot->audit(mine)) return snapshot->audit(mine).get();
-  if (snapshot->audit(other)) return snapshot->audit(other).get();
-  return snapshot->diff && snapshot->diff->audit_at_divergence ? &*snapshot->diff->audit_at_divergence : nullptr;
+  const CacheAudit* divergence = snapshot->diff && snapshot->diff->audit_at_divergence ? &*snapshot->diff->audit_at_divergence : nullptr;
+  if (snapshot->from_capture) {  // the check's moment, whatever the cursor
+    if (snapshot->audit(mine)) return snapshot->audit(mine).get();
+    if (snapshot->audit(other)) return snapshot->audit(other).get();
+    return divergence;
+  }
+  const Moment at = context().cursor().moment();
+  const auto of = [&](const CacheAudit* audit) {
+    return audit && audit->moment.round == at.round && audit->moment.phase == at.phase ? audit : nullptr;
+  };
+  if (const CacheAudit* audit = of(snapshot->audit(mine).get())) return audit;
+  if (const CacheAudit* audit = of(snapshot->audit(other).get())) return audit;
+  return of(divergence);
 }
 
 Cursor DiffPanel::rootCauseCursor() const {
@@ -201,7 +283,9 @@ Cursor DiffPanel::rootCauseCursor() const {
 
 Cursor DiffPanel::badCellCursor() const {
   Cursor cursor = context().cursor();
-  const CacheAudit* audit = shownAudit();
+  const SessionSnapshot* shown = context().snapshot();
+  const bool from_diff = shown && shown->diff && shown->diff->audit_at_divergence && shown->diff->audit_at_divergence->firstBad();
+  const CacheAudit* audit = from_diff ? &*shown->diff->audit_at_divergence : shownAudit();
   if (const RowVerdict* bad = audit ? audit->firstBad() : nullptr) {
     cursor.round = audit->moment.round;
     cursor.phase = audit->moment.phase;
@@ -242,6 +326,7 @@ void DiffPanel::refresh() {
   showPositions(diff);
   const CacheAudit* audit = shownAudit();
   showAudit(audit);
+  followCursor(snapshot, audit);
   go_root_->setEnabled(rootCauseCursor().valid());
   go_bad_->setEnabled(badCellCursor().valid());
   // A capture's audit is its check (shown); live sessions audit at the cursor.
@@ -256,11 +341,12 @@ void DiffPanel::showReport(const SessionSnapshot* snapshot, const DiffReport* di
                          "the first cache operation that broke the contract.")
                     : tr("no session");
   } else {
-    // The explanation leads: symptom and cause in one sentence (it contains root_cause.what).
+    // The explanation leads: symptom and cause in one sentence (it contains root_cause.what),
+    // a size relative to the panel's font so presenter zoom scales it too.
     QString sentence = QString::fromStdString(diff->explanation()).toHtmlEscaped();
     if (!sentence.isEmpty()) sentence[0] = sentence[0].toUpper();
     const QString colour = diff->root_cause ? QStringLiteral("#b00000") : QStringLiteral("#206020");
-    html = QStringLiteral("<p style='margin:0'><span style='font-size:10pt; color:%1'><b>%2</b></span></p>").arg(colour, sentence);
+    html = QStringLiteral("<p style='margin:0'><span style='font-size:large; color:%1'><b>%2</b></span></p>").arg(colour, sentence);
     if (diff->root_cause) {
       const RootCause& cause = *diff->root_cause;
       const auto& events = snapshot->events.events();
@@ -305,6 +391,7 @@ void DiffPanel::showReport(const SessionSnapshot* snapshot, const DiffReport* di
   if (const CacheAudit* audit = shownAudit()) html += QStringLiteral("<p style='margin:2px 0'>") + auditSummary(*audit) + QStringLiteral("</p>");
   if (diff && !snapshot->from_capture) html += faultExplanation(snapshot->fault);
   report_->setHtml(html);
+  fitReport();
 }
 
 QString DiffPanel::auditSummary(const CacheAudit& audit) const {
@@ -387,10 +474,13 @@ void DiffPanel::showAudit(const CacheAudit* audit) {
   for (int l = 0; l < layers; ++l) cols = std::max(cols, static_cast<int>(audit->error[static_cast<size_t>(l)].size()));
   for (const RowVerdict& v : audit ? audit->rows : std::vector<RowVerdict>{}) cols = std::max(cols, static_cast<int>(v.row) + 1);
   if (layers == 0 || cols == 0) {
+    // Nothing of this moment: no grid at all (a cleared map paints one flat colour that reads as data).
     data->clear();
+    audit_map_->setVisible(false);
     audit_plot_->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
+  audit_map_->setVisible(true);
   data->setSize(cols, layers);
   data->setRange(QCPRange(0, std::max(cols - 1, 1)), QCPRange(0, std::max(layers - 1, 1)));
   data->fill(std::nan(""));

@@ -5,8 +5,11 @@
 // broke the bookkeeping's contract) and the diff's explanation, with "Go to
 // root cause" and "Go to first bad cell". Below, per position |delta logit|
 // and KL coloured by verdict (agree, float noise, divergent), and the audit
-// heatmap: layer x physical row, each row's verdict in its colour. "Audit at
-// cursor" audits the cursor's moment without moving the cursor.
+// heatmap: layer x physical row, each row's verdict in its colour. The audit
+// follows the cursor: a live session is audited at the cursor's moment as the
+// cursor moves (while the panel is on screen), and the grid shows that moment
+// or nothing, captioned with the moment it is of. A capture's grid is its
+// check's, captioned so. "Audit at cursor" audits the cursor's moment now.
 #include "ui/windows/ViewerPanel.h"
 
 class QCustomPlot;
@@ -32,10 +35,18 @@ class DiffPanel : public ViewerPanel {
   QTextBrowser* report() const { return report_; }
   QCustomPlot* auditPlot() const { return audit_plot_; }
   int pointCount() const;
-  // The audit drawn: "Audit at cursor" of the cursor's cache (else the
-  // other's), else the diff's audit at the first divergence.
+  // The audit drawn: the one of the cursor's moment (the cursor's cache, else
+  // the other's, else the diff's audit at the first divergence when it is of
+  // that moment); a capture: its check's audit, whatever the cursor.
   const CacheAudit* shownAudit() const;
+  // The line over the grid: "Audit of the target cache after round 3 prune ...".
+  QString auditCaption() const;
+  // Whether the panel is on screen (its dock's visibilityChanged): a live
+  // session is audited as the cursor moves only while it is (off until told:
+  // a window never shown audits nothing by itself).
+  void setOnScreen(bool on_screen);
   // The cursor "Go to root cause" / "Go to first bad cell" set (invalid: nothing to go to).
+  // The first bad cell is the diff's (its audit at the first divergence), else the shown audit's.
   Cursor rootCauseCursor() const;
   Cursor badCellCursor() const;
 
@@ -54,6 +65,10 @@ class DiffPanel : public ViewerPanel {
   void showAudit(const CacheAudit* audit);
   QString auditSummary(const CacheAudit& audit) const;
   void onAuditClick(QMouseEvent* event);
+  // The report's height follows its text (up to most of the panel): no sentence cut mid-line.
+  void fitReport();
+  // Asks for the cursor's audit when a live session has none of that moment.
+  void followCursor(const SessionSnapshot* snapshot, const CacheAudit* shown);
 
   QPushButton* run_;
   QPushButton* audit_;
@@ -64,6 +79,10 @@ class DiffPanel : public ViewerPanel {
   QCPGraph* points_[2][3];  // [target, drafter][agree, noise, divergent]
   QCPGraph* kl_;
   QCustomPlot* audit_plot_;
+  QLabel* audit_caption_;
+  bool on_screen_ = false;     // its dock's tab is in front on a shown window (setOnScreen)
+  bool requested_ = false;     // an audit of requested_moment_ was asked for
+  Moment requested_moment_;
   QSplitter* plots_;
   QCPColorMap* audit_map_;
 };

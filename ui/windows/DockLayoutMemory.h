@@ -19,6 +19,8 @@ class DockLayoutMemory : public QObject {
   Q_OBJECT
  public:
   DockLayoutMemory(QMainWindow* window, QList<QDockWidget*> docks);
+  // Drops every size recorded (another arrangement of the docks took over).
+  void forget() { by_size_.clear(); }
 
  protected:
   bool eventFilter(QObject* watched, QEvent* event) override;

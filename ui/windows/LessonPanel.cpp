@@ -114,6 +114,7 @@ void LessonPanel::openPage(int lesson, int page) {
     picker_->setCurrentIndex(lesson);
   }
   setStatus(QString());
+  page_moment_ = Cursor{};
   updateButtons();
   refresh();
   emit pageRequested(lessons_[lesson], page);
@@ -153,7 +154,16 @@ void LessonPanel::refresh() {
   // The lesson's title is in the picker above: the page's alone leaves the
   // text room on a projector.
   title_->setText(page->title);
-  text_->setHtml(fillLessonText(page->text, context().snapshot(), context().cursor()));
+  if (!page_moment_.valid()) {
+    text_->setHtml(tr("<p><i>Setting up this page\u2026</i></p>"));
+    return;
+  }
+  text_->setHtml(fillLessonText(page->text, context().snapshot(), page_moment_));
+}
+
+void LessonPanel::setPageMoment(const Cursor& moment) {
+  page_moment_ = moment;
+  refresh();
 }
 
 }  // namespace kvscope::ui

@@ -2,9 +2,11 @@
 // Lessons, a guided walkthrough: pick a lesson (the files of
 // resources/lessons, or one opened from disk), read its page, go Next /
 // Previous (buttons, Page Down / Page Up). The page's text is filled from the
-// running session at the cursor (LessonText), so its numbers follow the
-// cursor as the teacher steps. Setting the page's session up is the
-// LessonRunner's job; this panel only asks (pageRequested).
+// running session at the page's moment (LessonText) and shown only once the
+// page's state is set up (setPageMoment), so it never describes a screen the
+// panels do not show yet, nor the moment the teacher stepped to afterwards.
+// Setting the page's session up is the LessonRunner's job; this panel only
+// asks (pageRequested).
 #include <QVector>
 
 #include "ui/lessons/Lesson.h"
@@ -39,6 +41,9 @@ class LessonPanel : public ViewerPanel {
   void previous();
   // What the runner is doing for this page ("stepping round 2 of 3"), or empty.
   void setStatus(const QString& status);
+  // The moment the page's text is bound to (an invalid cursor: the page is
+  // being set up, its text is withheld).
+  void setPageMoment(const Cursor& moment);
 
   QString pageText() const;
   QString statusText() const;
@@ -59,6 +64,7 @@ class LessonPanel : public ViewerPanel {
 
   QVector<Lesson> lessons_;
   QStringList errors_;
+  Cursor page_moment_;
   int lesson_ = -1;
   int page_ = -1;
   QComboBox* picker_;

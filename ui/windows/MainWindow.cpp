@@ -35,12 +35,15 @@
 #include "ui/windows/CompressionPanel.h"
 #include "ui/windows/DiffPanel.h"
 #include "ui/windows/DockLayoutMemory.h"
+#include "ui/windows/FileCheck.h"
 #include "ui/windows/KvCachePanel.h"
 #include "ui/windows/LogPanel.h"
 #include "ui/windows/RowHistoryPanel.h"
 #include "ui/windows/SessionPanel.h"
 #include "ui/windows/TimelinePanel.h"
 #include "ui/windows/TokenStripPanel.h"
+#include "ui/windows/WindowFit.h"
+#include "ui/windows/Workspaces.h"
 
 namespace kvscope::ui {
 
@@ -54,6 +57,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     size = size.boundedTo(screen->availableGeometry().size());
   }
   if (options_.size.isValid()) size = options_.size;
+  if (const QScreen* screen = QGuiApplication::primaryScreen()) setMinimumSize(minimumWindowSize(screen->availableGeometry().size()));
   resize(size);
 
   session_ = new SessionPanel(context_);
@@ -76,6 +80,9 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   lesson_runner_ = new LessonRunner(*this);
   connect(lessons_, &LessonPanel::pageRequested, lesson_runner_, &LessonRunner::show);
   connect(lesson_runner_, &LessonRunner::statusChanged, lessons_, &LessonPanel::setStatus);
+  // The page's text appears with its state, bound to the page's moment.
+  connect(lesson_runner_, &LessonRunner::pageStarted, lessons_, [this] { lessons_->setPageMoment(Cursor{}); });
+  connect(lesson_runner_, &LessonRunner::pageReady, lessons_, [this] { lessons_->setPageMoment(lesson_runner_->pageCursor()); });
 
   // Panels send requests; the context (owned here) changes.
   connect(timeline_, &TimelinePanel::roundRequested, this, [this](qint64 round) { context_.goToRound(round); });
@@ -93,7 +100,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   connect(session_, &SessionPanel::loadRequested, this, [this](const ModelSpec& spec) {
     replaceSession(tr("Save the trace before loading other models?"), [this, spec] {
       start_after_load_ = true;
-      controller_.loadModels(spec);
+      requestLoad(spec);
     });
   });
   connect(session_, &SessionPanel::startRequested, this, [this](const SessionSpec& spec) {
@@ -105,20 +112,24 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   });
   connect(&context_, &DebuggerContext::bookmarksChanged, this, &MainWindow::rebuildBookmarkMenu);
 
-  default_state_ = saveState();
-  new DockLayoutMemory(this, docks_);  // growing the window back restores its layout
-  bool restored = false;
+  layout_memory_ = new DockLayoutMemory(this, docks_);  // growing the window back restores its layout
   if (options_.restore_layout) {
     QSettings settings;
     restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
-    restored = restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    fitToScreen(this);  // saved on a larger screen: put back inside this one
+    workspaces_->restore(settings);
   }
-  // Before the first show the docks have no real sizes: size them once shown.
-  if (!restored) QTimer::singleShot(0, this, &MainWindow::applyDefaultSizes);
+  if (Workspace workspace; !options_.workspace.isEmpty() && Workspaces::parse(options_.workspace, &workspace)) {
+    workspaces_->switchTo(workspace);
+  }
   // --presenter / --zoom for this run only; the View menu's zoom is remembered.
   const int zoom = options_.presenter_zoom > 0 ? options_.presenter_zoom
                                                : QSettings().value(QStringLiteral("view/presenterZoom"), 100).toInt();
-  if (zoom != 100) applyPresenterZoom(this, zoom);
+  if (zoom != 100) {
+    workspaces_->zoomChanging(100);
+    applyPresenterZoom(this, zoom);
+    workspaces_->zoomChanged(presenterZoom());
+  }
   // Panels re-create some axes (small multiples) as sessions change: zoom those too.
   connect(&context_, &DebuggerContext::sessionChanged, this, [this] {
     if (presenterZoom() != 100) QTimer::singleShot(0, this, [this] { applyPresenterZoom(this, presenterZoom()); });
@@ -135,8 +146,13 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     if (!options_.eviction.isEmpty()) session_->setEviction(options_.eviction);
     if (!options_.prompt.isEmpty()) session_->setPrompt(options_.prompt);
     if (options_.max_new_tokens > 0) session_->setMaxNewTokens(options_.max_new_tokens);
-    controller_.loadModels(options_.models);
+    requestLoad(options_.models);
   }
+}
+
+void MainWindow::requestLoad(const ModelSpec& spec) {
+  requested_dirs_ = {QString::fromStdString(spec.target_dir), QString::fromStdString(spec.drafter_dir)};
+  controller_.loadModels(spec);
 }
 
 MainWindow::~MainWindow() {
@@ -167,7 +183,7 @@ void MainWindow::buildActions() {
   QAction* load = file->addAction(tr("&Load Models"), this, [this] {
     replaceSession(tr("Save the trace before loading other models?"), [this] {
       start_after_load_ = true;
-      controller_.loadModels(session_->modelSpec());
+      requestLoad(session_->modelSpec());
     });
   });
   load->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
@@ -180,6 +196,11 @@ void MainWindow::buildActions() {
   file->addAction(tr("&Open Trace\u2026"), QKeySequence::Open, this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open trace"), QString(), tr("kvscope traces (*.kvtrace);;All files (*)"));
     if (path.isEmpty()) return;
+    // A file that is no trace is refused before the session is put at stake.
+    if (const QString problem = openableProblem(path, OpenableKind::Trace); !problem.isEmpty()) {
+      showError(tr("Opening the trace"), problem);
+      return;
+    }
     replaceSession(tr("Save the trace before opening another?"), [this, path] { openTrace(path); });
   });
   file->addAction(tr("&Save Trace As\u2026"), QKeySequence::Save, this, &MainWindow::saveTraceAs);
@@ -188,6 +209,10 @@ void MainWindow::buildActions() {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open capture"), QString(),
                                                       tr("engine captures (*.kvcapture);;All files (*)"));
     if (path.isEmpty()) return;
+    if (const QString problem = openableProblem(path, OpenableKind::Capture); !problem.isEmpty()) {
+      showError(tr("Opening the capture"), problem);
+      return;
+    }
     replaceSession(tr("Save the trace before opening a capture?"), [this, path] { openCapture(path); });
   });
   open_capture->setObjectName(QStringLiteral("openCaptureAction"));
@@ -298,78 +323,46 @@ void MainWindow::buildLayout() {
   session_scroll->setWidgetResizable(true);
   session_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   session_scroll->setFrameShape(QFrame::NoFrame);
-  QDockWidget* session = addPanel(session_scroll, tr("Session"), QStringLiteral("sessionDock"));
-  QDockWidget* timeline = addPanel(timeline_, tr("Round Timeline"), QStringLiteral("timelineDock"));
-  QDockWidget* tokens = addPanel(tokens_, tr("Tokens"), QStringLiteral("tokensDock"));
-  QDockWidget* kv = addPanel(kv_, tr("KV Cache"), QStringLiteral("kvDock"));
-  QDockWidget* attention = addPanel(attention_, tr("Verify Attention"), QStringLiteral("attentionDock"));
+  addPanel(session_scroll, tr("Session"), QStringLiteral("sessionDock"));
+  addPanel(timeline_, tr("Round Timeline"), QStringLiteral("timelineDock"));
+  addPanel(tokens_, tr("Tokens"), QStringLiteral("tokensDock"));
+  addPanel(kv_, tr("KV Cache"), QStringLiteral("kvDock"));
+  addPanel(attention_, tr("Verify Attention"), QStringLiteral("attentionDock"));
   QDockWidget* steps = addPanel(steps_, tr("Attention Step by Step"), QStringLiteral("attentionStepsDock"));
   connect(steps, &QDockWidget::visibilityChanged, steps_, &AttentionStepsPanel::setOnScreen);
   QDockWidget* diff = addPanel(diff_, tr("Cache Diff"), QStringLiteral("diffDock"));
-  QDockWidget* compression = addPanel(compression_, tr("Compression"), QStringLiteral("compressionDock"));
-  QDockWidget* history = addPanel(history_, tr("Row History"), QStringLiteral("rowHistoryDock"));
-  QDockWidget* log = addPanel(log_, tr("Log"), QStringLiteral("logDock"));
-  QDockWidget* lessons = addPanel(lessons_, tr("Lessons"), QStringLiteral("lessonsDock"));
+  connect(diff, &QDockWidget::visibilityChanged, diff_, &DiffPanel::setOnScreen);
+  addPanel(compression_, tr("Compression"), QStringLiteral("compressionDock"));
+  addPanel(history_, tr("Row History"), QStringLiteral("rowHistoryDock"));
+  addPanel(log_, tr("Log"), QStringLiteral("logDock"));
+  addPanel(lessons_, tr("Lessons"), QStringLiteral("lessonsDock"));
+  buildWorkspaces();
+}
+
+void MainWindow::resetLayout() { workspaces_->reset(); }
+
+void MainWindow::buildWorkspaces() {
+  workspaces_ = new Workspaces(this, docks_);
+  QMenu* menu = view_menu_->addMenu(tr("&Workspace"));
+  menu->setObjectName(QStringLiteral("workspaceMenu"));
+  menu->addActions(workspaces_->actions());
   view_menu_->addSeparator();
-  view_menu_->addAction(tr("Reset Layout"), this, &MainWindow::resetLayout);
-
-  // Small screens (720p laptops): the timeline and the tokens share a tab
-  // under the session form, so the caches, the diff and the row history get
-  // the full height of the right side.
-  // A narrow screen (1024 wide) has no room for a third column: the row
-  // history joins that tab group too.
-  narrow_ = width() < 1200;
-  compact_ = narrow_ || height() < 900;
-  addDockWidget(Qt::LeftDockWidgetArea, session);
-  if (compact_) {
-    splitDockWidget(session, timeline, Qt::Vertical);
-    splitDockWidget(timeline, tokens, Qt::Vertical);
-    addDockWidget(Qt::RightDockWidgetArea, kv);
-  } else {
-    addDockWidget(Qt::RightDockWidgetArea, timeline);
-    splitDockWidget(timeline, tokens, Qt::Vertical);
-    splitDockWidget(tokens, kv, Qt::Vertical);
-  }
-  // The row history beside the cache and the diff, the full height of both:
-  // it explains whichever row either of them selects.
-  if (narrow_) splitDockWidget(tokens, history, Qt::Vertical);
-  else splitDockWidget(kv, history, Qt::Horizontal);
-  splitDockWidget(kv, attention, Qt::Vertical);
-  tabifyDockWidget(attention, steps);
-  tabifyDockWidget(steps, diff);
-  tabifyDockWidget(diff, compression);  // an analysis of the session, like the diff
-  tabifyDockWidget(compression, log);
-  if (compact_) tabifyDockWidget(timeline, tokens);  // after the splits: a tab group cannot be split
-  if (narrow_) tabifyDockWidget(tokens, history);
-  tabifyDockWidget(session, lessons);  // opened by the Lessons menu; the session form stays in front
-  session->raise();
-  attention->raise();
-  tokens->raise();
-  if (narrow_) history->raise();
-  applyDefaultSizes();
-}
-
-void MainWindow::applyDefaultSizes() {
-  // resizeDocks shares out what there is in proportion to the sizes given: give real pixels.
-  const auto dock = [this](const char* name) { return findChild<QDockWidget*>(QString::fromUtf8(name)); };
-  const int session = compact_ ? 280 : 380;
-  const int rest = std::max(width() - session, 400);
-  resizeDocks({dock("sessionDock"), dock("kvDock")}, {session, rest}, Qt::Horizontal);
-  if (!narrow_) resizeDocks({dock("kvDock"), dock("rowHistoryDock")}, {rest * 64 / 100, rest * 36 / 100}, Qt::Horizontal);
-  const int tall = std::max(height() - 90, 300);
-  if (compact_) {
-    resizeDocks({dock("sessionDock"), dock("tokensDock")}, {tall * 62 / 100, tall * 38 / 100}, Qt::Vertical);
-    // The cache gets the larger share: thousands of rows want pixel lines, five verify queries do not.
-    resizeDocks({dock("kvDock"), dock("attentionDock")}, {tall * 58 / 100, tall * 42 / 100}, Qt::Vertical);
-  } else {
-    resizeDocks({dock("timelineDock"), dock("tokensDock"), dock("kvDock"), dock("attentionDock")},
-                {tall * 18 / 100, tall * 9 / 100, tall * 43 / 100, tall * 30 / 100}, Qt::Vertical);
-  }
-}
-
-void MainWindow::resetLayout() {
-  for (QDockWidget* dock : docks_) dock->show();
-  restoreState(default_state_);
+  view_menu_->addAction(tr("Reset Layout"), this, &MainWindow::resetLayout)
+      ->setToolTip(tr("The current workspace's default arrangement"));
+  // The workspace bar sits in the menu bar's free corner: no toolbar row is
+  // spent on it, and the stepping toolbar keeps its width on a 1024 screen.
+  auto* bar = new QToolBar(tr("Workspaces"));
+  bar->setObjectName(QStringLiteral("workspaceBar"));
+  bar->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  // No taller than the menus beside it: the menu bar (and so every panel) keeps its height.
+  bar->setStyleSheet(QStringLiteral("QToolBar { border: 0; padding: 0; margin: 0; spacing: 0; } "
+                                    "QToolButton { padding: 0px 4px; margin: 0; }"));
+  bar->setContentsMargins(0, 0, 0, 0);
+  bar->addWidget(new QLabel(tr("Workspace: ")));
+  bar->addActions(workspaces_->actions());
+  menuBar()->setCornerWidget(bar, Qt::TopRightCorner);
+  // Sizes recorded for one workspace say nothing about another's docks.
+  connect(workspaces_, &Workspaces::switched, this, [this] { layout_memory_->forget(); });
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
@@ -380,7 +373,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   }
   QSettings settings;
   settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
-  settings.setValue(QStringLiteral("window/state"), saveState());
+  workspaces_->save(settings);
   controller_.stop();
   event->accept();
 }
@@ -439,6 +432,7 @@ void MainWindow::connectEngine() {
   connect(&controller_, &EngineController::modelsLoaded, this,
           [this](const QString& target, const QString& drafter_dir, const QString& drafter_name, const QStringList& notes) {
             session_->setLoadedModels(target, drafter_name);
+            loaded_dirs_ = requested_dirs_;
             for (const QString& note : notes) statusBar()->showMessage(note, 15000);
             const ModelSpec spec = session_->modelSpec();
             if (!spec.target_dir.empty()) session_->rememberRecent(target);
@@ -464,7 +458,11 @@ void MainWindow::connectEngine() {
             }
           });
   connect(&controller_, &EngineController::snapshotReady, this, &MainWindow::onSnapshot);
-  connect(&controller_, &EngineController::failed, this, &MainWindow::showError);
+  connect(&controller_, &EngineController::failed, this, [this](const QString& what, const QString& message) {
+    // The models that failed to load are not the ones in use: the fields say what is loaded.
+    if (what == QStringLiteral("Loading models")) session_->setModelDirs(loaded_dirs_.first, loaded_dirs_.second);
+    showError(what, message);
+  });
   connect(&controller_, &EngineController::traceSaved, this, [this](const QString& path) {
     statusBar()->showMessage(tr("saved %1").arg(path), 8000);
     unsaved_ = false;
@@ -476,6 +474,7 @@ void MainWindow::connectEngine() {
   });
   connect(&controller_, &EngineController::captureOpened, this, [this](const QString& path, const QString& verdict) {
     setWindowTitle(tr("kvscope \u2014 %1 (capture)").arg(path));
+    workspaces_->switchTo(Workspace::Capture);
     statusBar()->showMessage(verdict, 30000);
     raisePanel(diff_);
     // The root cause first, as for a diffed session.
@@ -514,7 +513,13 @@ void MainWindow::openCapture(const QString& path) {
 }
 
 void MainWindow::openFile(const QString& path) {
-  if (path.endsWith(QStringLiteral(".kvcapture"), Qt::CaseInsensitive)) openCapture(path);
+  const bool capture = path.endsWith(QStringLiteral(".kvcapture"), Qt::CaseInsensitive);
+  if (const QString problem = openableProblem(path, capture ? OpenableKind::Capture : OpenableKind::Trace);
+      !problem.isEmpty()) {
+    showError(capture ? tr("Opening the capture") : tr("Opening the trace"), problem);
+    return;
+  }
+  if (capture) openCapture(path);
   else openTrace(path);
 }
 
@@ -538,7 +543,14 @@ QString MainWindow::guiStateJson() const {
 void MainWindow::applyGuiState(const QString& json) {
   const QJsonObject object = QJsonDocument::fromJson(json.toUtf8()).object();
   if (object.isEmpty()) return;
-  const GuiState state = guiStateFromJson(object);
+  // From the file: each field held against the trace; what does not fit is
+  // named in the log and the status bar, never clamped in silence (issue 28).
+  QStringList warnings;
+  GuiState state = guiStateFromJson(object, &warnings);
+  if (context_.snapshot()) warnings << fitGuiState(state, *context_.snapshot());
+  for (const QString& warning : warnings) spdlog::warn("trace: {}", warning.toStdString());
+  if (!warnings.isEmpty()) statusBar()->showMessage(tr("trace: ") + warnings.join(QStringLiteral("; ")), 15000);
+  gui_state_warnings_ = warnings;
   context_.setBookmarks(state.bookmarks);
   kv_->setShowingValues(state.values);
   if (state.cursor.valid()) context_.setCursor(state.cursor);
@@ -670,6 +682,7 @@ void MainWindow::runRequestedCompression() {
     showError(tr("--compression"), error);
     return;
   }
+  workspaces_->switchTo(Workspace::Compress);
   raisePanel(compression_);
   if (options_.compression_speculate_gamma >= 0) {
     compression_->speculationGammaBox()->setValue(options_.compression_speculate_gamma);
@@ -731,6 +744,7 @@ void MainWindow::buildLessonMenu(QMenu* menu) {
 }
 
 void MainWindow::openLesson(int lesson, int page) {
+  workspaces_->switchTo(Workspace::Teach);  // the lesson beside the stage its pages outline
   QDockWidget* lessons = dock(QStringLiteral("lessonsDock"));
   lessons->show();
   lessons->raise();
@@ -765,7 +779,10 @@ void MainWindow::buildViewActions() {
 }
 
 void MainWindow::setPresenterZoom(int percent) {
+  const int before = presenterZoom();
+  workspaces_->zoomChanging(before);
   applyPresenterZoom(this, percent);
+  workspaces_->zoomChanged(presenterZoom());
   QSettings().setValue(QStringLiteral("view/presenterZoom"), presenterZoom());
 }
 

@@ -9,6 +9,7 @@
 #include <QByteArray>
 #include <QMainWindow>
 #include <QSize>
+#include <QPair>
 #include <QStringList>
 
 #include <functional>
@@ -29,6 +30,8 @@ namespace kvscope::ui {
 class AttentionPanel;
 class AttentionStepsPanel;
 class CompressionPanel;
+class DockLayoutMemory;
+class Workspaces;
 class DiffPanel;
 class KvCachePanel;
 class LessonPanel;
@@ -59,6 +62,7 @@ struct MainWindowOptions {
   int presenter_zoom = 0; // 100..200: zoom the window (0: the saved zoom)
   QSize size;             // the first size, which picks the dock layout (invalid: 1600x1000 bounded by the screen)
   QStringList compression;  // once the first session is ready: set the Compression panel's slots ("h2o:0.25") and run them
+  QString workspace;       // start in this workspace ("debug", "teach", "compress", "capture"; empty: the saved one)
   QString open_file;      // once the models are loaded, open this .kvtrace or .kvcapture instead of a plain session
 };
 
@@ -91,6 +95,7 @@ class MainWindow : public QMainWindow {
   QAction* stepBackAction() const { return step_back_; }
   QAction* runAction() const { return run_; }
   QList<QDockWidget*> docks() const { return docks_; }
+  Workspaces* workspaces() const { return workspaces_; }
 
   void resetLayout();
   // .kvtrace: the cursor (moment and selection) and bookmarks are saved with it.
@@ -111,6 +116,9 @@ class MainWindow : public QMainWindow {
   void saveCaptureAs();
   QString guiStateJson() const;
   void applyGuiState(const QString& json);
+  // What the last applied GUI state held that the trace does not (each
+  // also logged and shown in the status bar): fitGuiState's warnings.
+  const QStringList& guiStateWarnings() const { return gui_state_warnings_; }
   // Shown without blocking (tests find it among the top-level widgets).
   void showError(const QString& what, const QString& message);
 
@@ -140,8 +148,8 @@ class MainWindow : public QMainWindow {
   // "F10: step one phase ..." in the status bar until the user first steps or runs.
   void showFirstStartHint();
   void hideFirstStartHint();
-  // The default dock sizes; again after the first show, when docks have real sizes.
-  void applyDefaultSizes();
+  // The workspaces (Workspaces): View > Workspace and the bar in the menu bar's corner.
+  void buildWorkspaces();
   void connectEngine();
   // Before anything that replaces the session (a close, a new session, other
   // models, another trace, the diff): asks `question` with Save / Discard /
@@ -152,6 +160,8 @@ class MainWindow : public QMainWindow {
   // askToSaveFirst, then `replace` now or after the save.
   void replaceSession(const QString& question, std::function<void()> replace);
   void requestDiff();
+  // Loads `spec`'s models, remembering the fields that asked (restored if the load fails).
+  void requestLoad(const ModelSpec& spec);
   void trackUnsaved(const SessionSnapshot* snapshot, SnapshotReason reason);
   void updateActions();
   void updateScrubber();
@@ -172,7 +182,10 @@ class MainWindow : public QMainWindow {
   bool start_after_load_ = false;
   int pending_rounds_ = 0;
   bool unsaved_ = false;           // see hasUnsavedSession()
+  QStringList gui_state_warnings_;
   int64_t reproducible_rounds_ = 0;  // see markReproducible()
+  QPair<QString, QString> requested_dirs_;  // the target and drafter fields of the load in progress
+  QPair<QString, QString> loaded_dirs_;     // ... of the models in use
   std::function<void()> after_save_;  // what "Save" in replaceSession() runs once the trace is written
 
   SessionPanel* session_ = nullptr;
@@ -188,9 +201,8 @@ class MainWindow : public QMainWindow {
   LessonPanel* lessons_ = nullptr;
   LessonRunner* lesson_runner_ = nullptr;
   QList<QDockWidget*> docks_;
-  QByteArray default_state_;
-  bool compact_ = false;  // a small screen: timeline and tokens share a tab under the session form
-  bool narrow_ = false;   // and the row history joins them
+  Workspaces* workspaces_ = nullptr;
+  DockLayoutMemory* layout_memory_ = nullptr;
 
   QAction* run_ = nullptr;
   QAction* stop_ = nullptr;

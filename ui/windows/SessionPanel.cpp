@@ -1,6 +1,9 @@
 #include "ui/windows/SessionPanel.h"
 
 #include <QCheckBox>
+#include <QClipboard>
+#include <QGuiApplication>
+#include <QMenu>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
@@ -18,11 +21,16 @@
 
 #include "core/cache/eviction_policy.h"
 #include "core/cache/fault.h"
+#include "ui/widgets/LongText.h"
+#include "ui/widgets/ModelName.h"
 
 namespace kvscope::ui {
 
 namespace {
 const QString kDefaultDir = QObject::tr("(bundled)");
+// A trace without the typed prompt gets it rebuilt from its tokens' texts:
+// bounded, since each of thousands of tokens may hold megabytes of text.
+constexpr size_t kPromptRebuiltBytes = size_t{16} << 20;
 
 QComboBox* dirBox() {
   auto* box = new QComboBox;
@@ -93,6 +101,8 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   prompt_ = new QPlainTextEdit(samplePrompt());
   prompt_->setObjectName(QStringLiteral("prompt"));
   prompt_->setMaximumHeight(70);
+  prompt_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(prompt_, &QWidget::customContextMenuRequested, this, &SessionPanel::showPromptMenu);
   gamma_ = new QSpinBox;
   gamma_->setRange(1, 16);
   gamma_->setValue(4);
@@ -212,35 +222,37 @@ void SessionPanel::setEviction(const QString& text) { eviction_->setText(text); 
 QString SessionPanel::eviction() const { return eviction_->text().trimmed(); }
 
 QString SessionPanel::fault() const { return fault_->currentData().toString(); }
-QString SessionPanel::prompt() const { return prompt_->toPlainText(); }
+QString SessionPanel::prompt() const { return promptElided() ? full_prompt_ : prompt_->toPlainText(); }
 DrafterKind SessionPanel::drafterKind() const { return static_cast<DrafterKind>(drafter_kind_->currentData().toInt()); }
 
 void SessionPanel::showSession(const SessionSnapshot& snapshot) {
   setFault(QString::fromStdString(snapshot.fault));
-  QString prompt = QString::fromStdString(snapshot.prompt);
-  if (prompt.isEmpty()) {  // a trace saved without the typed text: the prompt's tokens
-    for (int64_t i = 0; i < snapshot.prompt_length && i < static_cast<int64_t>(snapshot.sequence.size()); ++i) {
-      prompt += QString::fromStdString(snapshot.tokenText(snapshot.sequence[static_cast<size_t>(i)]));
+  std::string prompt = snapshot.prompt;
+  if (prompt.empty()) {  // a trace saved without the typed text: the prompt's tokens, up to 16 MiB
+    for (int64_t i = 0; i < snapshot.prompt_length && i < static_cast<int64_t>(snapshot.sequence.size()) &&
+                        prompt.size() < kPromptRebuiltBytes;
+         ++i) {
+      prompt += snapshot.tokenText(snapshot.sequence[static_cast<size_t>(i)]);
     }
   }
-  if (!prompt.isEmpty()) setPrompt(prompt);
-  const QString drafter = QString::fromStdString(snapshot.drafter_name);
+  if (!prompt.empty()) setPrompt(QString::fromStdString(prompt));
+  const QString drafter = elidedForDisplay(snapshot.drafter_name, kNameShownBytes);
   const DrafterKind kind = drafter == QStringLiteral("none") || drafter.isEmpty() ? DrafterKind::None
                            : !snapshot.drafter.present                             ? DrafterKind::Ngram
                                                                                    : DrafterKind::Model;
   drafter_kind_->setCurrentIndex(std::max(0, drafter_kind_->findData(static_cast<int>(kind))));
   if (snapshot.from_capture) {
-    session_shown_->setText(tr("<b>Opened capture</b>: target %1 &middot; drafter %2 &middot; %3")
-                                .arg(QString::fromStdString(snapshot.target_name).toHtmlEscaped())
-                                .arg(drafter.toHtmlEscaped())
-                                .arg(QString::fromStdString(snapshot.options_summary).toHtmlEscaped()));
+    session_shown_->setText(tr("<b>Opened capture</b>: %1 &middot; %2 &middot; %3")
+                                .arg(modelWithRole(tr("target"), elidedForDisplay(snapshot.target_name, kNameShownBytes)).toHtmlEscaped())
+                                .arg(modelWithRole(tr("drafter"), drafter).toHtmlEscaped())
+                                .arg(elidedForDisplay(snapshot.options_summary, kNameShownBytes).toHtmlEscaped()));
     return;
   }
-  session_shown_->setText(tr("<b>%1</b>: target %2 &middot; drafter %3 &middot; fault <b>%4</b>")
+  session_shown_->setText(tr("<b>%1</b>: %2 &middot; %3 &middot; fault <b>%4</b>")
                               .arg(snapshot.replay_only ? tr("Opened trace (replay)") : tr("Running"))
-                              .arg(QString::fromStdString(snapshot.target_name).toHtmlEscaped())
-                              .arg(drafter.toHtmlEscaped())
-                              .arg(QString::fromStdString(snapshot.fault).toHtmlEscaped()));
+                              .arg(modelWithRole(tr("target"), elidedForDisplay(snapshot.target_name, kNameShownBytes)).toHtmlEscaped())
+                              .arg(modelWithRole(tr("drafter"), drafter).toHtmlEscaped())
+                              .arg(elidedForDisplay(snapshot.fault, kNameShownBytes).toHtmlEscaped()));
 }
 
 void SessionPanel::updateEnabled() {
@@ -272,7 +284,7 @@ ModelSpec SessionPanel::modelSpec() const {
 
 SessionSpec SessionPanel::sessionSpec() const {
   SessionSpec spec;
-  spec.prompt = prompt_->toPlainText().toStdString();
+  spec.prompt = prompt().toStdString();
   spec.gamma = gamma_->value();
   spec.adaptive_gamma = adaptive_->isChecked();
   spec.max_new_tokens = max_new_->value();
@@ -294,7 +306,37 @@ void SessionPanel::setModelDirs(const QString& target_dir, const QString& drafte
   drafter_dir_->setCurrentText(drafter_dir.isEmpty() ? kDefaultDir : drafter_dir);
 }
 
-void SessionPanel::setPrompt(const QString& prompt) { prompt_->setPlainText(prompt); }
+void SessionPanel::setPrompt(const QString& prompt) {
+  // Beyond the display limit the box shows the prompt's beginning and end,
+  // read-only (an edit of the elided text would lose the middle); Start
+  // still runs the full prompt, and the context menu copies it.
+  const QByteArray utf8 = prompt.toUtf8();
+  const bool elide = static_cast<size_t>(utf8.size()) > kPromptShownBytes;
+  full_prompt_ = elide ? prompt : QString();
+  prompt_->setReadOnly(elide);
+  prompt_->setToolTip(elide ? tr("The prompt is %L1 bytes, too long to show whole: the box holds its beginning and "
+                                 "end. Right-click for \u201cCopy full prompt\u201d or \u201cClear prompt\u201d.")
+                                  .arg(utf8.size())
+                            : QString());
+  prompt_->setPlainText(elide ? elidedForDisplay(std::string_view(utf8.constData(), static_cast<size_t>(utf8.size())),
+                                                 kPromptShownBytes)
+                              : prompt);
+}
+
+bool SessionPanel::promptElided() const { return !full_prompt_.isEmpty(); }
+
+void SessionPanel::copyFullPrompt() const { QGuiApplication::clipboard()->setText(prompt()); }
+
+void SessionPanel::showPromptMenu(const QPoint& at) {
+  QMenu* menu = prompt_->createStandardContextMenu();
+  menu->setAttribute(Qt::WA_DeleteOnClose);
+  menu->addSeparator();
+  QAction* copy = menu->addAction(tr("Copy full prompt"), this, &SessionPanel::copyFullPrompt);
+  copy->setEnabled(promptElided());
+  QAction* clear = menu->addAction(tr("Clear prompt"), this, [this] { setPrompt(QString()); });
+  clear->setEnabled(promptElided());
+  menu->popup(prompt_->viewport()->mapToGlobal(at));
+}
 void SessionPanel::setGamma(int gamma) { gamma_->setValue(gamma); }
 void SessionPanel::setMaxNewTokens(int tokens) { max_new_->setValue(tokens); }
 void SessionPanel::setFault(const QString& name) { fault_->setCurrentIndex(std::max(0, fault_->findData(name))); }
@@ -326,7 +368,7 @@ void SessionPanel::setProgress(int step, int total, const QString& what) {
 }
 
 void SessionPanel::setLoadedModels(const QString& target_dir, const QString& drafter_name) {
-  loaded_->setText(tr("loaded: target %1 \u00b7 %2").arg(target_dir, drafter_name));
+  loaded_->setText(tr("loaded: %1 \u00b7 %2").arg(modelWithRole(tr("target"), target_dir), modelWithRole(tr("drafter"), drafter_name)));
 }
 
 void SessionPanel::rememberRecent(const QString& dir) {
@@ -351,9 +393,9 @@ void SessionPanel::refresh() {
   const Metrics& m = snapshot->metrics;
   metrics_->setText(tr("<b>%1</b> + <b>%2</b><br>%3%12<br>rounds %4 &middot; generated %5 &middot; drafted %6 &middot; "
                        "accepted %7<br>alpha %8 &middot; tokens/round %9 &middot; speedup (theory) %10%11")
-                        .arg(QString::fromStdString(snapshot->target_name).toHtmlEscaped(),
-                             QString::fromStdString(snapshot->drafter_name).toHtmlEscaped(),
-                             QString::fromStdString(snapshot->options_summary).toHtmlEscaped())
+                        .arg(elidedForDisplay(snapshot->target_name, kNameShownBytes).toHtmlEscaped(),
+                             elidedForDisplay(snapshot->drafter_name, kNameShownBytes).toHtmlEscaped(),
+                             elidedForDisplay(snapshot->options_summary, kNameShownBytes).toHtmlEscaped())
                         .arg(m.rounds)
                         .arg(m.generated)
                         .arg(m.drafted)
@@ -363,7 +405,7 @@ void SessionPanel::refresh() {
                         .arg(m.theoretical_speedup, 0, 'f', 2)
                         .arg(snapshot->finished ? tr("<br><b>finished</b>") : QString())
                         .arg(snapshot->fault == "none" ? QString()
-                                                       : tr(", <b>fault: %1</b>").arg(QString::fromStdString(snapshot->fault).toHtmlEscaped())));
+                                                       : tr(", <b>fault: %1</b>").arg(elidedForDisplay(snapshot->fault, kNameShownBytes).toHtmlEscaped())));
 }
 
 }  // namespace kvscope::ui

@@ -47,7 +47,10 @@ class SessionPanel : public ViewerPanel {
   // fault and prompt it really ran with.
   void showSession(const SessionSnapshot& snapshot);
   QString fault() const;
+  // The prompt Start runs: the full text, also when the box shows it elided.
   QString prompt() const;
+  bool promptElided() const;
+  void copyFullPrompt() const;  // to the clipboard
   DrafterKind drafterKind() const;
   void rememberRecent(const QString& dir);
 
@@ -64,6 +67,7 @@ class SessionPanel : public ViewerPanel {
   void browse(QComboBox* box);
   void updateEnabled();
   void buildFaultBox();
+  void showPromptMenu(const QPoint& at);
 
   WeightResidency weights_ = WeightResidency::Stored;
   QComboBox* target_dir_;
@@ -75,6 +79,7 @@ class SessionPanel : public ViewerPanel {
   QProgressBar* progress_;
   QLabel* loaded_;
   QPlainTextEdit* prompt_;
+  QString full_prompt_;  // set while prompt_ shows an elided prompt (ui/widgets/LongText.h)
   QSpinBox* gamma_;
   QCheckBox* adaptive_;
   QSpinBox* max_new_;

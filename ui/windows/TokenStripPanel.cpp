@@ -1,15 +1,18 @@
 #include "ui/windows/TokenStripPanel.h"
 
+#include <QClipboard>
+#include <QGuiApplication>
 #include <QLabel>
 #include <QScrollArea>
 #include <QVBoxLayout>
 
+#include "ui/widgets/LongText.h"
 #include "ui/widgets/Palette.h"
 
 namespace kvscope::ui {
 
 QString displayToken(const std::string& text) {
-  QString shown = QString::fromUtf8(text.data(), static_cast<int>(text.size()));
+  QString shown = elidedForDisplay(text, kTokenShownBytes);
   shown.replace(QLatin1Char('\n'), QStringLiteral("\u21b5"));
   shown.replace(QLatin1Char('\t'), QStringLiteral("\u2192"));
   if (shown.isEmpty()) shown = QStringLiteral("\u2205");
@@ -32,11 +35,15 @@ QString topTokens(const SessionSnapshot& snapshot, int64_t round, int64_t query)
 }
 
 QString header(const SessionSnapshot& snapshot, int64_t position, int64_t id, const QString& what) {
-  return QStringLiteral("<b>'%1'</b> id %2 &middot; position %3<br>%4")
-      .arg(displayToken(snapshot.tokenText(id)).toHtmlEscaped())
+  const std::string text = snapshot.tokenText(id);
+  const QString elided = text.size() > kTokenShownBytes
+                             ? QObject::tr("<br>(%L1 bytes, shown elided: right-click to copy the full text)").arg(text.size())
+                             : QString();
+  return QStringLiteral("<b>'%1'</b> id %2 &middot; position %3%4<br>%5")
+      .arg(displayToken(text).toHtmlEscaped())
       .arg(id)
       .arg(position)
-      .arg(what);
+      .arg(elided, what);
 }
 
 }  // namespace
@@ -98,6 +105,13 @@ TokenStripPanel::TokenStripPanel(DebuggerContext& context, QWidget* parent) : Vi
   layout->addWidget(legend_);
   layout->addWidget(scroll, 1);
   connect(strip_, &TokenStripWidget::positionClicked, this, &TokenStripPanel::positionRequested);
+  connect(strip_, &TokenStripWidget::copyTextRequested, this, &TokenStripPanel::copyTokenText);
+}
+
+void TokenStripPanel::copyTokenText(int index) const {
+  const SessionSnapshot* snapshot = context().snapshot();
+  if (!snapshot || index < 0 || index >= strip_->items().size()) return;
+  QGuiApplication::clipboard()->setText(QString::fromStdString(snapshot->tokenText(strip_->items()[index].token)));
 }
 
 void TokenStripPanel::refresh() {
@@ -116,6 +130,7 @@ void TokenStripPanel::refresh() {
       TokenItem item;
       const int64_t id = round->drafts[static_cast<size_t>(i)];
       item.text = displayToken(snapshot->tokenText(id));
+      item.token = id;
       item.background = Palette::rejected();
       item.struck = true;
       item.position = round->start_length + i;
@@ -135,6 +150,7 @@ void TokenStripPanel::refresh() {
     TokenItem item;
     const int64_t id = snapshot->sequence[position];
     item.text = displayToken(snapshot->tokenText(id));
+    item.token = id;
     item.background = Palette::origin(origin);
     item.position = static_cast<qint64>(position);
     QString what = QStringLiteral("%1, round %2").arg(QString::fromUtf8(tokenOriginName(origin))).arg(emitted);
@@ -159,6 +175,7 @@ void TokenStripPanel::refresh() {
       TokenItem item;
       const int64_t id = round->drafts[i];
       item.text = displayToken(snapshot->tokenText(id));
+      item.token = id;
       item.background = Palette::pending();
       item.pending = true;
       item.position = round->start_length + static_cast<int64_t>(i);

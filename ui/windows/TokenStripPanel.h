@@ -15,6 +15,8 @@ class TokenStripPanel : public ViewerPanel {
  public:
   explicit TokenStripPanel(DebuggerContext& context, QWidget* parent = nullptr);
   TokenStripWidget* strip() const { return strip_; }
+  // The full text of the strip's item `index` to the clipboard.
+  void copyTokenText(int index) const;
 
  signals:
   void positionRequested(qint64 position);
@@ -30,7 +32,8 @@ class TokenStripPanel : public ViewerPanel {
 // Tooltip text for draft i of a round as of `phase` (q after draft, p after
 // verify, the draw and the verdict after accept).
 QString draftTooltip(const SessionSnapshot& snapshot, const RoundRecord& round, int64_t i, Phase phase);
-// A token's text made visible (spaces kept, newlines and empties shown).
+// A token's text made visible (spaces kept, newlines and empties shown),
+// elided beyond kTokenShownBytes (ui/widgets/LongText.h).
 QString displayToken(const std::string& text);
 
 }  // namespace kvscope::ui
