@@ -12,8 +12,26 @@
 #include "core/runtime/allocator_tuning.h"
 #include "core/runtime/threads.h"
 #include "core/error.h"
+#include "core/model/tokenizer/visible_text.h"
 
 namespace kvscope::cli {
+
+namespace {
+// An error names what it refused, and names often come from the file (a
+// tensor, a key, a model): each line is printed with its control characters
+// escaped, so a hostile file cannot colour, move or clear the terminal.
+std::string printableMessage(const std::string& message) {
+  std::string out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = message.find('\n', start);
+    out += visibleText(message.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) return out;
+    out += '\n';
+    start = end + 1;
+  }
+}
+}  // namespace
 
 std::map<std::string, CommandEntry>& commandRegistry() {
   static std::map<std::string, CommandEntry> registry;
@@ -58,11 +76,11 @@ int main(int argc, char** argv) {
     kvscope::cli::Args args(std::vector<std::string>(argv + 2, argv + argc), kFlags);
     return it->second.run(args);
   } catch (const kvscope::Error& error) {
-    std::cerr << "kvscope-cli " << name << ": error: " << error.what() << "\n";
+    std::cerr << "kvscope-cli " << name << ": error: " << kvscope::cli::printableMessage(error.what()) << "\n";
     return 2;
   } catch (const std::exception& error) {
     // libtorch or the standard library: still an error message, not a crash.
-    std::cerr << "kvscope-cli " << name << ": internal error: " << error.what() << "\n";
+    std::cerr << "kvscope-cli " << name << ": internal error: " << kvscope::cli::printableMessage(error.what()) << "\n";
     return 3;
   }
 }

@@ -205,8 +205,9 @@ void SessionController::startSession(std::vector<int64_t> prompt, const SessionO
   state_->replay.reset();
   state_->replay_snapshot.reset();
   state_->builder.reset();
-  spdlog::info("session started: {} prompt tokens, drafter {}, fault {}", state_->session->promptLength(),
-               state_->drafter_name, faultInfo(options.fault).name);
+  spdlog::info("session started: {} prompt tokens, drafter {}, fault {}, eviction {}", state_->session->promptLength(),
+               state_->drafter_name, faultInfo(options.fault).name,
+               options.eviction ? options.eviction->describe() : std::string("none"));
 }
 
 void SessionController::stepPhase() {

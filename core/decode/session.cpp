@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include <spdlog/spdlog.h>
+
 #include "core/decode/autoregressive.h"
 #include "core/decode/speculative_acceptance.h"
 #include "core/error.h"
@@ -189,8 +191,12 @@ void Session::compressTarget() {
     settings.window = queries;
   }
   const std::vector<int64_t> budgets = layerBudgets(settings, storage.numLayers(), rows.front());
-  target_cache_->logPolicyEviction(removalMoment(), evictionPolicyName(settings.policy),
-                                   evictByPolicy(storage, settings, attention, budgets).removed);
+  const std::vector<RemovedRow> removed = evictByPolicy(storage, settings, attention, budgets).removed;
+  target_cache_->logPolicyEviction(removalMoment(), evictionPolicyName(settings.policy), removed);
+  // The log says what a policy did, as it says what a fault does: rows it
+  // masks stay in the cache, so no row count shows it.
+  spdlog::info("round {}: eviction {} masked {} (row, layer, kv head) entries of the target's cache ({} rows per layer held)",
+               round_index_, options_.eviction->describe(), removed.size(), rows.front());
 }
 
 void Session::stepPhase() {

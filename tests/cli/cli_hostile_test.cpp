@@ -222,5 +222,33 @@ TEST(CliArgs, IdListTyposAreRefusedByTheBinary) {
   }
 }
 
+
+// Every error is printed with its control characters escaped: errors name
+// what they refused, and that is often text from the file (a config value, a
+// tensor name). Before, a config's hidden_act of "\x1b[2J\x1b[31m..." cleared
+// and coloured the terminal through "unsupported hidden_act '...'".
+TEST(CliErrors, TextFromTheFileInAnErrorCannotDriveTheTerminal) {
+  ScratchDir dir("error_escapes");
+  const fs::path model = dir.file("model");
+  fs::copy(modelDir("llama-tiny"), model, fs::copy_options::recursive);
+  nlohmann::json config;
+  {
+    std::ifstream in(model / "config.json");
+    in >> config;
+  }
+  config["hidden_act"] = "\x1b[2J\x1b[31mevil\x07";
+  {
+    std::ofstream out(model / "config.json");
+    out << config.dump();
+  }
+  const CliResult r = runCli({"run", "--target", model.string(), "--drafter", model.string(), "--prompt-ids", "1,2",
+                              "--max-new", "2"});
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_NE(r.err.find("unsupported hidden_act"), std::string::npos) << r.describe();
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.describe();
+  EXPECT_EQ(r.err.find('\x07'), std::string::npos) << r.describe();
+  EXPECT_NE(r.err.find("\\x1b[2J\\x1b[31mevil\\x07"), std::string::npos) << "shown escaped, not dropped: " << r.describe();
+}
+
 }  // namespace
 }  // namespace kvscope::cli_test

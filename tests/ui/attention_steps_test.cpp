@@ -9,6 +9,8 @@
 #include "core/explain/attention_steps.h"
 #include "core/model/model_bundle.h"
 
+#include <QDir>
+#include <QFile>
 #include <QFrame>
 #include <algorithm>
 #include <numeric>
@@ -217,6 +219,49 @@ class AttentionStepsTest : public QObject {
     QTRY_VERIFY(window.context().attentionFocus().active);
     window.kvCachePanel()->flushRefresh();
     QCOMPARE(positionsOf(*view, snapshot, view->focusKeyRows()), keys);
+  }
+
+  void aReplayedTraceIsExplainedWithTheLoadedTargetWhenItIsTheTracesModel() {
+    // Live first: the explanation of a moment, then the same moment replayed from the saved trace.
+    const QString path = QDir::temp().filePath(QStringLiteral("kvscope-steps-%1.kvtrace").arg(QCoreApplication::applicationPid()));
+    MainWindow window(fixtureOptions());
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    stepRound(window);
+    if (QTest::currentTestFailed()) return;
+    explain(window, 1, 1, 4);
+    if (QTest::currentTestFailed()) return;
+    const AttentionExplanation live = *window.attentionStepsPanel()->explanation();  // a copy: the panel replaces its own
+    window.saveTrace(path);
+    QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(path) && !window.controller().busy(), kTimeout);
+    window.openTrace(path);
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() && window.context().snapshot()->replay_only &&
+                                 !window.controller().busy(), kTimeout);
+    window.context().goToRound(window.context().snapshot()->lastRound());
+    explain(window, 1, 1, 4);
+    if (QTest::currentTestFailed()) return;
+    AttentionStepsPanel* panel = window.attentionStepsPanel();
+    QVERIFY2(panel->statusText().contains(QStringLiteral("explained with the loaded target")), qPrintable(panel->statusText()));
+    const AttentionExplanation& replayed = *panel->explanation();
+    QCOMPARE(replayed.request.ids, live.request.ids);
+    QCOMPARE(replayed.weights.size(), live.weights.size());
+    for (size_t i = 0; i < live.weights.size(); ++i) QCOMPARE(replayed.weights[i], live.weights[i]);
+
+    // Another target loaded (same shape is not enough without the name, and GPT-2's shape differs): refused, naming both.
+    MainWindowOptions other = fixtureOptions();
+    other.models.target_dir = KVSCOPE_FIXTURES "/models/qwen2-tiny";
+    other.models.drafter_dir = KVSCOPE_FIXTURES "/models/qwen2-tiny";
+    MainWindow second(other);
+    QTRY_VERIFY_WITH_TIMEOUT(second.context().snapshot() != nullptr && !second.controller().busy(), kTimeout);
+    second.openTrace(path);
+    QTRY_VERIFY_WITH_TIMEOUT(second.context().snapshot() && second.context().snapshot()->replay_only &&
+                                 !second.controller().busy(), kTimeout);
+    second.context().selectPosition(4);
+    second.attentionStepsPanel()->flushRefresh();
+    QTRY_VERIFY_WITH_TIMEOUT(second.attentionStepsPanel()->statusText().contains(QStringLiteral("is not the trace's")), kTimeout);
+    const QString refused = second.attentionStepsPanel()->statusText();
+    QVERIFY2(refused.contains(QStringLiteral("qwen2-tiny")) && refused.contains(QStringLiteral("llama-tiny")), qPrintable(refused));
+    QVERIFY(second.attentionStepsPanel()->explanation() == nullptr);
+    QFile::remove(path);
   }
 
   void badChannelsAreRefusedInPlace() {

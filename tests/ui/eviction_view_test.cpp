@@ -19,8 +19,10 @@
 #include "core/model/causal_lm.h"
 #include "core/snapshot/snapshot_builder.h"
 #include "core/trace/trace_file.h"
+#include "ui/context/DebuggerContext.h"
 #include "ui/context/RowHistory.h"
 #include "ui/widgets/KvHeatmapView.h"
+#include "ui/windows/AttentionPanel.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -126,6 +128,40 @@ class EvictionViewTest : public QObject {
     prefill.phase = Phase::Prefill;
     view.show(snapshot, prefill, false, ColorRange{});
     QVERIFY(view.countMasked() > 0);
+  }
+
+  void verifyAttentionMarksTheKeysThePolicyMasked() {
+    // A masked key's column is white (weight 0) in Verify Attention; alone
+    // that reads as "no attention". The panel hatches it as the KV view does.
+    const auto session = evictedSession();
+    SnapshotBuilder builder;
+    const SnapshotPtr snapshot = builder.build(*session);
+    DebuggerContext context;
+    AttentionPanel panel(context);
+    context.setSnapshot(snapshot, SnapshotReason::Trace);
+    int64_t marked = 0;
+    for (int64_t round = 1; round <= snapshot->lastRound(); ++round) {
+      if (snapshot->attention.count(round) == 0) continue;
+      const EvictionMasks masks = masksAt(snapshot->events, CacheRole::Target, {round, Phase::Verify});
+      for (int64_t head = 0; head < snapshot->target.kv_heads; ++head) {
+        Cursor cursor = context.cursor();
+        cursor.round = round;
+        cursor.phase = Phase::Verify;
+        cursor.layer = 1;
+        cursor.head = head;
+        context.setCursor(cursor);
+        panel.flushRefresh();
+        int expected = 0, shown = 0;
+        for (const AttentionKey& key : panel.keys()) {
+          expected += key.entry >= 0 && masks.masked(key.entry, 1, head) ? 1 : 0;
+          shown += key.masked_by >= 0 ? 1 : 0;
+        }
+        QCOMPARE(shown, expected);
+        QCOMPARE(hatchedItems(panel.plot()), shown);  // one cross-hatched column per masked key
+        marked += shown;
+      }
+    }
+    QVERIFY(marked > 0);
   }
 
   void aTraceShowsTheSameMarks() {

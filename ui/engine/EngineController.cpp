@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <exception>
+#include <filesystem>
 
 #include <spdlog/spdlog.h>
 
@@ -77,6 +78,31 @@ std::shared_ptr<const CausalLM> liveTargetFor(SessionController& engine, const s
   std::shared_ptr<const CausalLM> model = engine.liveTarget();
   if (!model) throw Error(what + ": no live session (load models, or leave the replayed trace)");
   return model;
+}
+
+// The loaded target, for explaining a replayed moment: only when it is the
+// model the trace names (same directory name and shape), else an error that
+// says which model to load.
+std::shared_ptr<const CausalLM> loadedTargetMatching(SessionController& engine, const RecordedTarget& recorded) {
+  const SessionController::LoadedModels loaded = engine.loaded();
+  const std::string trace_model = "'" + recorded.name + "' (" + std::to_string(recorded.layers) + " layers, " +
+                                  std::to_string(recorded.heads) + " heads of " + std::to_string(recorded.head_dim) + ")";
+  if (!loaded.target) {
+    throw Error("a replayed trace keeps no weights and no target is loaded: load the trace's target " + trace_model +
+                " to explain its moments");
+  }
+  const ModelConfig& config = loaded.target->config();
+  const std::string name = std::filesystem::path(loaded.target_dir).filename().string();
+  // A trace written by kvscope-cli names the architecture where the GUI's names the directory.
+  const bool named = recorded.name == name || recorded.name == config.architecture_name;
+  if (!named || config.num_layers != recorded.layers || config.num_heads != recorded.heads ||
+      config.num_kv_heads != recorded.kv_heads || config.head_dim != recorded.head_dim) {
+    throw Error("a replayed trace keeps no weights, and the loaded target '" + name + "' (" +
+                std::to_string(config.num_layers) + " layers, " + std::to_string(config.num_heads) + " heads of " +
+                std::to_string(config.head_dim) + ") is not the trace's " + trace_model +
+                ": load the trace's target to explain its moments");
+  }
+  return loaded.target;
 }
 
 }  // namespace
@@ -236,9 +262,10 @@ void EngineController::saveCapture(const QString& path) {
   }, [this](const QString& saved) { emit captureSaved(saved); });
 }
 
-void EngineController::explain(const ExplainRequest& request, bool what_if) {
-  Job job{tr("Explaining attention"), [this, request, what_if](EngineWorker& worker) {
-    const auto model = liveTargetFor(worker.engine(), "explaining attention");
+void EngineController::explain(const ExplainRequest& request, bool what_if, std::optional<RecordedTarget> replayed) {
+  Job job{tr("Explaining attention"), [this, request, what_if, replayed](EngineWorker& worker) {
+    const auto model = replayed ? loadedTargetMatching(worker.engine(), *replayed)
+                                : liveTargetFor(worker.engine(), "explaining attention");
     if (what_if) {
       auto result = std::make_shared<const WhatIfExplanation>(explainWhatIf(*model, request));
       worker.toGui([this, result] { emit whatIfReady(result); });

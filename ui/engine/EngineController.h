@@ -10,10 +10,23 @@
 #include <QThread>
 #include <atomic>
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "ui/engine/EngineWorker.h"
 
 namespace kvscope::ui {
+
+// The target a replayed trace (or capture) names: a trace keeps no weights,
+// so a replayed moment is explained with the loaded target only when that has
+// this name and shape.
+struct RecordedTarget {
+  std::string name;  // the model directory's name (the GUI's traces) or its architecture (the CLI's)
+  int64_t layers = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+};
 
 class EngineController : public QObject {
   Q_OBJECT
@@ -71,7 +84,7 @@ class EngineController : public QObject {
   // Attention step by step / what if for one query of the live target.
   // Quiet: no busyChanged (milliseconds on small models); errors go to
   // explainFailed, for the panel that asked, not to a dialog.
-  void explain(const ExplainRequest& request, bool what_if);
+  void explain(const ExplainRequest& request, bool what_if, std::optional<RecordedTarget> replayed = std::nullopt);
   // The compression lab, one or two slots (CompressionJob.h), on the live
   // target; errors go to compressionFailed, for the panel that asked.
   void compress(const kvscope::ui::CompressionRequest& request);

@@ -8,6 +8,7 @@
 #include <QLabel>
 #include <QSignalBlocker>
 #include <QStackedWidget>
+#include <QToolTip>
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -670,7 +671,15 @@ void KvHeatmapView::onMouseMove(QMouseEvent* event) {
   if (sender() != plot_) return;
   const int r = rowAt(plot_->yAxis->pixelToCoord(event->position().y()));
   const int col = static_cast<int>(std::lround(plot_->xAxis->pixelToCoord(event->position().x())));
-  emit hoverText(r < 0 ? QString() : hoverFor(r, col));
+  const QString text = r < 0 ? QString() : hoverFor(r, col);
+  // Beside the pointer, where the eye is: in the status bar a row's history
+  // and its eviction ran into the cursor's own text.
+  if (text.isEmpty()) {
+    QToolTip::hideText();
+  } else {
+    QToolTip::showText(event->globalPosition().toPoint() + QPoint(16, 16), text, plot_);
+  }
+  emit hoverText(text);
 }
 
 void KvHeatmapView::onMousePress(QMouseEvent* event) {

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <qcustomplot.h>
 
+#include "core/cache/eviction_masks.h"
+
 #include "ui/widgets/HoverCellHighlight.h"
 #include "ui/widgets/Palette.h"
 #include "ui/widgets/PickerItems.h"
@@ -81,7 +83,10 @@ AttentionPanel::AttentionPanel(DebuggerContext& context, QWidget* parent) : View
   // The rows' height is known once laid out (a resize, a zoom): thin the labels to it.
   connect(plot_, &QCustomPlot::afterLayout, this, &AttentionPanel::thinQueryLabels);
 
-  auto* legend = new QLabel(tr("grey: masked by the model's mask &nbsp; hatched keys: ") + Palette::rowStateLegend());
+  auto* legend = new QLabel(tr("grey: masked by the model's mask &nbsp; <span style='color:%1'>&#9638;</span>&nbsp;evicted "
+                               "(policy) &nbsp; hatched keys: ")
+                                .arg(Palette::evicted().name()) +
+                            Palette::rowStateLegend());
   legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
@@ -185,6 +190,7 @@ void AttentionPanel::collectKeys(const SessionSnapshot& snapshot, const Attentio
   // The keys are the physical rows at the verify moment; their verdicts too.
   std::vector<ViewRow> rows = viewRows(snapshot, CacheRole::Target, layer_, {round, Phase::Verify});
   rows.erase(std::remove_if(rows.begin(), rows.end(), [](const ViewRow& r) { return r.physical_row < 0; }), rows.end());
+  const EvictionMasks masks = masksAt(snapshot.events, CacheRole::Target, {round, Phase::Verify});
   const int64_t count = attention.keyCount(layer_);
   for (int64_t k = 0; k < count; ++k) {
     AttentionKey key;
@@ -197,6 +203,7 @@ void AttentionPanel::collectKeys(const SessionSnapshot& snapshot, const Attentio
       key.rope_position = entry.rope_position;
       key.token = entry.token;
       key.state = row.state;
+      if (!masks.empty()) key.masked_by = masks.maskedBy(row.entry, layer_, kv_head_);
     }
     key.label = rowLabel(snapshot, k, key.entry, 6);
     keys_.push_back(key);
@@ -258,6 +265,11 @@ void AttentionPanel::drawMaskEdge(const AttentionData& attention) {
 void AttentionPanel::drawKeyMarks(const Cursor& cursor) {
   for (int k = 0; k < keyCount(); ++k) {
     const AttentionKey& key = keys_[k];
+    if (key.masked_by >= 0) {  // evicted by a policy: held, not read (as the KV view draws it)
+      const QColor grey = Palette::evicted();
+      box(plot_, k - 0.5, -0.5, k + 0.5, queries_ - 0.5, QPen(grey, 1), QBrush(grey, Qt::DiagCrossPattern));
+      box(plot_, k - 0.5, queries_ - 0.5, k + 0.5, queries_ - 0.5 + kStateStrip, Qt::NoPen, grey);
+    }
     if (key.state != RowState::Ok) {  // a key the bookkeeping says should not be there (or not here)
       const QColor color = Palette::rowState(key.state);
       box(plot_, k - 0.5, -0.5, k + 0.5, queries_ - 0.5, QPen(color, 1.5), QBrush(color, Qt::BDiagPattern));
@@ -407,6 +419,14 @@ void AttentionPanel::onMouseMove(QMouseEvent* event) {
                      .arg(key.position)
                      .arg(key.rope_position);
   if (key.state != RowState::Ok) text += tr(" \u00b7 %1").arg(QString::fromUtf8(rowStateName(key.state)).toUpper());
+  const auto& events = snapshot->events.events();
+  if (key.masked_by >= 0 && key.masked_by < static_cast<int64_t>(events.size())) {
+    const CacheEvent& eviction = events[static_cast<size_t>(key.masked_by)];
+    text += tr(" \u00b7 EVICTED in kv head %1 by policy %2 at round %3: held, not read")
+                .arg(kv_head_)
+                .arg(QString::fromStdString(eviction.policy))
+                .arg(eviction.round);
+  }
   text += std::isnan(value) ? tr(" \u00b7 masked") : tr(" \u00b7 weight %1").arg(value, 0, 'f', 4);
   plot_->setToolTip(text);
 }

@@ -27,6 +27,10 @@ struct AttentionKey {
   int64_t rope_position = -1;
   int64_t token = -1;
   RowState state = RowState::Ok;
+  // The policy Evict event (index into snapshot.events) that masked this row
+  // for the shown kv head; -1 while the head reads it. A masked key's column
+  // is white (weight 0), which alone reads as "no attention".
+  int64_t masked_by = -1;
   QString label;
 };
 

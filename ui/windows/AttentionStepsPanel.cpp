@@ -314,10 +314,6 @@ void AttentionStepsPanel::updateSelectors(const SessionSnapshot& snapshot, const
 
 bool AttentionStepsPanel::requestFor(const SessionSnapshot& snapshot, const Cursor& cursor, ExplainRequest* out,
                                      QString* why) {
-  if (snapshot.replay_only) {
-    *why = tr("a replayed trace has no model to explain with: start a session to see attention step by step");
-    return false;
-  }
   if (!cursor.valid() || !snapshot.target.present || snapshot.target.layers == 0) {
     *why = tr("no session yet");
     return false;
@@ -353,8 +349,10 @@ void AttentionStepsPanel::refresh() {
     clearShown(why);
     return;
   }
-  if (request.sameQuery(request_) && (pending_ || explanation_)) return;  // already shown or on its way
+  const std::string source = (snapshot->replay_only ? "replay of " : "session of ") + snapshot->target_name;
+  if (request.sameQuery(request_) && source == request_source_ && (pending_ || explanation_)) return;  // shown or on its way
   request_ = request;
+  request_source_ = source;
   pending_ = true;
   what_if_pending_ = false;
   what_if_.reset();
@@ -402,8 +400,8 @@ void AttentionStepsPanel::showFailure(const QString& message) {
     what_if_result_->setText(text);
     return;
   }
-  pending_ = false;
-  status_->setText(text);
+  // Nothing of an earlier query stays drawn beside the error (it would read as this query's).
+  clearShown(text);
 }
 
 QString AttentionStepsPanel::tokenText(int64_t id) const {
@@ -433,7 +431,11 @@ void AttentionStepsPanel::drawSteps() {
                tokenText(e.request.ids.back()).toHtmlEscaped(), num(e.model_difference), QString::number(e.kv_head),
                sharing.join(QStringLiteral(", ")),
                e.query_heads_sharing.size() > 1 ? tr(" (grouped-query attention: they all read the same K and V rows)")
-                                                : QString()));
+                                                : QString()) +
+      (context().snapshot() && context().snapshot()->replay_only
+           ? tr(" <i>A replayed trace keeps no weights: explained with the loaded target, which has the trace's "
+                "name and shape.</i>")
+           : QString()));
   drawVectors();
   drawKeySteps();
   drawProjection();

@@ -130,6 +130,9 @@ class AttentionStepsPanel : public ViewerPanel {
   QString wanted_step_;  // showStep()'s, until the user scrolls
 
   ExplainRequest request_;  // the query asked for (what is shown, once it arrives)
+  // Whose model answers it: a live session's, or the loaded target for a
+  // replayed file (and which target). The same query of another source is asked again.
+  std::string request_source_;
   bool pending_ = false;          // an explanation is on its way
   bool on_screen_ = true;         // until its dock says otherwise (a window never shown: tests)
   bool what_if_pending_ = false;  // a what-if is on its way

@@ -39,17 +39,19 @@ bool DockLayoutMemory::eventFilter(QObject* watched, QEvent* event) {
   const QSize to = resize->size();
   const bool grew = from.isValid() && (to.width() > from.width() || to.height() > from.height());
   if (!grew || !by_size_.contains(sizeKey(to))) return false;
-  const DockSizes sizes = by_size_.value(sizeKey(to));
-  QTimer::singleShot(0, this, [this, sizes, to] {
-    if (window_->size() != to) return;
-    // Once the layout has taken the new size; again once that settled (the
-    // widths change what some panels need in height).
-    restore(sizes);
-    QTimer::singleShot(0, this, [this, sizes, to] {
-      if (window_->size() == to) restore(sizes);
-    });
-  });
+  restoreSoon(by_size_.value(sizeKey(to)), to, kRestorePasses);
   return false;
+}
+
+void DockLayoutMemory::restoreSoon(const DockSizes& sizes, const QSize& to, int passes) {
+  // Once the layout has taken the new size, then again until every dock has
+  // its size: one pass's widths change what some panels need in height, so a
+  // single pass can land a few pixels off (more so on a busy machine, where
+  // the panels' refreshes interleave differently with the layout's).
+  QTimer::singleShot(0, this, [this, sizes, to, passes] {
+    if (window_->size() != to) return;  // resized again meanwhile: that size's own memory applies
+    if (!restore(sizes) && passes > 1) restoreSoon(sizes, to, passes - 1);
+  });
 }
 
 int DockLayoutMemory::tabBarHeightBelow(QDockWidget* dock) const {
@@ -63,7 +65,7 @@ int DockLayoutMemory::tabBarHeightBelow(QDockWidget* dock) const {
   return 0;
 }
 
-void DockLayoutMemory::restore(const DockSizes& sizes) {
+bool DockLayoutMemory::restore(const DockSizes& sizes) {
   // resizeDocks shares out each direction among the docks given: the ones in
   // front of their tab group (a tab behind another is moved out of the window).
   QList<QDockWidget*> shown;
@@ -79,8 +81,16 @@ void DockLayoutMemory::restore(const DockSizes& sizes) {
     // A tab group's size includes its tab bar (below it): resizeDocks sizes the group.
     heights << size.height() + (window_->tabifiedDockWidgets(dock).isEmpty() ? 0 : tabBarHeightBelow(dock));
   }
+  bool reached = true;
+  for (int i = 0; i < shown.size(); ++i) {
+    const QSize now = shown[i]->size();
+    const int height = heights[i] - (window_->tabifiedDockWidgets(shown[i]).isEmpty() ? 0 : tabBarHeightBelow(shown[i]));
+    reached = reached && std::abs(now.width() - widths[i]) <= 1 && std::abs(now.height() - height) <= 1;
+  }
+  if (reached) return true;
   window_->resizeDocks(shown, widths, Qt::Horizontal);
   window_->resizeDocks(shown, heights, Qt::Vertical);
+  return false;
 }
 
 }  // namespace kvscope::ui

@@ -28,7 +28,11 @@ class DockLayoutMemory : public QObject {
  private:
   using DockSizes = QList<QPair<QString, QSize>>;  // dock objectName, size
   void record();
-  void restore(const DockSizes& sizes);
+  // Gives the docks shown their recorded sizes; true when they already had them.
+  bool restore(const DockSizes& sizes);
+  // restore() on the next event-loop turns (at most `passes`), while the window keeps the size `to`.
+  void restoreSoon(const DockSizes& sizes, const QSize& to, int passes);
+  static constexpr int kRestorePasses = 5;
   // The height of the tab bar under a tabbed dock (0: none found).
   int tabBarHeightBelow(QDockWidget* dock) const;
 

@@ -1,7 +1,8 @@
 #pragma once
 // The target and drafter caches side by side at the cursor (K or V, the
 // cursor's layer and kv head) and a shared colour-range control; the value
-// under the mouse goes out as hoverText (the status bar shows it). Clicking a
+// under the mouse shows in a tooltip beside the pointer (and goes out as
+// hoverText, for whoever wants it). Clicking a
 // row selects it (its history is the Row History panel's); the layer and
 // head pickers and the layer x head overviews move the shared cursor. Each
 // heatmap zooms and pans on its own (KvHeatmapView).

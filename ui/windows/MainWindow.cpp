@@ -86,9 +86,15 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
 
   // Panels send requests; the context (owned here) changes.
   connect(timeline_, &TimelinePanel::roundRequested, this, [this](qint64 round) { context_.goToRound(round); });
-  connect(kv_, &KvCachePanel::hoverText, this, [this](const QString& text) { statusBar()->showMessage(text); });
   connect(tokens_, &TokenStripPanel::positionRequested, this, [this](qint64 p) { context_.selectPosition(p); });
-  connect(steps_, &AttentionStepsPanel::explainRequested, &controller_, &EngineController::explain);
+  // A replayed moment names the model it needs; a live one uses the session's.
+  connect(steps_, &AttentionStepsPanel::explainRequested, this, [this](const ExplainRequest& request, bool what_if) {
+    const SessionSnapshot* snapshot = context_.snapshot();
+    if (snapshot == nullptr || !snapshot->replay_only) return controller_.explain(request, what_if);
+    controller_.explain(request, what_if,
+                        RecordedTarget{snapshot->target_name, snapshot->target.layers, snapshot->target.heads,
+                                       snapshot->target.kv_heads, snapshot->target.head_dim});
+  });
   connect(&controller_, &EngineController::explained, steps_, &AttentionStepsPanel::showExplanation);
   connect(&controller_, &EngineController::whatIfReady, steps_, &AttentionStepsPanel::showWhatIf);
   connect(&controller_, &EngineController::explainFailed, steps_, &AttentionStepsPanel::showFailure);

@@ -172,6 +172,7 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   session_shown_->setObjectName(QStringLiteral("sessionShown"));
   session_shown_->setWordWrap(true);
   session_shown_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  session_shown_->hide();  // until a session, trace or capture is shown
   metrics_ = new QLabel;
   metrics_->setObjectName(QStringLiteral("metrics"));
   metrics_->setWordWrap(true);
@@ -179,9 +180,11 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
+  // What the views show comes first: a replayed trace or a capture is not the
+  // loaded models' session, and the fields below were saying otherwise.
+  layout->addWidget(session_shown_);
   layout->addWidget(models);
   layout->addWidget(session);
-  layout->addWidget(session_shown_);
   layout->addWidget(metrics_);
   layout->addStretch(1);
 
@@ -241,18 +244,27 @@ void SessionPanel::showSession(const SessionSnapshot& snapshot) {
                            : !snapshot.drafter.present                             ? DrafterKind::Ngram
                                                                                    : DrafterKind::Model;
   drafter_kind_->setCurrentIndex(std::max(0, drafter_kind_->findData(static_cast<int>(kind))));
+  // A file's run is marked off from the loaded models' (which only Start uses).
+  const bool from_file = snapshot.from_capture || snapshot.replay_only;
+  session_shown_->show();
+  session_shown_->setStyleSheet(from_file ? QStringLiteral("QLabel { background:#fff4d6; border:1px solid #d9b650; padding:3px; }")
+                                          : QString());
+  const QString not_the_loaded =
+      tr("<br>The views show this file's run; the loaded models below are not used until you press Start.");
   if (snapshot.from_capture) {
     session_shown_->setText(tr("<b>Opened capture</b>: %1 &middot; %2 &middot; %3")
                                 .arg(modelWithRole(tr("target"), elidedForDisplay(snapshot.target_name, kNameShownBytes)).toHtmlEscaped())
                                 .arg(modelWithRole(tr("drafter"), drafter).toHtmlEscaped())
-                                .arg(elidedForDisplay(snapshot.options_summary, kNameShownBytes).toHtmlEscaped()));
+                                .arg(elidedForDisplay(snapshot.options_summary, kNameShownBytes).toHtmlEscaped()) +
+                            not_the_loaded);
     return;
   }
   session_shown_->setText(tr("<b>%1</b>: %2 &middot; %3 &middot; fault <b>%4</b>")
                               .arg(snapshot.replay_only ? tr("Opened trace (replay)") : tr("Running"))
                               .arg(modelWithRole(tr("target"), elidedForDisplay(snapshot.target_name, kNameShownBytes)).toHtmlEscaped())
                               .arg(modelWithRole(tr("drafter"), drafter).toHtmlEscaped())
-                              .arg(elidedForDisplay(snapshot.fault, kNameShownBytes).toHtmlEscaped()));
+                              .arg(elidedForDisplay(snapshot.fault, kNameShownBytes).toHtmlEscaped()) +
+                          (snapshot.replay_only ? not_the_loaded : QString()));
 }
 
 void SessionPanel::updateEnabled() {
