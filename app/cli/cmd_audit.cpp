@@ -7,9 +7,9 @@
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
 #include "app/cli/session_setup.h"
+#include "core/audit/cache_audit.h"
+#include "core/audit/row_history.h"
 #include "core/error.h"
-#include "core/inspect/cache_audit.h"
-#include "core/inspect/row_history.h"
 #include "core/trace/trace_json.h"
 
 namespace kvscope::cli {

@@ -1,4 +1,4 @@
-// kvscope-cli compress: the KV compression lab (core/inspect/compression_lab.h).
+// kvscope-cli compress: the KV compression lab (core/compress/compression_lab.h).
 // One policy and budget against a full-cache shadow, or --sweep: every
 // eviction policy at 25/50/75% and per-token vs per-channel pruning at 50 and
 // 70% sparsity, magnitude vs output-aware, as one table.

@@ -8,8 +8,8 @@
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
 #include "app/cli/session_setup.h"
+#include "core/audit/cache_diff.h"
 #include "core/error.h"
-#include "core/inspect/cache_diff.h"
 
 namespace kvscope::cli {
 namespace {

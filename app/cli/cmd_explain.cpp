@@ -1,6 +1,6 @@
 // kvscope-cli explain: one query's attention step by step (through o_proj),
-// with the model's own numbers (core/inspect/attention_steps.h), and what removing or zeroing
-// cache entries would change (core/inspect/what_if.h).
+// with the model's own numbers (core/explain/attention_steps.h), and what removing or zeroing
+// cache entries would change (core/explain/what_if.h).
 #include <iostream>
 #include <optional>
 

@@ -10,10 +10,10 @@
 #include "app/cli/compressed_drafting.h"
 #include "app/cli/session_setup.h"
 #include "app/cli/token_printer.h"
+#include "core/check/capture_writer.h"
+#include "core/control/trace_capture.h"
 #include "core/decode/autoregressive.h"
 #include "core/error.h"
-#include "core/check/capture_writer.h"
-#include "core/inspect/trace_capture.h"
 #include "core/trace/trace_file.h"
 #include "core/trace/trace_json.h"
 

@@ -7,8 +7,8 @@
 
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
+#include "core/audit/diff_report.h"
 #include "core/error.h"
-#include "core/inspect/reports.h"
 #include "core/model/tokenizer/visible_text.h"
 #include "core/trace/trace_file.h"
 

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/inspect/compression_lab.h"
-#include "core/inspect/self_speculation.h"
+#include "core/compress/compression_lab.h"
+#include "core/compress/self_speculation.h"
 
 namespace kvscope::cli {
 

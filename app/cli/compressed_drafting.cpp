@@ -6,10 +6,10 @@
 
 #include "app/cli/cli_common.h"
 #include "core/bench/timing.h"
+#include "core/compress/self_speculation.h"
 #include "core/decode/autoregressive.h"
 #include "core/decode/session_eviction.h"
 #include "core/error.h"
-#include "core/inspect/self_speculation.h"
 
 namespace kvscope::cli {
 

@@ -1,7 +1,7 @@
 #pragma once
 // kvscope-cli run --drafter-compressed POLICY:BUDGET[:...]: the target drafts
 // for itself over a compressed copy of its cache and verifies over the full
-// cache (core/inspect/self_speculation.h), instead of a Session with a second
+// cache (core/compress/self_speculation.h), instead of a Session with a second
 // model. Greedy only; the output is the target's greedy output. The spec is
 // --evict's (core/decode/session_eviction.h) without every=N: the drafting
 // cache is compressed once, after the prefill.

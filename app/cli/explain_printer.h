@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/inspect/attention_steps.h"
-#include "core/inspect/what_if.h"
+#include "core/explain/attention_steps.h"
+#include "core/explain/what_if.h"
 #include "core/model/model_config.h"
 #include "core/model/tokenizer/tokenizer.h"
 

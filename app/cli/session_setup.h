@@ -9,8 +9,8 @@
 #include <string>
 
 #include "app/cli/args.h"
+#include "core/control/session_controller.h"
 #include "core/decode/session.h"
-#include "core/inspect/session_controller.h"
 #include "core/model/model_bundle.h"
 
 namespace kvscope::cli {

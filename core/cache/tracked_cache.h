@@ -104,7 +104,7 @@ class TrackedCache {
   // An eviction policy masked `removed` (rows by layer, kv head and
   // position); one Evict event. Entries no head reads any more die.
   void logPolicyEviction(const Moment& moment, const std::string& policy, const std::vector<RemovedRow>& removed);
-  // A compression of the cache (a prefill's, core/inspect/prefill_compression.h):
+  // A compression of the cache (a prefill's, core/compress/prefill_compression.h):
   // one Evict event named `name` with the rows kv heads stop reading
   // (`removed`, may be empty: element pruning and demotion change entries in
   // place and remove none), logged even when it removed nothing.

@@ -9,9 +9,9 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "core/error.h"
+#include "core/audit/row_identity.h"
 #include "core/check/reference_streams.h"
-#include "core/inspect/row_identity.h"
+#include "core/error.h"
 #include "core/model/scoring.h"
 #include "core/model/tokenizer/visible_text.h"
 

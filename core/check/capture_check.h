@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "core/audit/audit_report.h"
+#include "core/audit/root_cause.h"
 #include "core/check/capture_timeline.h"
-#include "core/inspect/reports.h"
-#include "core/inspect/root_cause.h"
 #include "core/model/causal_lm.h"
 
 namespace kvscope {

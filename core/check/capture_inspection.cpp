@@ -8,7 +8,7 @@
 #include "core/check/capture_snapshot.h"
 #include "core/check/capture_timeline.h"
 #include "core/error.h"
-#include "core/inspect/snapshot_builder.h"
+#include "core/snapshot/snapshot_builder.h"
 
 namespace kvscope {
 

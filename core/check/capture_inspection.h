@@ -9,8 +9,8 @@
 #include <string>
 
 #include "core/check/capture_check.h"
-#include "core/inspect/snapshot.h"
 #include "core/model/tokenizer/tokenizer.h"
+#include "core/snapshot/snapshot.h"
 
 namespace kvscope {
 

@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "core/check/capture_attention.h"
-#include "core/inspect/snapshot_builder.h"
+#include "core/snapshot/snapshot_builder.h"
 
 namespace kvscope {
 

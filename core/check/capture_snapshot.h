@@ -1,6 +1,6 @@
 #pragma once
 // A capture of another engine, checked, as the snapshot every view of the
-// debugger reads (core/inspect/snapshot.h): the KV view, row history, the
+// debugger reads (core/snapshot/snapshot.h): the KV view, row history, the
 // token strip, the timeline and the diff panel then show the captured rows
 // with their identity and verdict through the same code as a session.
 //
@@ -16,7 +16,7 @@
 
 #include "core/check/capture_check.h"
 #include "core/check/capture_timeline.h"
-#include "core/inspect/snapshot.h"
+#include "core/snapshot/snapshot.h"
 
 namespace kvscope {
 

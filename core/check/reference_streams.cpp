@@ -4,30 +4,20 @@
 
 #include <algorithm>
 
-#include "core/model/probe.h"
+#include "core/model/probe_recorder.h"
 #include "core/model/scoring.h"
 
 namespace kvscope {
 namespace {
 
-class KeyValueProbe : public ProbeSink {
- public:
-  explicit KeyValueProbe(int64_t layers) : keys(static_cast<size_t>(layers)), values(static_cast<size_t>(layers)) {}
-  bool wants(Probe probe, int64_t) const override { return probe == Probe::Key || probe == Probe::Value; }
-  void record(Probe probe, int64_t layer, const at::Tensor& value) override {
-    (probe == Probe::Key ? keys : values)[static_cast<size_t>(layer)] = value.to(torch::kFloat32);
-  }
-  std::vector<at::Tensor> keys, values;  // per layer [kv_heads, n, head_dim]
-};
-
 // Feeds tokens at `start` on `cache` (which holds exactly the positions before).
 StreamReference::Chunk feed(const CausalLM& model, KvCache& cache, const std::vector<int64_t>& tokens, int64_t start) {
-  KeyValueProbe probe(model.config().num_layers);
+  ProbeRecorder probe({Probe::Key, Probe::Value});
   StreamReference::Chunk chunk;
   chunk.start = start;
   chunk.logits = model.forward(idsTensor(tokens), start, &cache, &probe).to(torch::kFloat32);  // [n, vocab]
-  chunk.keys = std::move(probe.keys);
-  chunk.values = std::move(probe.values);
+  chunk.keys = probe.perLayer(Probe::Key);  // per layer [kv_heads, n, head_dim]
+  chunk.values = probe.perLayer(Probe::Value);
   return chunk;
 }
 

@@ -24,7 +24,7 @@ enum class DrafterType {
   Model,            // a network drafting over its own cache (a second checkpoint, or the target itself)
   PromptLookup,     // n-gram lookup in the sequence so far: no network, no cache
   CompressedCache,  // a network (normally the target) over a copy of its cache compressed after the
-                    // prefill: self-speculation (core/inspect/self_speculation_drafter.h)
+                    // prefill: self-speculation (core/compress/self_speculation_drafter.h)
 };
 
 // What a drafter is given for one round's draft phase.

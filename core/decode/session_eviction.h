@@ -12,7 +12,7 @@
 // emitted. Removed rows keep the rotary position they were written with (as
 // kvpress does). A session's caches never compact or re-rotate (the event log
 // and trace replay rely on rows not moving); the drafting copy of
-// compressed-cache self-speculation does (core/inspect/self_speculation_drafter.h).
+// compressed-cache self-speculation does (core/compress/self_speculation_drafter.h).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -1,8 +1,8 @@
 #pragma once
 // Everything a speculative session recorded, as plain records: the sequence,
 // the rounds, the verify passes, the KV ledger and the cache event log. A live
-// Session owns one; a .kvtrace holds one. The inspection tools (core/inspect)
-// read only this, so they work the same on a live session and on a trace.
+// Session owns one; a .kvtrace holds one. The audit, the root cause and the row
+// history (core/audit) read only this, so they work the same on a live session and on a trace.
 #include <cstdint>
 #include <map>
 #include <string>

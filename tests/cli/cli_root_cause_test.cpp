@@ -77,7 +77,7 @@ TEST(CliRootCause, RowHistoryListsTheOperationsThatTouchedIt) {
   EXPECT_EQ(events[1]["phase"], "prune");
   EXPECT_EQ(events[1]["row_after"], 11);  // kept: the contract required 11 rows (0..10)
   EXPECT_EQ(events[1]["fault_action"], "removed one row too few");
-  // The one row history (core/inspect/row_history) gives the verdict the GUI shows.
+  // The one row history (core/audit/row_history) gives the verdict the GUI shows.
   EXPECT_EQ(events[0]["state"], "ok");
   EXPECT_EQ(events[1]["effect"], "kept");
   EXPECT_EQ(events[1]["state"], "stale");

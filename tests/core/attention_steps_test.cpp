@@ -1,4 +1,4 @@
-// Attention step by step (core/inspect/attention_steps.h) against the
+// Attention step by step (core/explain/attention_steps.h) against the
 // engine's own forward (its attention probabilities, output before o_proj and
 // attention output after o_proj, read through a sink of this test) and against an independent
 // recomputation from the checkpoint (attention_reference.h), for GPT-2 and
@@ -15,7 +15,7 @@
 
 #include "attention_reference.h"
 #include "core/error.h"
-#include "core/inspect/attention_steps.h"
+#include "core/explain/attention_steps.h"
 #include "session_test_support.h"
 
 namespace kvscope {

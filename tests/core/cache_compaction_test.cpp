@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "core/compress/prefill_compression.h"
 #include "core/error.h"
-#include "core/inspect/all_layers_recorder.h"
-#include "core/inspect/prefill_compression.h"
+#include "core/model/probe_recorder.h"
 #include "core/model/scoring.h"
 #include "session_test_support.h"
 
@@ -37,7 +37,7 @@ struct Outputs {
 };
 
 Outputs forwardRecorded(const CausalLM& model, const at::Tensor& tokens, int64_t start, KvCache& cache) {
-  AllLayersRecorder recorder({Probe::AttentionOutput});
+  ProbeRecorder recorder({Probe::AttentionOutput});
   Outputs out;
   out.logits = model.forward(tokens, start, &cache, &recorder);
   out.attention = recorder.perLayer(Probe::AttentionOutput);

@@ -4,12 +4,12 @@
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include "core/audit/cache_audit.h"
+#include "core/audit/cache_diff.h"
 #include "core/cache/fault.h"
-#include "core/error.h"
 #include "core/decode/session.h"
+#include "core/error.h"
 #include "core/model/causal_lm.h"
-#include "core/inspect/cache_audit.h"
-#include "core/inspect/cache_diff.h"
 
 namespace kvscope {
 namespace {

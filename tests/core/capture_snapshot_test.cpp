@@ -8,14 +8,14 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "core/audit/root_cause.h"
 #include "core/capture/capture_file.h"
 #include "core/check/capture_inspection.h"
 #include "core/check/capture_snapshot.h"
 #include "core/check/capture_writer.h"
+#include "core/control/session_controller.h"
 #include "core/decode/session.h"
-#include "core/inspect/root_cause.h"
-#include "core/inspect/session_controller.h"
-#include "core/inspect/snapshot_builder.h"
+#include "core/snapshot/snapshot_builder.h"
 
 namespace kvscope {
 namespace {

@@ -1,5 +1,5 @@
 // Eviction through the cache's keep mask and the compression lab
-// (core/cache/kv_cache.h, cache_compression.h, core/inspect/compression_lab.h):
+// (core/cache/kv_cache.h, cache_compression.h, core/compress/compression_lab.h):
 // a masked forward equals a forward over a cache where those rows are really
 // absent (Llama and GPT-2 fixtures, one and several new tokens, per kv head);
 // budget 1.0 gives KL exactly 0 for every policy; the removal records match
@@ -17,8 +17,8 @@
 #include "core/cache/cache_compression.h"
 #include "core/cache/row_demotion.h"
 #include "core/cache/row_selection.h"
+#include "core/compress/compression_lab.h"
 #include "core/error.h"
-#include "core/inspect/compression_lab.h"
 #include "core/model/attention.h"
 #include "session_test_support.h"
 

@@ -1,4 +1,4 @@
-// The torch-free summary of a compression lab run (core/inspect/compression_summary.h),
+// The torch-free summary of a compression lab run (core/compress/compression_summary.h),
 // which the GUI's Compression panel draws: every row's fate agrees with the
 // result's kept sets and removal records (prefill and tova's decode steps),
 // scores, K/V and zeroed entries are the result's tensors element for
@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "core/inspect/compression_summary.h"
+#include "core/compress/compression_summary.h"
 #include "session_test_support.h"
 
 namespace kvscope {

@@ -1,5 +1,5 @@
 // The two caches of compressed-cache self-speculation side by side
-// (core/inspect/draft_cache_comparison.h, SelfSpeculationOptions::record):
+// (core/compress/draft_cache_comparison.h, SelfSpeculationOptions::record):
 // row p of both is sequence position p whatever layout the drafting copy
 // uses; the copy holds exactly the rows the policy kept plus every row it
 // wrote itself; rows both caches got from the shared prefill are identical,
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/cache/kv_cache.h"
+#include "core/compress/self_speculation.h"
 #include "core/error.h"
-#include "core/inspect/self_speculation.h"
 #include "session_test_support.h"
 
 namespace kvscope {

@@ -17,10 +17,10 @@
 
 #include "base/hostile_support.h"
 #include "core/cache/fault.h"
+#include "core/control/trace_capture.h"
 #include "core/error.h"
-#include "core/inspect/snapshot_builder.h"
-#include "core/inspect/trace_capture.h"
 #include "core/model/safetensors.h"
+#include "core/snapshot/snapshot_builder.h"
 #include "core/trace/trace_file.h"
 #include "core/trace/trace_validator.h"
 #include "session_test_support.h"

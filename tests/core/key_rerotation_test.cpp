@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/compress/prefill_compression.h"
+#include "core/compress/self_speculation.h"
 #include "core/error.h"
-#include "core/inspect/prefill_compression.h"
-#include "core/inspect/self_speculation.h"
 #include "core/model/key_rerotation.h"
 #include "core/model/scoring.h"
 #include "session_test_support.h"

@@ -8,14 +8,14 @@
 #include <map>
 #include <memory>
 
-#include "core/inspect/snapshot_builder.h"
-#include "core/model/bundled_models.h"
-#include "core/inspect/trace_capture.h"
-#include "core/trace/record_budget.h"
-#include "core/trace/trace_file.h"
+#include "core/control/trace_capture.h"
 #include "core/decode/drafter.h"
 #include "core/decode/session.h"
 #include "core/error.h"
+#include "core/model/bundled_models.h"
+#include "core/snapshot/snapshot_builder.h"
+#include "core/trace/record_budget.h"
+#include "core/trace/trace_file.h"
 
 namespace kvscope {
 namespace {

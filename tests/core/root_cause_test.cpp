@@ -6,14 +6,14 @@
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include "core/audit/cache_audit.h"
+#include "core/audit/cache_diff.h"
+#include "core/audit/root_cause.h"
 #include "core/cache/fault.h"
 #include "core/decode/session.h"
-#include "core/inspect/cache_audit.h"
-#include "core/inspect/cache_diff.h"
-#include "core/inspect/root_cause.h"
-#include "core/inspect/snapshot.h"
 #include "core/model/bundled_models.h"
 #include "core/model/model_bundle.h"
+#include "core/snapshot/snapshot.h"
 
 namespace kvscope {
 namespace {

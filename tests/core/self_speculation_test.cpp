@@ -1,4 +1,4 @@
-// Compressed-cache self-speculation (core/inspect/self_speculation.h): the
+// Compressed-cache self-speculation (core/compress/self_speculation.h): the
 // output is exactly the target's greedy output whatever the drafting cache
 // lost and however it holds it (masked, compacted, re-rotated); compacting
 // changes no draft (the same alpha as the mask) but leaves the draft only
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "core/compress/self_speculation.h"
+#include "core/compress/self_speculation_drafter.h"
 #include "core/decode/autoregressive.h"
 #include "core/error.h"
-#include "core/inspect/self_speculation.h"
-#include "core/inspect/self_speculation_drafter.h"
 #include "session_test_support.h"
 
 namespace kvscope {

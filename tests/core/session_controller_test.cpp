@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
+#include "core/control/session_controller.h"
 #include "core/error.h"
-#include "core/inspect/session_controller.h"
 
 namespace kvscope {
 namespace {

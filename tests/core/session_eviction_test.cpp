@@ -14,12 +14,12 @@
 #include <set>
 #include <string>
 
+#include "core/audit/cache_audit.h"
+#include "core/audit/cache_diff.h"
+#include "core/audit/row_history.h"
 #include "core/cache/eviction_masks.h"
+#include "core/control/trace_capture.h"
 #include "core/error.h"
-#include "core/inspect/cache_audit.h"
-#include "core/inspect/cache_diff.h"
-#include "core/inspect/row_history.h"
-#include "core/inspect/trace_capture.h"
 #include "core/trace/trace_file.h"
 #include "session_test_support.h"
 

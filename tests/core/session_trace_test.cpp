@@ -6,9 +6,9 @@
 #include <torch/types.h>
 #include <unistd.h>
 
+#include "core/control/trace_capture.h"
 #include "core/error.h"
 #include "core/model/safetensors.h"
-#include "core/inspect/trace_capture.h"
 #include "core/trace/trace_file.h"
 #include "core/trace/trace_json.h"
 #include "session_test_support.h"

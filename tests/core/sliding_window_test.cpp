@@ -10,16 +10,16 @@
 #include <nlohmann/json.hpp>
 #include <torch/types.h>
 
+#include "core/audit/cache_audit.h"
+#include "core/audit/cache_diff.h"
+#include "core/audit/root_cause.h"
 #include "core/cache/fault.h"
 #include "core/decode/autoregressive.h"
 #include "core/decode/session.h"
 #include "core/error.h"
-#include "core/inspect/cache_audit.h"
-#include "core/inspect/cache_diff.h"
-#include "core/inspect/root_cause.h"
 #include "core/model/causal_lm.h"
-#include "session_test_support.h"
 #include "core/trace/trace_file.h"
+#include "session_test_support.h"
 
 namespace kvscope {
 namespace {

@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/runtime/threads.h"
+#include "core/compress/compression_lab.h"
 #include "core/error.h"
-#include "core/inspect/compression_lab.h"
+#include "core/runtime/threads.h"
 #include "session_test_support.h"
 
 namespace kvscope {

@@ -1,4 +1,4 @@
-// "What if these cache entries were gone" (core/inspect/what_if.h) against a
+// "What if these cache entries were gone" (core/explain/what_if.h) against a
 // forward over a cache this test builds itself, with the rows really absent
 // (or the elements really zeroed), and against the arithmetic of attention:
 // removing keys renormalises the remaining weights; zeroing V channels moves
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/inspect/what_if.h"
+#include "core/explain/what_if.h"
 #include "session_test_support.h"
 
 namespace kvscope {

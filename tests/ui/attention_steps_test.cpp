@@ -6,7 +6,7 @@
 // libtorch first: Qt's `slots` macro would break its headers.
 #include <torch/types.h>
 
-#include "core/inspect/attention_steps.h"
+#include "core/explain/attention_steps.h"
 #include "core/model/model_bundle.h"
 
 #include <QDir>

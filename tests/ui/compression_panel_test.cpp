@@ -12,8 +12,8 @@
 // libtorch first: Qt's `slots` macro would break its headers.
 #include <torch/types.h>
 
-#include "core/inspect/compression_lab.h"
-#include "core/inspect/self_speculation.h"
+#include "core/compress/compression_lab.h"
+#include "core/compress/self_speculation.h"
 #include "core/model/model_bundle.h"
 
 #include <QComboBox>

@@ -14,10 +14,10 @@
 #include <qcustomplot.h>
 
 #include "core/cache/eviction_masks.h"
+#include "core/control/trace_capture.h"
 #include "core/decode/session.h"
-#include "core/inspect/snapshot_builder.h"
-#include "core/inspect/trace_capture.h"
 #include "core/model/causal_lm.h"
+#include "core/snapshot/snapshot_builder.h"
 #include "core/trace/trace_file.h"
 #include "ui/context/DebuggerContext.h"
 #include "ui/context/RowHistory.h"

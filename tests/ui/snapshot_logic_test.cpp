@@ -6,7 +6,7 @@
 #include <QtTest>
 #include <memory>
 
-#include "core/inspect/snapshot.h"
+#include "core/snapshot/snapshot.h"
 #include "ui/context/DebuggerContext.h"
 #include "ui/context/GuiState.h"
 #include "ui/context/RowHistory.h"

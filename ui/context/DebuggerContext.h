@@ -7,7 +7,7 @@
 #include <QVector>
 #include <memory>
 
-#include "core/inspect/snapshot.h"
+#include "core/snapshot/snapshot.h"
 #include "ui/context/AttentionFocus.h"
 #include "ui/context/Cursor.h"
 #include "ui/context/IDebuggerViewer.h"

@@ -6,7 +6,7 @@
 #include <QStringList>
 #include <QVector>
 
-#include "core/inspect/snapshot.h"
+#include "core/snapshot/snapshot.h"
 #include "ui/context/Cursor.h"
 
 namespace kvscope::ui {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/inspect/row_identity.h"
+#include "core/audit/row_identity.h"
 #include "ui/context/RowLookup.h"
 
 namespace kvscope::ui {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/inspect/snapshot.h"
+#include "core/snapshot/snapshot.h"
 
 namespace kvscope::ui {
 

@@ -1,5 +1,5 @@
 #pragma once
-// A cache row's history for the GUI: the core's row history (core/inspect/
+// A cache row's history for the GUI: the core's row history (core/audit/
 // row_history.h: every cache operation that touched one ledger entry in one
 // layer, with its effect, the row's physical row and verdict after it, and
 // what a fault did there) read from a snapshot, plus the attention the row
@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/inspect/row_history.h"
-#include "core/inspect/snapshot.h"
+#include "core/audit/row_history.h"
+#include "core/snapshot/snapshot.h"
 
 namespace kvscope::ui {
 

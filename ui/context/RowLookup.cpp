@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/inspect/row_identity.h"
+#include "core/audit/row_identity.h"
 
 namespace kvscope::ui {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/inspect/compression_summary.h"
-#include "core/inspect/self_speculation.h"
+#include "core/compress/compression_summary.h"
+#include "core/compress/self_speculation.h"
 
 namespace kvscope::ui {
 

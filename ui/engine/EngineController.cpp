@@ -14,7 +14,7 @@
 #include "core/check/capture_writer.h"
 #include "core/decode/session.h"
 #include "core/error.h"
-#include "core/inspect/snapshot_builder.h"
+#include "core/snapshot/snapshot_builder.h"
 
 namespace kvscope::ui {
 

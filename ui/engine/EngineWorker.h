@@ -10,8 +10,8 @@
 #include <functional>
 #include <memory>
 
-#include "core/inspect/attention_explanation.h"
-#include "core/inspect/session_controller.h"
+#include "core/explain/attention_explanation.h"
+#include "core/control/session_controller.h"
 #include "ui/engine/CompressionJob.h"
 #include "ui/context/DebuggerContext.h"
 

@@ -9,7 +9,7 @@
 // draw even when a whole prefill is "written this round").
 #include <vector>
 
-#include "core/inspect/snapshot.h"
+#include "core/snapshot/snapshot.h"
 #include "ui/widgets/RowBins.h"
 
 class QCPAxis;

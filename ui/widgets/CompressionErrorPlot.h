@@ -7,7 +7,7 @@
 #include <QWidget>
 #include <vector>
 
-#include "core/inspect/compression_summary.h"
+#include "core/compress/compression_summary.h"
 
 class QCPAxisRect;
 class QCPColorMap;

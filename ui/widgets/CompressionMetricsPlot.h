@@ -8,7 +8,7 @@
 #include <QWidget>
 #include <vector>
 
-#include "core/inspect/compression_summary.h"
+#include "core/compress/compression_summary.h"
 
 class QCPAxisRect;
 class QCPGraph;

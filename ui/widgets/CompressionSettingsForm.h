@@ -8,7 +8,7 @@
 #include <QString>
 #include <QWidget>
 
-#include "core/inspect/prefill_compression.h"
+#include "core/compress/prefill_compression.h"
 
 class QCheckBox;
 class QComboBox;

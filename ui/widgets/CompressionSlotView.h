@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/inspect/compression_summary.h"
+#include "core/compress/compression_summary.h"
 
 class QCPAxisRect;
 class QCPColorMap;

@@ -7,7 +7,7 @@
 #include <QWidget>
 #include <vector>
 
-#include "core/inspect/snapshot.h"
+#include "core/snapshot/snapshot.h"
 #include "ui/context/Cursor.h"
 #include "ui/widgets/ColorRange.h"
 #include "ui/widgets/HeatmapViewport.h"

@@ -24,7 +24,7 @@
 #include <QWidget>
 #include <vector>
 
-#include "core/inspect/snapshot.h"
+#include "core/snapshot/snapshot.h"
 #include "ui/context/AttentionFocus.h"
 #include "ui/context/Cursor.h"
 #include "ui/widgets/ColorRange.h"

@@ -5,7 +5,7 @@
 
 #include <QString>
 
-#include "core/inspect/snapshot.h"
+#include "core/snapshot/snapshot.h"
 
 namespace kvscope::ui {
 

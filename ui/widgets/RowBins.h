@@ -10,7 +10,7 @@
 // Plain C++ over the snapshot's CacheMatrix (unit-tested without widgets).
 #include <vector>
 
-#include "core/inspect/snapshot.h"
+#include "core/snapshot/snapshot.h"
 
 namespace kvscope::ui {
 

@@ -2,7 +2,7 @@
 // How a cache row is named on every axis: by identity, not by index.
 #include <QString>
 
-#include "core/inspect/snapshot.h"
+#include "core/snapshot/snapshot.h"
 
 namespace kvscope::ui {
 

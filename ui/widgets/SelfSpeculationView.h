@@ -20,7 +20,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/inspect/self_speculation.h"
+#include "core/compress/self_speculation.h"
 
 class QCPAxisRect;
 class QCPColorMap;

@@ -13,7 +13,7 @@
 // attention focus, which the KV view marks.
 //
 // The explanation is an uncached prefill of the session's tokens 0..P at the
-// cursor's moment (core/inspect/attention_steps.h); it runs on the engine
+// cursor's moment (core/explain/attention_steps.h); it runs on the engine
 // thread: the panel emits explainRequested and shows what comes back.
 #include <QVector>
 #include <vector>

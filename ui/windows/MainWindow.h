@@ -14,7 +14,7 @@
 
 #include <functional>
 
-#include "core/inspect/session_controller.h"
+#include "core/control/session_controller.h"
 #include "ui/context/DebuggerContext.h"
 #include "ui/engine/EngineController.h"
 

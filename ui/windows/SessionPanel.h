@@ -4,7 +4,7 @@
 // to the main window. Shows loading progress, what is actually loaded (the
 // live session's or an opened trace's drafter, fault and prompt), and the
 // session's metrics.
-#include "core/inspect/session_controller.h"
+#include "core/control/session_controller.h"
 #include "ui/windows/ViewerPanel.h"
 
 class QCheckBox;

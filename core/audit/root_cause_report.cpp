@@ -1,0 +1,65 @@
+#include "core/audit/root_cause_report.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/trace/trace_json.h"
+
+namespace kvscope {
+
+nlohmann::json toJson(const RootCause& c) {
+  nlohmann::json verdicts = nlohmann::json::array();
+  for (const RowVerdict& v : c.verdicts) verdicts.push_back(toJson(v));
+  return {{"event", c.event_index},         {"cache", cacheRoleName(c.cache)},
+          {"round", c.round},               {"phase", phaseName(c.phase)},
+          {"operation", cacheEventKindName(c.operation)},
+          {"expected_rows", c.expected_rows}, {"actual_rows", c.actual_rows},
+          {"layers", c.layers},             {"rows", c.rows},
+          {"row_details", verdicts},        {"fault_action", c.fault_action},
+          {"what", c.what}};
+}
+
+RootCause rootCauseFromJson(const nlohmann::json& j) {
+  try {
+    RootCause c;
+    c.event_index = j.at("event").get<int64_t>();
+    c.cache = parseCacheRole(j.at("cache").get<std::string>());
+    c.round = j.at("round").get<int64_t>();
+    c.phase = parsePhase(j.at("phase").get<std::string>());
+    c.operation = parseCacheEventKind(j.at("operation").get<std::string>());
+    c.expected_rows = j.at("expected_rows").get<int64_t>();
+    c.actual_rows = j.at("actual_rows").get<int64_t>();
+    c.layers = j.at("layers").get<std::vector<int64_t>>();
+    c.rows = j.at("rows").get<std::vector<int64_t>>();
+    c.fault_action = j.at("fault_action").get<std::string>();
+    c.what = j.at("what").get<std::string>();
+    nlohmann::json audit = {{"cache", "target"}, {"round", 0}, {"phase", "prefill"}, {"expected_rows", 0},
+                            {"rows_per_layer", nlohmann::json::array()}, {"values_checked", false}, {"ok_rows", 0},
+                            {"max_value_error", 0.0}, {"rows", j.at("row_details")}};
+    c.verdicts = cacheAuditFromJson(audit).rows;
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("root cause: malformed record (") + e.what() + ")");
+  }
+}
+
+nlohmann::json toJson(const EvictionCause& c) {
+  return {{"event", c.event_index},  {"cache", cacheRoleName(c.cache)}, {"round", c.round},
+          {"phase", phaseName(c.phase)}, {"policy", c.policy},        {"masked_rows", c.masked},
+          {"evictions", c.evictions}, {"what", c.what}};
+}
+
+EvictionCause evictionCauseFromJson(const nlohmann::json& j) {
+  EvictionCause c;
+  c.event_index = j.at("event").get<int64_t>();
+  c.cache = parseCacheRole(j.at("cache").get<std::string>());
+  c.round = j.at("round").get<int64_t>();
+  c.phase = parsePhase(j.at("phase").get<std::string>());
+  c.policy = j.at("policy").get<std::string>();
+  c.masked = j.at("masked_rows").get<int64_t>();
+  c.evictions = j.at("evictions").get<int64_t>();
+  c.what = j.at("what").get<std::string>();
+  return c;
+}
+
+}  // namespace kvscope
