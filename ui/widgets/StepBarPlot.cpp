@@ -1,5 +1,6 @@
 #include "ui/widgets/StepBarPlot.h"
 
+#include <QEvent>
 #include <algorithm>
 #include <cmath>
 
@@ -9,7 +10,8 @@ StepBarPlot::StepBarPlot(const QString& object_name, QWidget* parent) : QCustomP
   setObjectName(object_name);
   setMinimumHeight(120);
   setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
-  setFixedHeight(150);
+  setFixedHeight(kHeightAt100);
+  built_point_size_ = font().pointSizeF();
   before_ = new QCPBars(xAxis, yAxis);
   before_->setPen(Qt::NoPen);
   before_->setBrush(beforeColor());
@@ -93,6 +95,13 @@ QVector<double> StepBarPlot::values(int series) const {
     if (i >= 0 && i < count_) out[i] = it->value;
   }
   return out;
+}
+
+void StepBarPlot::changeEvent(QEvent* event) {
+  QCustomPlot::changeEvent(event);
+  if (event->type() != QEvent::FontChange || built_point_size_ <= 0 || font().pointSizeF() <= 0) return;
+  const double scale = std::max(1.0, font().pointSizeF() / built_point_size_);
+  setFixedHeight(static_cast<int>(std::lround(kHeightAt100 * scale)));
 }
 
 void StepBarPlot::resizeEvent(QResizeEvent* event) {
