@@ -107,22 +107,8 @@ QMap<QString, QSize> dockSizes(MainWindow& window) {
   return sizes;
 }
 
-// settle() until the dock sizes hold still (at most ~3 s): on a loaded
-// machine or under the sanitizers, a late snapshot (the diff's report, the
-// overview) can still change what a panel needs after one settle.
 QMap<QString, QSize> settledDockSizes(MainWindow& window) {
-  // Three equal looks in a row: a layout pass queued by the one before (a
-  // restore of remembered sizes takes more than one) can still be pending
-  // after a single unchanged look.
-  QMap<QString, QSize> sizes = dockSizes(window);
-  int steady = 0;
-  for (int i = 0; i < 60 && steady < 3; ++i) {
-    settle(window);
-    const QMap<QString, QSize> now = dockSizes(window);
-    steady = now == sizes ? steady + 1 : 0;
-    sizes = now;
-  }
-  return sizes;
+  return settledSizes([&] { settle(window); }, [&] { return dockSizes(window); }, 60);
 }
 
 }  // namespace

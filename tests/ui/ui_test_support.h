@@ -2,8 +2,10 @@
 // Shared helpers of the GUI tests: the fixture model pair, waiting for the
 // worker thread, flushing the panels' coalesced redraws, finding the error dialog.
 #include <QApplication>
+#include <QMap>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QSize>
 #include <QTimer>
 #include <QtTest>
 
@@ -123,6 +125,23 @@ inline QMessageBox* errorDialog() {
     }
   }
   return nullptr;
+}
+
+// Calls settle() until look() gives the same dock sizes three times in a row
+// (at most `rounds` times): a layout pass queued by the one before (a restore
+// of remembered sizes takes more than one) can still be pending after a
+// single unchanged look.
+template <typename Settle, typename Look>
+QMap<QString, QSize> settledSizes(Settle settle, Look look, int rounds) {
+  QMap<QString, QSize> sizes = look();
+  int steady = 0;
+  for (int i = 0; i < rounds && steady < 3; ++i) {
+    settle();
+    const QMap<QString, QSize> now = look();
+    steady = now == sizes ? steady + 1 : 0;
+    sizes = now;
+  }
+  return sizes;
 }
 
 inline void useTestSettings(const char* name) {

@@ -57,20 +57,8 @@ QMap<QString, QSize> visibleDockSizes(MainWindow& window) {
   return sizes;
 }
 
-// settle() until the docks hold still (at most ~3 s).
 QMap<QString, QSize> settledDockSizes(MainWindow& window) {
-  // Three equal looks in a row: a layout pass queued by the one before (a
-  // restore of remembered sizes takes more than one) can still be pending
-  // after a single unchanged look.
-  QMap<QString, QSize> sizes = visibleDockSizes(window);
-  int steady = 0;
-  for (int i = 0; i < 50 && steady < 3; ++i) {
-    settle(window);
-    const QMap<QString, QSize> now = visibleDockSizes(window);
-    steady = now == sizes ? steady + 1 : 0;
-    sizes = now;
-  }
-  return sizes;
+  return settledSizes([&] { settle(window); }, [&] { return visibleDockSizes(window); }, 50);
 }
 
 bool within(const QSize& a, const QSize& b, double fraction) {

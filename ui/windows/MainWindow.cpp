@@ -35,6 +35,7 @@
 #include "ui/windows/CompressionPanel.h"
 #include "ui/windows/DiffPanel.h"
 #include "ui/windows/DockLayoutMemory.h"
+#include "ui/windows/DockTabNames.h"
 #include "ui/windows/FileCheck.h"
 #include "ui/windows/KvCachePanel.h"
 #include "ui/windows/LogPanel.h"
@@ -119,6 +120,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   connect(&context_, &DebuggerContext::bookmarksChanged, this, &MainWindow::rebuildBookmarkMenu);
 
   layout_memory_ = new DockLayoutMemory(this, docks_);  // growing the window back restores its layout
+  new DockTabNames(this);  // tabs keep whole names (scroll arrows when they do not fit)
   if (options_.restore_layout) {
     QSettings settings;
     restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
