@@ -61,11 +61,15 @@ class FieldReader {
     *out = value->get<bool>();
   }
 
-  // The text of a string field; nullopt when absent.
+  // The text of a string field; nullopt when absent. Names and --evict
+  // forms are short: a longer text is refused before anything quotes it.
   std::optional<std::string> text(const char* key) const {
+    constexpr size_t kMaxBytes = 256;
     const json* value = find(key);
     if (!value) return std::nullopt;
-    if (!value->is_string()) badField(key, "a string", *value);
+    if (!value->is_string() || value->get_ref<const std::string&>().size() > kMaxBytes) {
+      badField(key, "a string of at most " + std::to_string(kMaxBytes) + " bytes", *value);
+    }
     return value->get<std::string>();
   }
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/decode/session_options.h"
+#include "tests/core/base/session_options_samples.h"
 #include "ui/context/DebuggerContext.h"
 #include "ui/windows/SessionPanel.h"
 
@@ -19,29 +20,6 @@ using namespace kvscope;
 using namespace kvscope::ui;
 
 namespace {
-
-// Every option away from its default.
-SessionOptions unusualOptions() {
-  SessionOptions o;
-  o.gamma = 7;
-  o.adaptive_gamma = true;
-  o.gamma_min = 2;
-  o.gamma_max = 9;
-  o.max_new_tokens = 33;
-  o.sampling.greedy = false;
-  o.sampling.temperature = 0.75;
-  o.sampling.top_k = 40;
-  o.sampling.top_p = 0.85;
-  o.seed = 123;
-  o.bookkeeping = Bookkeeping::Seed;
-  o.ignore_eos = true;
-  o.record_attention = false;
-  o.record_logits = false;
-  o.trace_budget_mb = 5;
-  o.fault = Fault::PruneShort;
-  o.eviction = parseSessionEviction("h2o:0.25:every=4");
-  return o;
-}
 
 QString jsonText(const SessionOptions& options) { return QString::fromStdString(sessionOptionsJson(options).dump()); }
 

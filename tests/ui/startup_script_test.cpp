@@ -8,6 +8,7 @@
 
 using namespace kvscope;
 using namespace kvscope::ui;
+using namespace kvscope::ui::testing;
 
 namespace {
 

@@ -120,12 +120,14 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   sampling_->addItems({tr("Greedy"), tr("Sample")});
   temperature_ = new QDoubleSpinBox;
   temperature_->setRange(0.05, 5.0);
+  temperature_->setDecimals(3);  // a lesson's 0.875 shows, and runs, as 0.875
   temperature_->setSingleStep(0.1);
   top_k_ = new QSpinBox;
   top_k_->setRange(0, static_cast<int>(SessionLimits::kMaxTopK));
   top_k_->setSpecialValueText(tr("off"));
   top_p_ = new QDoubleSpinBox;
   top_p_->setRange(0.01, 1.0);
+  top_p_->setDecimals(3);
   top_p_->setSingleStep(0.05);
   seed_ = new QSpinBox;
   seed_->setRange(0, static_cast<int>(SessionLimits::kMaxSeed));

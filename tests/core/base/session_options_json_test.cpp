@@ -7,34 +7,12 @@
 
 #include "core/decode/session_options.h"
 #include "core/error.h"
+#include "tests/core/base/session_options_samples.h"
 
 namespace kvscope {
 namespace {
 
 using nlohmann::json;
-
-// Every field away from its default.
-SessionOptions unusualOptions() {
-  SessionOptions o;
-  o.gamma = 7;
-  o.adaptive_gamma = true;
-  o.gamma_min = 2;
-  o.gamma_max = 9;
-  o.max_new_tokens = 33;
-  o.sampling.greedy = false;
-  o.sampling.temperature = 0.75;
-  o.sampling.top_k = 40;
-  o.sampling.top_p = 0.875;
-  o.seed = 123;
-  o.bookkeeping = Bookkeeping::Seed;
-  o.ignore_eos = true;
-  o.record_attention = false;
-  o.record_logits = false;
-  o.trace_budget_mb = 5;
-  o.fault = Fault::PruneShort;
-  o.eviction = parseSessionEviction("h2o:0.25:every=4");
-  return o;
-}
 
 // The message of the Error `read` throws; fails the test when none is thrown.
 std::string refusal(const json& object) {
@@ -51,10 +29,16 @@ TEST(SessionOptionsJson, CarriesEveryFieldAndReadsBackTheSameOptions) {
   const json unusual = sessionOptionsJson(unusualOptions());
   const json defaults = sessionOptionsJson(SessionOptions{});
   ASSERT_EQ(unusual.size(), 18u);
-  // A field the JSON left out would show here as a key equal to its default.
-  for (const auto& [key, value] : unusual.items()) EXPECT_NE(value, defaults.at(key)) << key;
+  // A field the JSON left out would show here as a key equal to its default
+  // (use_cache stays on: the eviction needs it; the cache off is read below).
+  for (const auto& [key, value] : unusual.items()) {
+    if (key != "use_cache") EXPECT_NE(value, defaults.at(key)) << key;
+  }
   EXPECT_EQ(sessionOptionsJson(readSessionOptions(unusual)), unusual);
   EXPECT_EQ(sessionOptionsJson(readSessionOptions(defaults)), defaults);
+  SessionOptions uncached;
+  uncached.use_cache = false;
+  EXPECT_FALSE(readSessionOptions(sessionOptionsJson(uncached)).use_cache);
 }
 
 TEST(SessionOptionsJson, FieldsNotNamedKeepTheBase) {
@@ -70,21 +54,23 @@ TEST(SessionOptionsJson, UnknownKeysAreNamedWithTheKnownOnes) {
   const std::string message = refusal({{"gama", 4}});
   EXPECT_NE(message.find("session option 'gama': unknown session option"), std::string::npos) << message;
   EXPECT_NE(message.find("max_new_tokens"), std::string::npos) << message;
-  EXPECT_NE(refusal(json::array({1, 2})).find("must be an object"), std::string::npos);
+  EXPECT_NE(refusal(json::array({1, 2})).find("must be a JSON object, got array"), std::string::npos);
 }
 
 TEST(SessionOptionsJson, WrongTypesAndRangesAreNamed) {
-  EXPECT_NE(refusal({{"gamma", "4"}}).find("'gamma' must be an integer in 0..64, got \"4\""), std::string::npos);
-  EXPECT_NE(refusal({{"gamma", 4.5}}).find("'gamma' must be an integer"), std::string::npos);
+  EXPECT_NE(refusal({{"gamma", "4"}}).find("'gamma': must be an integer in 0..64, got \"4\""), std::string::npos);
+  EXPECT_NE(refusal({{"gamma", 4.5}}).find("'gamma': must be an integer"), std::string::npos);
   EXPECT_NE(refusal({{"gamma", 65}}).find("'gamma'"), std::string::npos);
   EXPECT_NE(refusal({{"max_new_tokens", 0}}).find("'max_new_tokens'"), std::string::npos);
   EXPECT_NE(refusal({{"seed", -1}}).find("'seed'"), std::string::npos);
   EXPECT_NE(refusal({{"seed", 18446744073709551615ull}}).find("'seed'"), std::string::npos);
-  EXPECT_NE(refusal({{"use_cache", 1}}).find("'use_cache' must be true or false"), std::string::npos);
-  EXPECT_NE(refusal({{"temperature", "hot"}}).find("'temperature' must be a number"), std::string::npos);
+  EXPECT_NE(refusal({{"use_cache", 1}}).find("'use_cache': must be true or false"), std::string::npos);
+  EXPECT_NE(refusal({{"temperature", "hot"}}).find("'temperature': must be a number"), std::string::npos);
   EXPECT_NE(refusal({{"bookkeeping", "lazy"}}).find("'bookkeeping'"), std::string::npos);
-  // A long value is cut in the message.
-  EXPECT_LT(refusal({{"fault", std::string(5000, 'x')}}).size(), 600u);
+  // A long text is refused by its length, and cut in the message.
+  const std::string long_name = refusal({{"fault", std::string(5000, 'x')}});
+  EXPECT_NE(long_name.find("'fault': must be a string of at most 256 bytes"), std::string::npos) << long_name;
+  EXPECT_LT(long_name.size(), 600u);
 }
 
 TEST(SessionOptionsJson, SamplingIsGreedySampleOrTheDescriptionOfItsNumbers) {
