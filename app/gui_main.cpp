@@ -18,7 +18,7 @@
 #include "core/runtime/threads.h"
 #include "core/model/weight_residency.h"
 #include "core/cache/fault.h"
-#include "core/decode/session_eviction.h"
+#include "core/decode/session_options.h"
 #include "core/error.h"
 #include "ui/bench/HeatmapBenchmark.h"
 #include "ui/bench/Screenshot.h"
@@ -49,7 +49,7 @@ bool wholeOption(const QCommandLineParser& parser, const QCommandLineOption& opt
 }
 
 // Whether `value` (empty: the option was not given) reads with the core's
-// parser; otherwise prints the core's message under the option's name, now
+// parser (which stores what it read); otherwise prints the core's message under the option's name, now
 // rather than in a dialog after the models load.
 template <typename Parse>
 bool coreAccepts(const char* option, const QString& value, Parse parse) {
@@ -63,185 +63,189 @@ bool coreAccepts(const char* option, const QString& value, Parse parse) {
   }
 }
 
-}  // namespace
+// Why a --screenshot or --benchmark-heatmap run has nothing to show: the
+// start-up step that failed (its error is in the log just before).
+void reportStoppedStartup(const kvscope::ui::MainWindow& window) {
+  const kvscope::ui::StartupScript& script = window.startupScript();
+  if (!script.stopped()) return;
+  std::fprintf(stderr, "kvscope: the start-up stopped at step %zu of %zu: %s\n", script.stepsDone() + 1,
+               script.steps().size(), qPrintable(script.steps()[script.stepsDone()].describe()));
+}
 
-int main(int argc, char** argv) {
-  QApplication app(argc, argv);
-  QApplication::setOrganizationName(QStringLiteral("kvscope"));
-  QApplication::setApplicationName(QStringLiteral("kvscope"));
-  QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
-  kvscope::useMachineThreads();
-  kvscope::keepTensorMemoryForReuse();
-
+// kvscope's command line: every option, declared once.
+struct CommandLine {
+  QCommandLineOption target{{QStringLiteral("t"), QStringLiteral("target")},
+      QStringLiteral("Target model directory (Hugging Face layout)."), QStringLiteral("dir")};
+  QCommandLineOption drafter{{QStringLiteral("d"), QStringLiteral("drafter")},
+      QStringLiteral("Drafter model directory."), QStringLiteral("dir")};
+  QCommandLineOption ngram{QStringLiteral("ngram-drafter"), QStringLiteral("Use the n-gram (prompt lookup) drafter.")};
+  QCommandLineOption default_layout{QStringLiteral("default-layout"), QStringLiteral("Ignore the saved window layout.")};
+  QCommandLineOption rounds{QStringLiteral("rounds"), QStringLiteral("Step this many rounds after loading."),
+      QStringLiteral("n")};
+  QCommandLineOption select{QStringLiteral("select-round"), QStringLiteral("Then show this round (or 'rejected')."),
+      QStringLiteral("round")};
+  QCommandLineOption bench{QStringLiteral("benchmark-heatmap"),
+      QStringLiteral("Step --rounds rounds (default 40; --max-new default 200), time the KV heatmap "
+      "redraw after each cursor move over them, print JSON and exit.")};
+  QCommandLineOption position{QStringLiteral("select-position"),
+      QStringLiteral("Then select this sequence position (or 'rejected')."),
+      QStringLiteral("position")};
+  QCommandLineOption fault{QStringLiteral("fault"), QStringLiteral("Inject a cache fault (see kvscope-cli faults)."),
+      QStringLiteral("name")};
+  QCommandLineOption evict{QStringLiteral("evict"),
+      QStringLiteral("Evict in the first session's target cache: POLICY:BUDGET[:every=N][:sinks=N]..., "
+      "as kvscope-cli run --evict (e.g. h2o:0.25:every=4)."),
+      QStringLiteral("spec")};
+  QCommandLineOption speculate{QStringLiteral("self-speculate"),
+      QStringLiteral("With --compression: the self-speculation gamma of each slot (0: off; "
+      "default 4)."),
+      QStringLiteral("gamma")};
+  QCommandLineOption layer_head{QStringLiteral("select-layer"),
+      QStringLiteral("With --screenshot: put the cursor on the target's layer L (and kv head H) "
+      "first."),
+      QStringLiteral("L[:H]")};
+  QCommandLineOption diff{QStringLiteral("diff"), QStringLiteral("Start with the cached-vs-uncached diff.")};
+  QCommandLineOption prompt{QStringLiteral("prompt"), QStringLiteral("The prompt of the first session."), QStringLiteral("text")};
+  QCommandLineOption max_new{QStringLiteral("max-new"), QStringLiteral("Tokens to generate."), QStringLiteral("n")};
+  QCommandLineOption screenshot{QStringLiteral("screenshot"),
+      QStringLiteral("Once the first session (or --diff) is ready and --rounds stepped, save the "
+      "window as a PNG and exit (default layout)."),
+      QStringLiteral("file")};
+  QCommandLineOption prompt_file{QStringLiteral("prompt-file"), QStringLiteral("Read the first session's prompt from a file."),
+      QStringLiteral("file")};
+  QCommandLineOption kv_rows{QStringLiteral("kv-rows"),
+      QStringLiteral("With --screenshot: zoom both KV heatmaps to rows FIRST..LAST first."),
+      QStringLiteral("first:last")};
+  QCommandLineOption steps_panel{QStringLiteral("attention-steps"),
+      QStringLiteral("With --screenshot: bring the Attention Step by Step panel to the front "
+      "of its tab group first.")};
+  QCommandLineOption workspace{QStringLiteral("workspace"),
+      QStringLiteral("Start in this workspace: debug, teach, compress or capture (View > "
+      "Workspace; a lesson opens in teach, --compression in compress)."),
+      QStringLiteral("name")};
+  QCommandLineOption lesson{QStringLiteral("lesson"),
+      QStringLiteral("Open lesson N (1-based, the Lessons menu's order) instead of a plain session; "
+      "with --screenshot, once its page is set up."),
+      QStringLiteral("n")};
+  QCommandLineOption lesson_page{QStringLiteral("lesson-page"), QStringLiteral("With --lesson: open page N (1-based)."),
+      QStringLiteral("n")};
+  QCommandLineOption presenter{QStringLiteral("presenter"), QStringLiteral("Presenter mode: zoom the window to 150%.")};
+  QCommandLineOption zoom{QStringLiteral("zoom"), QStringLiteral("Zoom the window's fonts and plots (100-200 percent)."),
+      QStringLiteral("percent")};
+  QCommandLineOption compression{QStringLiteral("compression"),
+      QStringLiteral("Open the Compression panel and run slot A (and B) on the first session's "
+      "prompt: POLICY:BUDGET or AXIS:SPARSITY, comma-separated, e.g. "
+      "h2o:0.25,streaming:0.25 or per-channel:0.7, in the Compress "
+      "workspace. With --screenshot: once the panel shows the result."),
+      QStringLiteral("a[,b]")};
+  QCommandLineOption weights{QStringLiteral("weights"),
+      QStringLiteral("stored (default: bf16/f16 checkpoints stay 16-bit in memory) or fp32 "
+      "(widened at load)."),
+      QStringLiteral("stored|fp32")};
+  QCommandLineOption palette{QStringLiteral("screenshot-palette"),
+      QStringLiteral("With --screenshot: save 256 colours (ordered dither), about a third of the "
+      "size, for images kept in docs/.")};
   QCommandLineParser parser;
-  parser.setApplicationDescription(QStringLiteral("KV cache debugger for speculative decoding"));
-  parser.addHelpOption();
-  parser.addVersionOption();
-  QCommandLineOption target({QStringLiteral("t"), QStringLiteral("target")},
-                            QStringLiteral("Target model directory (Hugging Face layout)."), QStringLiteral("dir"));
-  QCommandLineOption drafter({QStringLiteral("d"), QStringLiteral("drafter")},
-                             QStringLiteral("Drafter model directory."), QStringLiteral("dir"));
-  QCommandLineOption ngram(QStringLiteral("ngram-drafter"), QStringLiteral("Use the n-gram (prompt lookup) drafter."));
-  QCommandLineOption default_layout(QStringLiteral("default-layout"), QStringLiteral("Ignore the saved window layout."));
-  QCommandLineOption rounds(QStringLiteral("rounds"), QStringLiteral("Step this many rounds after loading."),
-                            QStringLiteral("n"));
-  QCommandLineOption select(QStringLiteral("select-round"), QStringLiteral("Then show this round (or 'rejected')."),
-                            QStringLiteral("round"));
-  QCommandLineOption bench(QStringLiteral("benchmark-heatmap"),
-                           QStringLiteral("Step --rounds rounds (default 40; --max-new default 200), time the KV heatmap "
-                                          "redraw after each cursor move over them, print JSON and exit."));
-  QCommandLineOption position(QStringLiteral("select-position"),
-                              QStringLiteral("Then select this sequence position (or 'rejected')."),
-                              QStringLiteral("position"));
-  QCommandLineOption fault(QStringLiteral("fault"), QStringLiteral("Inject a cache fault (see kvscope-cli faults)."),
-                           QStringLiteral("name"));
-  QCommandLineOption evict(QStringLiteral("evict"),
-                           QStringLiteral("Evict in the first session's target cache: POLICY:BUDGET[:every=N][:sinks=N]..., "
-                                          "as kvscope-cli run --evict (e.g. h2o:0.25:every=4)."),
-                           QStringLiteral("spec"));
-  QCommandLineOption speculate(QStringLiteral("self-speculate"),
-                               QStringLiteral("With --compression: the self-speculation gamma of each slot (0: off; "
-                                              "default 4)."),
-                               QStringLiteral("gamma"));
-  QCommandLineOption layer_head(QStringLiteral("select-layer"),
-                                QStringLiteral("With --screenshot: put the cursor on the target's layer L (and kv head H) "
-                                               "first."),
-                                QStringLiteral("L[:H]"));
-  QCommandLineOption diff(QStringLiteral("diff"), QStringLiteral("Start with the cached-vs-uncached diff."));
-  QCommandLineOption prompt(QStringLiteral("prompt"), QStringLiteral("The prompt of the first session."), QStringLiteral("text"));
-  QCommandLineOption max_new(QStringLiteral("max-new"), QStringLiteral("Tokens to generate."), QStringLiteral("n"));
-  QCommandLineOption screenshot(QStringLiteral("screenshot"),
-                                QStringLiteral("Once the first session (or --diff) is ready and --rounds stepped, save the "
-                                               "window as a PNG and exit (default layout)."),
-                                QStringLiteral("file"));
-  QCommandLineOption prompt_file(QStringLiteral("prompt-file"), QStringLiteral("Read the first session's prompt from a file."),
-                                 QStringLiteral("file"));
-  QCommandLineOption kv_rows(QStringLiteral("kv-rows"),
-                             QStringLiteral("With --screenshot: zoom both KV heatmaps to rows FIRST..LAST first."),
-                             QStringLiteral("first:last"));
-  QCommandLineOption steps_panel(QStringLiteral("attention-steps"),
-                                 QStringLiteral("With --screenshot: bring the Attention Step by Step panel to the front "
-                                                "of its tab group first."));
-  QCommandLineOption workspace(QStringLiteral("workspace"),
-                               QStringLiteral("Start in this workspace: debug, teach, compress or capture (View > "
-                                              "Workspace; a lesson opens in teach, --compression in compress)."),
-                               QStringLiteral("name"));
-  QCommandLineOption lesson(QStringLiteral("lesson"),
-                            QStringLiteral("Open lesson N (1-based, the Lessons menu's order) instead of a plain session; "
-                                           "with --screenshot, once its page is set up."),
-                            QStringLiteral("n"));
-  QCommandLineOption lesson_page(QStringLiteral("lesson-page"), QStringLiteral("With --lesson: open page N (1-based)."),
-                                 QStringLiteral("n"));
-  QCommandLineOption presenter(QStringLiteral("presenter"), QStringLiteral("Presenter mode: zoom the window to 150%."));
-  QCommandLineOption zoom(QStringLiteral("zoom"), QStringLiteral("Zoom the window's fonts and plots (100-200 percent)."),
-                          QStringLiteral("percent"));
-  QCommandLineOption compression(QStringLiteral("compression"),
-                                 QStringLiteral("Open the Compression panel and run slot A (and B) on the first session's "
-                                                "prompt: POLICY:BUDGET or AXIS:SPARSITY, comma-separated, e.g. "
-                                                "h2o:0.25,streaming:0.25 or per-channel:0.7, in the Compress "
-                                                "workspace. With --screenshot: once the panel shows the result."),
-                                 QStringLiteral("a[,b]"));
-  QCommandLineOption weights(QStringLiteral("weights"),
-                             QStringLiteral("stored (default: bf16/f16 checkpoints stay 16-bit in memory) or fp32 "
-                                            "(widened at load)."),
-                             QStringLiteral("stored|fp32"));
-  QCommandLineOption palette(QStringLiteral("screenshot-palette"),
-                             QStringLiteral("With --screenshot: save 256 colours (ordered dither), about a third of the "
-                                            "size, for images kept in docs/."));
-  parser.addOptions({target, drafter, ngram, default_layout, prompt, prompt_file, max_new, rounds, select, position, fault,
-                     diff, bench, screenshot, kv_rows, steps_panel, lesson, lesson_page, presenter, zoom, compression,
-                     palette, evict, speculate, layer_head, workspace, weights});
-  parser.addPositionalArgument(QStringLiteral("file"),
-                               QStringLiteral("A .kvtrace to replay, or a .kvcapture of any engine to check and show."),
-                               QStringLiteral("[file]"));
-  parser.process(app);
-  if (parser.positionalArguments().size() > 1) {
-    std::fprintf(stderr, "kvscope: one file at a time (a .kvtrace or a .kvcapture), got %lld\n",
-                 static_cast<long long>(parser.positionalArguments().size()));
-    return 2;
+
+  CommandLine() {
+    parser.setApplicationDescription(QStringLiteral("KV cache debugger for speculative decoding"));
+    parser.addHelpOption();
+    parser.addVersionOption();
+    parser.addOptions({target, drafter, ngram, default_layout, prompt, prompt_file, max_new, rounds, select, position, fault,
+                       diff, bench, screenshot, kv_rows, steps_panel, lesson, lesson_page, presenter, zoom, compression,
+                       palette, evict, speculate, layer_head, workspace, weights});
+    parser.addPositionalArgument(QStringLiteral("file"),
+                                 QStringLiteral("A .kvtrace to replay, or a .kvcapture of any engine to check and show."),
+                                 QStringLiteral("[file]"));
   }
+};
 
-  kvscope::ui::LogBridge::install();
-  spdlog::info("kvscope {} starting", QApplication::applicationVersion().toStdString());
-
-  kvscope::ui::MainWindowOptions options;
-  if (!parser.positionalArguments().isEmpty()) {
-    options.open_file = parser.positionalArguments().front();
+// The window's options from the command line; false (after printing why) for
+// a bad option.
+bool readWindowOptions(const CommandLine& cl, kvscope::ui::MainWindowOptions* out) {
+  kvscope::ui::MainWindowOptions& options = *out;
+  if (!cl.parser.positionalArguments().isEmpty()) {
+    options.open_file = cl.parser.positionalArguments().front();
     if (!QFileInfo(options.open_file).isFile()) {
       std::fprintf(stderr, "kvscope: %s is not a file\n", qPrintable(options.open_file));
-      return 2;
+      return false;
     }
     const QString suffix = QFileInfo(options.open_file).suffix().toLower();
     if (suffix != QStringLiteral("kvtrace") && suffix != QStringLiteral("kvcapture")) {
       std::fprintf(stderr, "kvscope: %s: not a .kvtrace or a .kvcapture (the one argument kvscope opens)\n",
                    qPrintable(options.open_file));
-      return 2;
+      return false;
     }
   }
-  options.models.target_dir = parser.value(target).toStdString();
-  options.models.drafter_dir = parser.value(drafter).toStdString();
-  if (parser.isSet(ngram)) options.models.drafter_kind = kvscope::DrafterKind::Ngram;
-  if (parser.isSet(weights)) {
+  options.models.target_dir = cl.parser.value(cl.target).toStdString();
+  options.models.drafter_dir = cl.parser.value(cl.drafter).toStdString();
+  if (cl.parser.isSet(cl.ngram)) options.models.drafter_kind = kvscope::DrafterKind::Ngram;
+  if (cl.parser.isSet(cl.weights)) {
     try {
-      options.models.weights = kvscope::parseWeightResidency(parser.value(weights).toStdString(), "--weights");
+      options.models.weights = kvscope::parseWeightResidency(cl.parser.value(cl.weights).toStdString(), "--weights");
     } catch (const std::exception& e) {
       std::fprintf(stderr, "kvscope: %s\n", e.what());
-      return 2;
+      return false;
     }
   }
-  options.restore_layout = !parser.isSet(default_layout);
-  if (parser.isSet(workspace)) {
+  options.restore_layout = !cl.parser.isSet(cl.default_layout);
+  if (cl.parser.isSet(cl.workspace)) {
     kvscope::ui::Workspace parsed;
-    if (!kvscope::ui::Workspaces::parse(parser.value(workspace), &parsed)) {
+    if (!kvscope::ui::Workspaces::parse(cl.parser.value(cl.workspace), &parsed)) {
       std::fprintf(stderr, "kvscope: --workspace must be debug, teach, compress or capture, got '%s'\n",
-                   qPrintable(parser.value(workspace)));
-      return 2;
+                   qPrintable(cl.parser.value(cl.workspace)));
+      return false;
     }
-    options.workspace = parser.value(workspace);
+    options.workspace = cl.parser.value(cl.workspace);
   }
   int lesson_number = 0, page_number = 0;
-  if (!wholeOption(parser, rounds, 0, 100000, &options.initial_rounds) ||
-      !wholeOption(parser, max_new, 1, 1000000, &options.max_new_tokens) ||
-      !wholeOption(parser, lesson, 1, 1000, &lesson_number) || !wholeOption(parser, lesson_page, 1, 1000, &page_number) ||
-      !wholeOption(parser, zoom, kvscope::ui::kMinPresenterZoom, kvscope::ui::kMaxPresenterZoom, &options.presenter_zoom)) {
-    return 2;
+  kvscope::SessionOptions& session_options = options.session.options;  // SessionOptions' defaults where not given
+  int max_new_tokens = static_cast<int>(session_options.max_new_tokens);
+  if (!wholeOption(cl.parser, cl.rounds, 0, 100000, &options.initial_rounds) ||
+      !wholeOption(cl.parser, cl.max_new, 1, static_cast<int>(kvscope::SessionLimits::kMaxNewTokens), &max_new_tokens) ||
+      !wholeOption(cl.parser, cl.lesson, 1, 1000, &lesson_number) ||
+      !wholeOption(cl.parser, cl.lesson_page, 1, 1000, &page_number) ||
+      !wholeOption(cl.parser, cl.zoom, kvscope::ui::kMinPresenterZoom, kvscope::ui::kMaxPresenterZoom, &options.presenter_zoom)) {
+    return false;
   }
+  session_options.max_new_tokens = max_new_tokens;
   // "rejected": the first round that rejected a draft / its first rejected draft.
   const auto selection = [&](const QCommandLineOption& option) -> int64_t {
-    if (!parser.isSet(option)) return -1;
-    if (parser.value(option) == QStringLiteral("rejected")) return kvscope::ui::MainWindowOptions::kFirstRejection;
-    return parser.value(option).toLongLong();
+    if (!cl.parser.isSet(option)) return -1;
+    if (cl.parser.value(option) == QStringLiteral("rejected")) return kvscope::ui::MainWindowOptions::kFirstRejection;
+    return cl.parser.value(option).toLongLong();
   };
-  options.select_round = selection(select);
-  options.select_position = selection(position);
-  options.prompt = parser.value(prompt);
-  if (parser.isSet(prompt_file)) {
-    QFile file(parser.value(prompt_file));
+  options.select_round = selection(cl.select);
+  options.select_position = selection(cl.position);
+  options.session.prompt = cl.parser.value(cl.prompt).toStdString();
+  if (cl.parser.isSet(cl.prompt_file)) {
+    QFile file(cl.parser.value(cl.prompt_file));
     if (!file.open(QIODevice::ReadOnly)) {
-      std::fprintf(stderr, "kvscope: --prompt-file: cannot read %s\n", qPrintable(parser.value(prompt_file)));
-      return 2;
+      std::fprintf(stderr, "kvscope: --prompt-file: cannot read %s\n", qPrintable(cl.parser.value(cl.prompt_file)));
+      return false;
     }
-    options.prompt = QString::fromUtf8(file.readAll());
+    options.session.prompt = file.readAll().toStdString();
   }
-  options.fault = parser.value(fault);
-  options.eviction = parser.value(evict);
-  if (!coreAccepts("fault", options.fault, [](const std::string& s) { kvscope::parseFault(s); }) ||
-      !coreAccepts("evict", options.eviction, [](const std::string& s) { kvscope::parseSessionEviction(s); })) {
-    return 2;
+  if (!coreAccepts("fault", cl.parser.value(cl.fault),
+                   [&](const std::string& s) { session_options.fault = kvscope::parseFault(s); }) ||
+      !coreAccepts("evict", cl.parser.value(cl.evict),
+                   [&](const std::string& s) { session_options.eviction = kvscope::parseSessionEviction(s); })) {
+    return false;
   }
-  if (parser.isSet(speculate)) {
+  if (cl.parser.isSet(cl.speculate)) {
     bool ok = false;
-    options.compression_speculate_gamma = parser.value(speculate).toInt(&ok);
+    options.compression_speculate_gamma = cl.parser.value(cl.speculate).toInt(&ok);
     if (!ok || options.compression_speculate_gamma < 0 || options.compression_speculate_gamma > 16) {
-      std::fprintf(stderr, "kvscope: --self-speculate must be a gamma in [0, 16], got '%s'\n", qPrintable(parser.value(speculate)));
-      return 2;
+      std::fprintf(stderr, "kvscope: --self-speculate must be a gamma in [0, 16], got '%s'\n",
+                   qPrintable(cl.parser.value(cl.speculate)));
+      return false;
     }
   }
-  options.run_diff = parser.isSet(diff);
-  if (parser.isSet(lesson)) options.lesson = lesson_number - 1;
-  if (parser.isSet(lesson_page)) options.lesson_page = page_number - 1;
-  if (parser.isSet(compression)) {
-    options.compression = parser.value(compression).split(QLatin1Char(','), Qt::SkipEmptyParts);
+  options.run_diff = cl.parser.isSet(cl.diff);
+  if (cl.parser.isSet(cl.lesson)) options.lesson = lesson_number - 1;
+  if (cl.parser.isSet(cl.lesson_page)) options.lesson_page = page_number - 1;
+  if (cl.parser.isSet(cl.compression)) {
+    options.compression = cl.parser.value(cl.compression).split(QLatin1Char(','), Qt::SkipEmptyParts);
     // Refuse bad words now, with the core's message, rather than in a dialog later.
     kvscope::ui::CompressionSettingsForm check(QStringLiteral("check"), true);
     QString error;
@@ -254,70 +258,105 @@ int main(int argc, char** argv) {
     }
     if (!error.isEmpty()) {
       std::fprintf(stderr, "kvscope: --compression: %s\n", qPrintable(error));
-      return 2;
+      return false;
     }
   }
-  if (parser.isSet(presenter) && !parser.isSet(zoom)) options.presenter_zoom = 150;
-  if (parser.isSet(bench)) {
-    if (!parser.isSet(rounds)) options.initial_rounds = 40;
-    if (!parser.isSet(max_new)) options.max_new_tokens = 200;  // long enough for ~200 cache rows
-    options.restore_layout = false;
-    kvscope::ui::MainWindow window(options);
-    window.show();
-    if (!kvscope::ui::waitForRounds(window, options.initial_rounds, 600000)) {
-      std::fprintf(stderr, "benchmark: the session did not reach %d rounds\n", options.initial_rounds);
-      return 1;
-    }
-    const auto result = kvscope::ui::benchmarkHeatmapRedraw(window, 5);
-    std::printf("%s\n", result.toJson().toUtf8().constData());
-    return 0;
+  if (cl.parser.isSet(cl.presenter) && !cl.parser.isSet(cl.zoom)) options.presenter_zoom = 150;
+  return true;
+}
+
+// --benchmark-heatmap: step the first session, time the KV heatmap's redraws, print JSON.
+int runHeatmapBenchmark(const CommandLine& cl, kvscope::ui::MainWindowOptions options) {
+  if (!cl.parser.isSet(cl.rounds)) options.initial_rounds = 40;
+  if (!cl.parser.isSet(cl.max_new)) options.session.options.max_new_tokens = 200;  // long enough for ~200 cache rows
+  options.restore_layout = false;
+  kvscope::ui::MainWindow window(options);
+  window.show();
+  if (!kvscope::ui::waitForRounds(window, options.initial_rounds, 600000)) {
+    reportStoppedStartup(window);
+    std::fprintf(stderr, "benchmark: the session did not reach %d rounds\n", options.initial_rounds);
+    return 1;
   }
-  if (parser.isSet(screenshot)) {
-    options.restore_layout = false;
-    kvscope::ui::MainWindow window(options);
-    if (const QScreen* screen = QGuiApplication::primaryScreen()) window.setGeometry(screen->availableGeometry());
-    window.show();
-    // --kv-rows FIRST:LAST zooms both KV heatmaps before the grab.
-    const QStringList rows = parser.value(kv_rows).split(QLatin1Char(':'));
-    const auto zoom = [&] {
-      if (rows.size() != 2) return;
-      for (auto* view : {window.kvCachePanel()->targetView(), window.kvCachePanel()->drafterView()}) {
-        view->setVisibleRows(rows[0].toDouble() - 0.5, rows[1].toDouble() + 0.5);
-      }
-    };
-    const QStringList layer_and_head = parser.value(layer_head).split(QLatin1Char(':'));
-    const auto arrange = [&] {
-      zoom();
-      if (parser.isSet(layer_head)) {
-        window.context().setLayerHead(kvscope::CacheRole::Target, layer_and_head.value(0).toLongLong(),
-                                      layer_and_head.value(1).toLongLong());
-      }
-      // --self-speculate: the self-speculation views are what the picture is for.
-      if (parser.isSet(compression) && options.compression_speculate_gamma > 0) window.compressionPanel()->scrollToSpeculation();
-      if (parser.isSet(steps_panel)) window.findChild<QDockWidget*>(QStringLiteral("attentionStepsDock"))->raise();
-    };
-    // The compression lab runs once the first session is ready: wait for its result.
-    QElapsedTimer compression_wait;
-    compression_wait.start();
-    while (parser.isSet(compression) && !window.compressionPanel()->lastRun() && compression_wait.elapsed() < 600000) {
-      QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
-      QThread::msleep(5);
+  const auto result = kvscope::ui::benchmarkHeatmapRedraw(window, 5);
+  std::printf("%s\n", result.toJson().toUtf8().constData());
+  return 0;
+}
+
+// --screenshot FILE: once the first session (lesson, compression) is ready,
+// save the window and exit.
+int runScreenshot(const CommandLine& cl, kvscope::ui::MainWindowOptions options) {
+  options.restore_layout = false;
+  kvscope::ui::MainWindow window(options);
+  if (const QScreen* screen = QGuiApplication::primaryScreen()) window.setGeometry(screen->availableGeometry());
+  window.show();
+  // --kv-rows FIRST:LAST zooms both KV heatmaps before the grab.
+  const QStringList rows = cl.parser.value(cl.kv_rows).split(QLatin1Char(':'));
+  const auto zoom = [&] {
+    if (rows.size() != 2) return;
+    for (auto* view : {window.kvCachePanel()->targetView(), window.kvCachePanel()->drafterView()}) {
+      view->setVisibleRows(rows[0].toDouble() - 0.5, rows[1].toDouble() + 0.5);
     }
-    // A lesson sets its page up after the models load: wait for it.
-    QElapsedTimer lesson_wait;
-    lesson_wait.start();
-    while (options.lesson >= 0 && !window.lessonRunner()->ready() && lesson_wait.elapsed() < 600000) {
-      QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
-      QThread::msleep(5);
+  };
+  const QStringList layer_and_head = cl.parser.value(cl.layer_head).split(QLatin1Char(':'));
+  const auto arrange = [&] {
+    zoom();
+    if (cl.parser.isSet(cl.layer_head)) {
+      window.context().setLayerHead(kvscope::CacheRole::Target, layer_and_head.value(0).toLongLong(),
+                                    layer_and_head.value(1).toLongLong());
     }
-    if (!kvscope::ui::saveScreenshotWhenReady(window, parser.value(screenshot), options.initial_rounds, 600000, arrange,
-                                              parser.isSet(palette))) {
-      std::fprintf(stderr, "screenshot: the session did not get ready or %s could not be written\n",
-                   qPrintable(parser.value(screenshot)));
-      return 1;
-    }
-    return 0;
+    // --self-speculate: the self-speculation views are what the picture is for.
+    if (cl.parser.isSet(cl.compression) && options.compression_speculate_gamma > 0) window.compressionPanel()->scrollToSpeculation();
+    if (cl.parser.isSet(cl.steps_panel)) window.findChild<QDockWidget*>(QStringLiteral("attentionStepsDock"))->raise();
+  };
+  // The compression lab runs once the first session is ready: wait for its result.
+  QElapsedTimer waited;
+  waited.start();
+  const auto waiting = [&] { return !window.startupScript().stopped() && waited.elapsed() < 600000; };
+  while (cl.parser.isSet(cl.compression) && !window.compressionPanel()->lastRun() && waiting()) {
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+    QThread::msleep(5);
   }
+  // A lesson sets its page up after the models load: wait for it.
+  waited.restart();
+  while (options.lesson >= 0 && !window.lessonRunner()->ready() && waiting()) {
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+    QThread::msleep(5);
+  }
+  if (!kvscope::ui::saveScreenshotWhenReady(window, cl.parser.value(cl.screenshot), options.initial_rounds, 600000, arrange,
+                                            cl.parser.isSet(cl.palette))) {
+    reportStoppedStartup(window);
+    std::fprintf(stderr, "screenshot: the session did not get ready or %s could not be written\n",
+                 qPrintable(cl.parser.value(cl.screenshot)));
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName(QStringLiteral("kvscope"));
+  QApplication::setApplicationName(QStringLiteral("kvscope"));
+  QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+  kvscope::useMachineThreads();
+  kvscope::keepTensorMemoryForReuse();
+
+  CommandLine cl;
+  cl.parser.process(app);
+  if (cl.parser.positionalArguments().size() > 1) {
+    std::fprintf(stderr, "kvscope: one file at a time (a .kvtrace or a .kvcapture), got %lld\n",
+                 static_cast<long long>(cl.parser.positionalArguments().size()));
+    return 2;
+  }
+
+  kvscope::ui::LogBridge::install();
+  spdlog::info("kvscope {} starting", QApplication::applicationVersion().toStdString());
+
+  kvscope::ui::MainWindowOptions options;
+  if (!readWindowOptions(cl, &options)) return 2;
+  if (cl.parser.isSet(cl.bench)) return runHeatmapBenchmark(cl, options);
+  if (cl.parser.isSet(cl.screenshot)) return runScreenshot(cl, options);
   kvscope::ui::MainWindow window(options);
   window.show();
   return app.exec();

@@ -41,9 +41,9 @@ SamplingSettings samplingSettings(Args& args) {
   const bool sampled = temperature || top_k || top_p;
   if (greedy && sampled) throw Error("--greedy cannot be combined with --temperature, --top-k or --top-p");
   s.greedy = !sampled;
-  s.temperature = args.number("temperature", 1.0);
-  s.top_k = args.integer("top-k", 0);
-  s.top_p = args.number("top-p", 1.0);
+  s.temperature = args.number("temperature", s.temperature);
+  s.top_k = args.integer("top-k", s.top_k);
+  s.top_p = args.number("top-p", s.top_p);
   s.validate();
   return s;
 }

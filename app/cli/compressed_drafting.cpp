@@ -102,8 +102,8 @@ int runCompressedDrafting(Args& args) {
   const SessionEviction eviction = parseDrafterSpec(spec_text);
   SelfSpeculationOptions options;
   options.layout = parseDraftCacheLayout(args.value("draft-cache").value_or("compacted"));
-  options.gamma = args.integer("gamma", 4);
-  options.max_new = args.integer("max-new", 64);
+  options.gamma = args.integer("gamma", options.gamma);
+  options.max_new = args.integer("max-new", options.max_new);
   const bool ignore_eos = args.flag("ignore-eos");
   const ModelBundle target = loadModelBundle(modelDirectory(args, "target", "target"), computeOptions(),
                                              weightResidency(args));

@@ -34,18 +34,19 @@ SessionSetup parseSessionSetup(Args& args) {
     setup.drafter_label = dir;
   }
   setup.prompt = promptIds(args, *setup.target);
+  // Every flag defaults to SessionOptions' own default (core/decode/session_options.h).
   SessionOptions& o = setup.options;
   o.adaptive_gamma = args.flag("adaptive");
-  o.gamma = args.integer("gamma", 4);
-  o.max_new_tokens = args.integer("max-new", 64);
-  const std::string cache = args.value("cache").value_or("on");
+  o.gamma = args.integer("gamma", o.gamma);
+  o.max_new_tokens = args.integer("max-new", o.max_new_tokens);
+  const std::string cache = args.value("cache").value_or(o.use_cache ? "on" : "off");
   if (cache != "on" && cache != "off") throw Error("--cache must be on or off, got '" + cache + "'");
   o.use_cache = cache == "on";
   o.sampling = samplingSettings(args);
-  o.seed = static_cast<uint64_t>(args.integer("seed", 0));
-  o.bookkeeping = parseBookkeeping(args.value("bookkeeping").value_or("exact"));
+  o.seed = static_cast<uint64_t>(args.integer("seed", static_cast<int64_t>(o.seed)));
+  o.bookkeeping = parseBookkeeping(args.value("bookkeeping").value_or(bookkeepingName(o.bookkeeping)));
   o.ignore_eos = args.flag("ignore-eos");
-  o.fault = parseFault(args.value("fault").value_or("none"));
+  o.fault = parseFault(args.value("fault").value_or(faultInfo(o.fault).name));
   o.trace_budget_mb = args.integer("trace-budget", o.trace_budget_mb);
   if (const auto evict = args.value("evict")) o.eviction = parseSessionEviction(*evict);
   o.validate();

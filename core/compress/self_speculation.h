@@ -21,12 +21,13 @@
 #include "core/compress/draft_cache.h"
 #include "core/compress/draft_cache_comparison.h"
 #include "core/compress/prefill_compression.h"
+#include "core/decode/session_options.h"
 
 namespace kvscope {
 
 struct SelfSpeculationOptions {
-  int64_t gamma = 4;
-  int64_t max_new = 64;
+  int64_t gamma = SessionOptions{}.gamma;  // the session's defaults (core/decode/session_options.h)
+  int64_t max_new = SessionOptions{}.max_new_tokens;
   DraftCacheLayout layout = DraftCacheLayout::Compacted;
   std::vector<int64_t> eos_ids;  // stop after the first of these is emitted; empty: always max_new tokens
   // Keep each round's drafts and outcome and, at the end, both caches side

@@ -174,24 +174,10 @@ void SessionController::adoptModels(std::shared_ptr<const CausalLM> target, std:
 void SessionController::startSession(const SessionSpec& spec) {
   require(hasModels(), "starting a session: no models loaded");
   require(state_->tokenizer != nullptr, "starting a session from text: the target has no tokenizer");
-  SessionOptions options;
-  options.gamma = spec.gamma;
-  options.adaptive_gamma = spec.adaptive_gamma;
-  options.max_new_tokens = spec.max_new_tokens;
-  options.use_cache = spec.use_cache;
-  options.sampling.greedy = spec.greedy;
-  options.sampling.temperature = spec.temperature;
-  options.sampling.top_k = spec.top_k;
-  options.sampling.top_p = spec.top_p;
-  options.seed = spec.seed;
-  options.bookkeeping = parseBookkeeping(spec.bookkeeping);
-  options.ignore_eos = spec.ignore_eos;
-  options.fault = parseFault(spec.fault);
-  if (!spec.eviction.empty()) options.eviction = parseSessionEviction(spec.eviction);
-  options.validate();
+  spec.options.validate();  // before tokenizing: a bad option is named, whatever the prompt
   std::vector<int64_t> prompt = state_->tokenizer->encode(spec.prompt);
   require(!prompt.empty(), "starting a session: the prompt encodes to no tokens");
-  startSession(std::move(prompt), options);
+  startSession(std::move(prompt), spec.options);
   state_->prompt = spec.prompt;
 }
 
@@ -256,7 +242,7 @@ std::shared_ptr<const SessionSnapshot> SessionController::snapshot() {
 const DiffReport& SessionController::runDiff(const SessionSpec& diff_spec, const std::atomic<bool>& cancel) {
   require(hasModels(), "diff: no models loaded");
   SessionSpec spec = diff_spec;
-  spec.use_cache = true;  // the run under test uses the cache; the reference recomputes
+  spec.options.use_cache = true;  // the run under test uses the cache; the reference recomputes
   startSession(spec);
   return runDiff(&cancel);
 }

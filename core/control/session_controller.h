@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/audit/diff_report.h"
+#include "core/decode/session_options.h"
 #include "core/model/weight_residency.h"
 #include "core/snapshot/snapshot.h"
 
@@ -22,7 +23,6 @@ class CausalLM;
 class Drafter;
 class Session;
 class Tokenizer;
-struct SessionOptions;
 
 enum class DrafterKind { Model, Ngram, None };
 
@@ -35,23 +35,11 @@ struct ModelSpec {
   WeightResidency weights = WeightResidency::Stored;
 };
 
+// A session to start from text: the prompt and the options (declared once,
+// with their defaults, in core/decode/session_options.h).
 struct SessionSpec {
   std::string prompt;
-  int64_t gamma = 4;
-  bool adaptive_gamma = false;
-  int64_t max_new_tokens = 48;
-  bool use_cache = true;
-  bool greedy = true;
-  double temperature = 1.0;
-  int64_t top_k = 0;
-  double top_p = 1.0;
-  uint64_t seed = 0;
-  std::string bookkeeping = "exact";  // "exact" | "seed"
-  bool ignore_eos = false;
-  std::string fault = "none";  // a name from allFaults() (core/cache/fault.h)
-  // Token eviction on the target's cache: "" for none, else
-  // "POLICY:BUDGET[:every=N][:sinks=N]..." (parseSessionEviction).
-  std::string eviction;
+  SessionOptions options;
 };
 
 struct LoadResult {

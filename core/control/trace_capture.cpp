@@ -6,13 +6,7 @@ namespace kvscope {
 
 TraceData captureTrace(const Session& session, const Tokenizer* tokenizer, nlohmann::json info) {
   TraceData t;
-  const SessionOptions& o = session.options();
-  info["options"] = {{"gamma", o.gamma},           {"adaptive_gamma", o.adaptive_gamma},
-                     {"max_new_tokens", o.max_new_tokens}, {"use_cache", o.use_cache},
-                     {"sampling", o.sampling.describe()}, {"seed", o.seed},
-                     {"bookkeeping", bookkeepingName(o.bookkeeping)}, {"ignore_eos", o.ignore_eos},
-                     {"fault", faultInfo(o.fault).name},
-                     {"eviction", o.eviction ? o.eviction->describe() : "none"}};
+  info["options"] = sessionOptionsJson(session.options());
   info["target"]["architecture"] = session.target().config().architecture_name;
   info["target"]["layers"] = session.target().config().num_layers;
   info["drafter"]["description"] = session.drafter() ? session.drafter()->describe() : "none";

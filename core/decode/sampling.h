@@ -10,18 +10,9 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
+#include "core/decode/sampling_settings.h"
+
 namespace kvscope {
-
-struct SamplingSettings {
-  bool greedy = true;
-  double temperature = 1.0;  // > 0
-  int64_t top_k = 0;         // 0: off
-  double top_p = 1.0;        // in (0, 1]; 1: off
-
-  // Throws Error naming the bad parameter.
-  void validate() const;
-  std::string describe() const;
-};
 
 // logits: [vocab] -> probabilities [vocab] (float32) after temperature,
 // top-k and top-p. Greedy settings give a one-hot at the argmax (ties: the

@@ -15,28 +15,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int64_t kMaxTraceBudgetMb = int64_t{1} << 30;
-
 double millisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
 }  // namespace
-
-void SessionOptions::validate() const {
-  require(gamma >= 0, "gamma must be >= 0, got " + std::to_string(gamma));
-  require(gamma_min >= 1 && gamma_max >= gamma_min, "adaptive gamma bounds must satisfy 1 <= min <= max");
-  require(!adaptive_gamma || (gamma >= gamma_min && gamma <= gamma_max),
-          "the starting gamma must lie within the adaptive bounds");
-  require(max_new_tokens >= 1, "max new tokens must be >= 1, got " + std::to_string(max_new_tokens));
-  require(trace_budget_mb >= 0 && trace_budget_mb <= kMaxTraceBudgetMb,
-          "the trace budget must be 0 (no limit) or a positive number of MB, got " + std::to_string(trace_budget_mb));
-  sampling.validate();
-  if (eviction) {
-    require(use_cache, "--evict needs the KV cache on (--cache on): it removes rows from the target's cache");
-    eviction->validate();
-  }
-}
 
 Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const Drafter> drafter,
                  std::vector<int64_t> prompt, SessionOptions options, std::vector<int64_t> eos_ids)
@@ -47,7 +30,7 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
       eos_ids_(std::move(eos_ids)),
       generator_(makeGenerator(options_.seed)),
       // Clamped so that an invalid value (refused just below) cannot overflow.
-      record_budget_(std::clamp<int64_t>(options_.trace_budget_mb, 0, kMaxTraceBudgetMb) * 1024 * 1024) {
+      record_budget_(std::clamp<int64_t>(options_.trace_budget_mb, 0, SessionLimits::kMaxTraceBudgetMb) * 1024 * 1024) {
   require(target_ != nullptr, "session: no target model");
   options_.validate();
   record_.sequence = std::move(prompt);
@@ -148,7 +131,7 @@ class WriteRecorder : public ProbeSink {
 }  // namespace
 
 at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Phase phase, ProbeSink* probes,
-                         int64_t logit_rows) {
+                         int64_t logit_rows, TrackedCache* copy_to) {
   const CausalLM& model = role == CacheRole::Target ? *target_ : *drafter_->model();
   TrackedCache* cache = cacheOf(role);
   RoundRecord& record = record_.rounds.back();
@@ -169,7 +152,33 @@ at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Pha
     throw;
   }
   cache->logWrite(write, round_index_, computed.keys, computed.values);
+  if (copy_to) copyRows(*copy_to, phase, tokens, computed.keys, computed.values);
   return logits;
+}
+
+void Session::copyRows(TrackedCache& cache, Phase phase, const std::vector<int64_t>& tokens,
+                       const std::vector<at::Tensor>& keys, const std::vector<at::Tensor>& values) {
+  const PlannedWrite write = cache.planWrite(phase, tokens);
+  // Both caches were empty: the same tokens at the same positions.
+  require(!keys.empty() && keys.front().defined() && static_cast<int64_t>(write.tokens.size()) == keys.front().size(1),
+          "session: a copied write must feed the rows the forward computed");
+  KvCache& storage = *cache.storageForForward();
+  for (int64_t l = 0; l < storage.numLayers(); ++l) storage.append(l, keys[l], values[l]);  // [kv_heads, n, head_dim]
+  cache.logWrite(write, round_index_, keys, values);
+}
+
+bool Session::drafterSharesTargetPrefill() const {
+  return drafter_cache_ != nullptr && target_cache_ != nullptr && drafter_->model() == target_.get() &&
+         !faults_.active();
+}
+
+void Session::prefillTarget(const std::vector<int64_t>& prefix, ProbeSink* also, TrackedCache* copy_to) {
+  const bool scored = options_.eviction && needsAttention(options_.eviction->settings.policy);
+  evidence_.listen(scored, also, static_cast<int64_t>(prefix.size()));
+  feed(CacheRole::Target, prefix, Phase::Prefill, scored || also ? &evidence_ : nullptr, /*logit_rows=*/0, copy_to);  // the cache is what a prefill is for
+  evidence_.listen(false, nullptr, 0);
+  target_cache_->slideWindows(removalMoment());
+  if (options_.eviction) compressTarget();
 }
 
 bool Session::recompressDue(bool any_round) const {
@@ -230,21 +239,34 @@ void Session::runPrefill() {
   // first round (so each round starts with L - 1 entries for L tokens).
   const std::vector<int64_t> prefix(record_.sequence.begin(), record_.sequence.end() - 1);
   if (!prefix.empty() && options_.use_cache) {
+    RoundRecord& prefill = record_.rounds.back();
     auto start = Clock::now();
-    const bool scored = options_.eviction && needsAttention(options_.eviction->settings.policy);
-    evidence_.listen(scored, nullptr, static_cast<int64_t>(prefix.size()));
-    feed(CacheRole::Target, prefix, Phase::Prefill, scored ? &evidence_ : nullptr, /*logit_rows=*/0);  // the cache is what a prefill is for
-    evidence_.listen(false, nullptr, 0);
-    target_cache_->slideWindows(removalMoment());
-    if (options_.eviction) compressTarget();
-    record_.rounds.back().verify_ms = millisecondsSince(start);
-    if (drafter_cache_) {
-      start = Clock::now();
+    if (drafterSharesTargetPrefill()) {
+      // The drafter is the target itself (compressed-cache self-speculation):
+      // one forward writes both caches, the drafter's rows being the ones its
+      // own forward would compute bit for bit, and the probes the drafter's
+      // prefill wants listen to that forward. Each cache logs its write.
+      bool fed = false;
       drafter_->prefill(*drafter_cache_, removalMoment(), [&](ProbeSink* probes) {
-        feed(CacheRole::Drafter, prefix, Phase::Prefill, probes, /*logit_rows=*/0);
+        prefillTarget(prefix, probes, drafter_cache_.get());
+        fed = true;
+        prefill.verify_ms = millisecondsSince(start);
+        start = Clock::now();
       });
+      require(fed, "session: the drafter's prefill did not feed the prompt");
       drafter_cache_->slideWindows(removalMoment());
-      record_.rounds.back().draft_ms = millisecondsSince(start);
+      prefill.draft_ms = millisecondsSince(start);
+    } else {
+      prefillTarget(prefix, nullptr, nullptr);
+      prefill.verify_ms = millisecondsSince(start);
+      if (drafter_cache_) {
+        start = Clock::now();
+        drafter_->prefill(*drafter_cache_, removalMoment(), [&](ProbeSink* probes) {
+          feed(CacheRole::Drafter, prefix, Phase::Prefill, probes, /*logit_rows=*/0);
+        });
+        drafter_cache_->slideWindows(removalMoment());
+        prefill.draft_ms = millisecondsSince(start);
+      }
     }
   }
   round_index_ = 1;

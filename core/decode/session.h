@@ -21,7 +21,9 @@
 #include "core/cache/tracked_cache.h"
 #include "core/decode/drafter.h"
 #include "core/decode/sampling.h"
+#include "core/decode/eviction_evidence.h"
 #include "core/decode/session_eviction.h"
+#include "core/decode/session_options.h"
 #include "core/model/causal_lm.h"
 #include "core/trace/metrics.h"
 #include "core/trace/record_budget.h"
@@ -29,31 +31,6 @@
 #include "core/trace/trace_types.h"
 
 namespace kvscope {
-
-struct SessionOptions {
-  int64_t gamma = 4;           // drafts per round (the start value when adaptive)
-  bool adaptive_gamma = false; // +2 after a fully accepted round, -1 otherwise
-  int64_t gamma_min = 1;
-  int64_t gamma_max = 16;
-  int64_t max_new_tokens = 64;
-  bool use_cache = true;
-  SamplingSettings sampling;
-  uint64_t seed = 0;
-  Bookkeeping bookkeeping = Bookkeeping::Exact;
-  bool ignore_eos = false;
-  bool record_attention = true;  // verify-pass attention of every layer, per round
-  bool record_logits = true;     // verify-pass logits, per round
-  // Bytes of attention + logits kept for the views; over it the oldest rounds
-  // lose their attention, then their logits (core/trace/record_budget.h).
-  // 0: no limit.
-  int64_t trace_budget_mb = 1024;
-  Fault fault = Fault::None;     // an injected cache bug (core/cache/fault.h, fault_policy.h)
-  // Token eviction on the target's cache (core/decode/session_eviction.h);
-  // needs the cache on. nullopt: the full cache.
-  std::optional<SessionEviction> eviction;
-
-  void validate() const;  // throws Error naming the bad parameter
-};
 
 class Session {
  public:
@@ -112,8 +89,19 @@ class Session {
   // Feeds sequence[cache_length..] (+ extra tokens) to a model through its
   // tracked cache (which logs the write). Returns the logits of the last
   // `logit_rows` fed tokens [logit_rows, vocab] (all of them with kAllRows).
+  // copy_to: a second cache that takes the same rows (copyRows).
   at::Tensor feed(CacheRole role, const std::vector<int64_t>& tokens_after_cache, Phase phase,
-                  ProbeSink* probes = nullptr, int64_t logit_rows = CausalLM::kAllRows);
+                  ProbeSink* probes = nullptr, int64_t logit_rows = CausalLM::kAllRows, TrackedCache* copy_to = nullptr);
+  // Writes the rows another cache's forward computed (keys/values per layer
+  // [kv_heads, n, head_dim]) for the same tokens into `cache`, logged as its write.
+  void copyRows(TrackedCache& cache, Phase phase, const std::vector<int64_t>& tokens,
+                const std::vector<at::Tensor>& keys, const std::vector<at::Tensor>& values);
+  // Whether the drafter is the target itself, so that its prefill rows are
+  // the target's (copied, not recomputed; no fault, which may act on one cache).
+  bool drafterSharesTargetPrefill() const;
+  // The target's prefill forward (also recording into `also`, writing the
+  // same rows into `copy_to`), its sliding windows and the session's eviction.
+  void prefillTarget(const std::vector<int64_t>& prefix, ProbeSink* also, TrackedCache* copy_to);
   // The eviction policy's compression of the target's cache (after the
   // prefill, or after a prune), logged as one Evict event.
   void compressTarget();

@@ -17,10 +17,7 @@
 #include <string>
 #include <vector>
 
-#include <ATen/core/Tensor.h>
-
-#include "core/cache/eviction_policy.h"
-#include "core/model/probe.h"
+#include "core/cache/eviction_settings.h"
 
 namespace kvscope {
 
@@ -39,39 +36,5 @@ struct SessionEviction {
 // BUDGET is a fraction in (0, 1] ("0.25", "1.0") or a row count ("48").
 // Throws Error("--evict must be ..., got '...'") on anything else.
 SessionEviction parseSessionEviction(const std::string& text);
-
-// What the attention-scored policies read: the weights of the target's
-// queries since the last compression (the prefill's, then the verify passes'
-// queries of the tokens that were kept), passed through to another sink.
-class EvictionEvidence : public ProbeSink {
- public:
-  EvictionEvidence() = default;
-  // Whether the next forward's attention is recorded, and the sink probes
-  // pass through to. end_position: one past the forward's last query.
-  void listen(bool attention, ProbeSink* inner, int64_t end_position);
-  bool wants(Probe probe, int64_t layer) const override;
-  void record(Probe probe, int64_t layer, const at::Tensor& value) override;
-
-  // Drops the queries at positions >= end (a prune removed their tokens).
-  void keepQueriesBefore(int64_t end);
-  // Per layer l [heads, queries, rows[l]]: every recorded query's weights,
-  // rows a query did not see (written after it) weighted 0. Empty when
-  // nothing was recorded.
-  std::vector<at::Tensor> attention(const std::vector<int64_t>& rows) const;
-  int64_t queries() const;
-  void clear() { chunks_.clear(); }
-
- private:
-  struct Chunk {
-    int64_t end_position = 0;         // one past its last query
-    std::vector<at::Tensor> weights;  // per layer [heads, n, keys], float32
-  };
-  std::vector<Chunk> chunks_;
-  int64_t firstPosition(const Chunk& chunk) const;
-  static int64_t queriesOf(const Chunk& chunk);
-
-  bool attention_ = false;
-  ProbeSink* inner_ = nullptr;
-};
 
 }  // namespace kvscope

@@ -20,18 +20,6 @@ std::vector<std::string> evictRun(const std::vector<std::string>& extra) {
   return args;
 }
 
-// The kvscope document in a .kvtrace's safetensors header.
-nlohmann::json traceDocument(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() < 8) return nullptr;
-  uint64_t header = 0;
-  for (int i = 7; i >= 0; --i) header = (header << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
-  if (8 + header > bytes.size()) return nullptr;
-  const auto json = nlohmann::json::parse(bytes.substr(8, header), nullptr, false);
-  return nlohmann::json::parse(json["__metadata__"]["kvscope"].get<std::string>(), nullptr, false);
-}
-
 TEST(CliEvict, RunWritesTheEvictEventsToItsTrace) {
   ScratchDir dir("evict");
   const std::string path = dir.file("evict.kvtrace");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_test_support.h"
+#include "core/decode/session_options.h"
 
 namespace kvscope::cli_test {
 namespace {
@@ -148,6 +149,32 @@ TEST(CliRun, TraceIsWritten) {
   EXPECT_TRUE(plain.exited && plain.exit_code == 0) << plain.describe();
   EXPECT_NE(plain.out.find("trace written to"), std::string::npos) << plain.describe();
   EXPECT_TRUE(fs::exists(second));
+}
+
+// Options not given on the command line are SessionOptions' defaults (the
+// one declaration the GUI and lessons use too), as the trace records them.
+TEST(CliRun, OptionsNotGivenAreTheSessionDefaults) {
+  ScratchDir dir("defaults");
+  const std::string path = dir.file("defaults.kvtrace");
+  const CliResult r = runCli({"run", "--target", modelDir("llama-tiny"), "--drafter", modelDir("llama-tiny-draft"),
+                              "--prompt", kPrompt, "--no-baseline", "--trace", path});
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  const nlohmann::json doc = traceDocument(path);
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_EQ(doc["info"]["options"], sessionOptionsJson(SessionOptions{}));
+  // And what is given is what runs.
+  const std::string given = dir.file("given.kvtrace");
+  const CliResult g = runCli({"run", "--target", modelDir("llama-tiny"), "--drafter", modelDir("llama-tiny-draft"),
+                              "--prompt", kPrompt, "--no-baseline", "--gamma", "2", "--max-new", "5", "--bookkeeping",
+                              "seed", "--fault", "prune-short", "--ignore-eos", "--trace", given});
+  ASSERT_TRUE(g.exited && g.exit_code == 0) << g.describe();
+  SessionOptions expected;
+  expected.gamma = 2;
+  expected.max_new_tokens = 5;
+  expected.bookkeeping = Bookkeeping::Seed;
+  expected.fault = Fault::PruneShort;
+  expected.ignore_eos = true;
+  EXPECT_EQ(traceDocument(given)["info"]["options"], sessionOptionsJson(expected));
 }
 
 struct BadRun {

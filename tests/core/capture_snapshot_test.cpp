@@ -38,10 +38,10 @@ ModelSpec pairSpec(const std::string& fault) {
 SessionSpec faulty(const std::string& fault, int64_t gamma) {
   SessionSpec spec;
   spec.prompt = "Once upon a time";
-  spec.max_new_tokens = 32;
-  spec.gamma = gamma;
-  spec.ignore_eos = true;
-  spec.fault = fault;
+  spec.options.max_new_tokens = 32;
+  spec.options.gamma = gamma;
+  spec.options.ignore_eos = true;
+  spec.options.fault = parseFault(fault);
   return spec;
 }
 

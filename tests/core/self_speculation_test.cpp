@@ -13,6 +13,7 @@
 #include "core/compress/self_speculation.h"
 #include "core/compress/self_speculation_drafter.h"
 #include "core/decode/autoregressive.h"
+#include "core/model/scoring.h"
 #include "core/error.h"
 #include "session_test_support.h"
 
@@ -218,6 +219,45 @@ TEST(SelfSpeculation, TheCompressedCacheDrafterRunsInASessionThatLogsItsCache) {
 
   options.use_cache = false;
   EXPECT_THROW(Session(model, drafter, prompt, options, {}), Error);
+}
+
+// The drafter that is the target itself takes the target's prefill rows
+// instead of running the same forward again: its cache must then hold what its
+// own forward would have written, bit for bit, and log its own write.
+TEST(SelfSpeculation, TheTargetAsDrafterTakesTheTargetsPrefillRowsBitForBit) {
+  for (const std::string fixture : {"llama-tiny", "gpt2-tiny", "mistral-sw-tiny"}) {
+    const auto model = fixtureModel(fixture);
+    const auto prompt = randomPrompts(1, model->config().vocab_size, 30, 30, 17)[0];
+    // No compression and a masked layout: after the prefill the copy's rows are as written.
+    const auto drafter =
+        std::make_shared<CompressedCacheDrafter>(model, CompressionSpec{}, DraftCacheLayout::Masked, "target");
+    SessionOptions options;
+    options.max_new_tokens = 8;
+    options.ignore_eos = true;
+    Session session(model, drafter, prompt, options, {});
+    session.stepPhase();  // the prefill
+    const std::vector<int64_t> prefix(prompt.begin(), prompt.end() - 1);
+    auto own = model->makeCache(session.drafterCache()->storageDtype());
+    model->forward(idsTensor(prefix), 0, own.get(), nullptr, 0);
+    for (int64_t l = 0; l < own->numLayers(); ++l) {
+      EXPECT_TRUE(at::equal(session.drafterCache()->keys(l), session.targetCache()->keys(l))) << fixture << " layer " << l;
+      EXPECT_TRUE(at::equal(session.drafterCache()->values(l), session.targetCache()->values(l))) << fixture;
+      if (model->config().windowOf(l) > 0) continue;  // the session's window already dropped the oldest rows
+      EXPECT_TRUE(at::equal(session.drafterCache()->keys(l), own->keys(l))) << fixture << " layer " << l;
+      EXPECT_TRUE(at::equal(session.drafterCache()->values(l), own->values(l))) << fixture << " layer " << l;
+    }
+    int64_t drafter_writes = 0;
+    for (const CacheEvent& e : session.events().events()) {
+      if (e.cache != CacheRole::Drafter || e.kind != CacheEventKind::Append) continue;
+      ++drafter_writes;
+      EXPECT_EQ(e.phase, Phase::Prefill);
+    }
+    EXPECT_EQ(drafter_writes, 1) << fixture;
+    EXPECT_EQ(session.believedCacheTokens(CacheRole::Drafter), prefix) << fixture;
+    // And the session goes on to the target's greedy output.
+    session.runToEnd();
+    EXPECT_EQ(session.generated(), greedy(*model, prompt, 8)) << fixture;
+  }
 }
 
 }  // namespace

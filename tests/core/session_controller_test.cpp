@@ -23,9 +23,9 @@ ModelSpec fixturePair() {
 SessionSpec faulty(const std::string& fault) {
   SessionSpec spec;
   spec.prompt = "Once upon a time";
-  spec.max_new_tokens = 24;
-  spec.ignore_eos = true;
-  spec.fault = fault;
+  spec.options.max_new_tokens = 24;
+  spec.options.ignore_eos = true;
+  spec.options.fault = parseFault(fault);
   return spec;
 }
 

@@ -77,7 +77,7 @@ class CompressionPanelTest : public QObject {
     useTestSettings("compression_panel_test");
     MainWindowOptions options;  // the bundled pair (else the fixture pair)
     options.restore_layout = false;
-    options.prompt = QString::fromUtf8(kPrompt);
+    options.session.prompt = kPrompt;
     window_ = std::make_unique<MainWindow>(options);
     window_->resize(1280, 720);
     window_->show();

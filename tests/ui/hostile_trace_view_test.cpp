@@ -152,7 +152,7 @@ class HostileTraceViewTest : public QObject {
 
     // The full text on demand, and Start would run the full prompt.
     QCOMPARE(session->prompt().size(), static_cast<qsizetype>(huge.size()));
-    QCOMPARE(session->sessionSpec().prompt.size(), huge.size());
+    QCOMPARE(session->sessionSpec()->prompt.size(), huge.size());
     session->copyFullPrompt();
     QCOMPARE(QGuiApplication::clipboard()->text().size(), static_cast<qsizetype>(huge.size()));
     QGuiApplication::clipboard()->clear();
@@ -224,7 +224,7 @@ class HostileTraceViewTest : public QObject {
     const QString real = tracePath("diffed");
     {
       MainWindowOptions options = fixtureOptions();
-      options.fault = QStringLiteral("prune-short");
+      options.session.options.fault = Fault::PruneShort;
       options.run_diff = true;
       MainWindow window(options);
       QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() && window.context().snapshot()->diff && !window.controller().busy(),

@@ -132,10 +132,10 @@ class KvScaleTest : public QObject {
     options.models.target_dir = dir + "/target";
     options.models.drafter_dir = dir + "/drafter";
     options.restore_layout = false;
-    options.prompt = QString::fromStdString(prompt);
-    options.max_new_tokens = 64;
+    options.session.prompt = prompt;
+    options.session.options.max_new_tokens = 64;
     options.initial_rounds = kRounds;
-    options.fault = QStringLiteral("prune-short");
+    options.session.options.fault = Fault::PruneShort;
     window_ = std::make_unique<MainWindow>(options);
     window_->resize(1280, 800);
     window_->show();

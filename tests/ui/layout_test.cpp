@@ -129,7 +129,7 @@ class LayoutTest : public QObject {
     MainWindowOptions options = fixtureOptions();
     options.size = size;
     options.run_diff = true;
-    options.fault = QStringLiteral("prune-short");
+    options.session.options.fault = Fault::PruneShort;
     MainWindow window(options);
     window.show();
     QVERIFY(QTest::qWaitForWindowExposed(&window));

@@ -7,6 +7,7 @@
 #include <QPushButton>
 #include <QSlider>
 #include <QTextBrowser>
+#include <QLineEdit>
 #include <QtTest>
 
 #include <qcustomplot.h>
@@ -186,15 +187,19 @@ class MainWindowTest : public QObject {
 
   // The Session panel's Evict field starts a session whose target cache the
   // policy compresses after the prefill: the KV view hatches the masked rows
-  // (as many as the cache stopped reading); a spec the core refuses shows its
-  // message and the running session survives.
+  // (as many as the cache stopped reading); a spec the core refuses is marked
+  // in the field as it is typed, Start shows the core's message, and the
+  // running session survives.
   void evictFieldStartsAnEvictingSession() {
     MainWindow window(fixtureOptions());
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
     QCOMPARE(window.kvCachePanel()->targetView()->countMasked(), 0);
-    window.sessionPanel()->setEviction(QStringLiteral("streaming:0.5"));
-    const SessionSpec spec = window.sessionPanel()->sessionSpec();
-    QCOMPARE(spec.eviction, std::string("streaming:0.5"));
+    auto* field = window.sessionPanel()->findChild<QLineEdit*>(QStringLiteral("eviction"));
+    field->setText(QStringLiteral("streaming:0.5"));
+    const auto spec = window.sessionPanel()->sessionSpec();
+    QVERIFY(spec.has_value() && spec->options.eviction.has_value());
+    QCOMPARE(spec->options.eviction->describe(), std::string("streaming:0.5"));
+    QVERIFY(field->property("refusal").toString().isEmpty());
     const auto* before = window.context().snapshot();
     window.sessionPanel()->findChild<QPushButton*>(QStringLiteral("startSession"))->click();
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != before && !window.controller().busy(), kTimeout);
@@ -205,10 +210,17 @@ class MainWindowTest : public QObject {
     stepRound(window);  // an evicting session steps like any other
     QCOMPARE(window.context().cursor().round, int64_t{1});
 
-    window.sessionPanel()->setEviction(QStringLiteral("lru:0.5"));
-    // (Start would first ask to save the stepped session: go to the engine as Start does after that.)
-    window.controller().startSession(window.sessionPanel()->sessionSpec());
+    field->setText(QStringLiteral("lru:0.5"));
+    QVERIFY2(field->property("refusal").toString().contains(QStringLiteral("lru")),
+             qPrintable(field->property("refusal").toString()));
+    QString refusal;
+    QVERIFY(!window.sessionPanel()->sessionSpec(&refusal).has_value());
+    QVERIFY2(refusal.contains(QStringLiteral("lru")), qPrintable(refusal));
+    // Refused before anything asks to save the stepped session, or replaces it.
+    const auto* stepped = window.context().snapshot();
+    window.sessionPanel()->findChild<QPushButton*>(QStringLiteral("startSession"))->click();
     QTRY_VERIFY_WITH_TIMEOUT(errorDialog() != nullptr, kTimeout);
+    QCOMPARE(window.context().snapshot(), stepped);
     QVERIFY2(errorDialog()->informativeText().contains(QStringLiteral("lru")), qPrintable(errorDialog()->informativeText()));
     errorDialog()->accept();
     QTRY_VERIFY(errorDialog() == nullptr);
@@ -266,8 +278,9 @@ class MainWindowTest : public QObject {
   void stopHaltsARunAndSteppingResumes() {
     MainWindow window(fixtureOptions());
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
-    window.sessionPanel()->setMaxNewTokens(200);  // ~200 rounds: far more than run before the stop lands
-    window.controller().startSession(window.sessionPanel()->sessionSpec());
+    SessionSpec spec = *window.sessionPanel()->sessionSpec();
+    spec.options.max_new_tokens = 200;  // ~200 rounds: far more than run before the stop lands
+    window.controller().startSession(spec);
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot()->lastRound() == 0 && !window.controller().busy(), kTimeout);
     // The worker checks the flag between phases; the GUI thread never waits.
     window.controller().run();

@@ -57,8 +57,8 @@ class NonFiniteLogitsTest : public QObject {
     options.models.target_dir = poisonedGpt2(dir, kFirstBad);
     options.models.drafter_dir = KVSCOPE_FIXTURES "/models/gpt2-tiny";
     options.restore_layout = false;
-    options.prompt = QStringLiteral("Once");
-    options.max_new_tokens = 64;
+    options.session.prompt = "Once";
+    options.session.options.max_new_tokens = 64;
     MainWindow window(options);
     window.show();
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);

@@ -115,9 +115,10 @@ class PresenterModeTest : public QObject {
   void playbackSpeedPausesAfterEveryPhase() {
     MainWindow window(fixtureOptions());
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
-    window.sessionPanel()->setMaxNewTokens(6);
+    SessionSpec spec = *window.sessionPanel()->sessionSpec();
+    spec.options.max_new_tokens = 6;
     const SessionSnapshot* before = window.context().snapshot();
-    window.controller().startSession(window.sessionPanel()->sessionSpec());
+    window.controller().startSession(spec);
     waitForSnapshot(window, before);
     constexpr int kDelayMs = 150;
     window.phaseDelayBox()->setValue(kDelayMs / 1000.0);

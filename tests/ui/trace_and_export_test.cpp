@@ -105,7 +105,7 @@ class TraceAndExportTest : public QObject {
     QCOMPARE(int64_t{window.kvCachePanel()->targetView()->layer()}, saved.layer);
     QCOMPARE(int64_t{window.attentionPanel()->kvHead()}, saved.head);
     // The Session form shows what the trace ran with.
-    QCOMPARE(window.sessionPanel()->fault(), QStringLiteral("prune-short"));
+    QCOMPARE(window.sessionPanel()->sessionSpec()->options.fault, Fault::PruneShort);
     QCOMPARE(window.sessionPanel()->prompt().toStdString(), prompt);
     QFile::remove(path);
   }

@@ -2,6 +2,7 @@
 // Shared helpers of the GUI tests: the fixture model pair, waiting for the
 // worker thread, flushing the panels' coalesced redraws, finding the error dialog.
 #include <QApplication>
+#include <QComboBox>
 #include <QMap>
 #include <QMessageBox>
 #include <QPushButton>
@@ -67,12 +68,21 @@ inline void waitForSnapshot(MainWindow& window, const SessionSnapshot* before) {
   flush(window);
 }
 
+// Picks `fault` in the Session panel's Fault box, as a user does.
+inline void chooseFault(MainWindow& window, const char* fault) {
+  auto* box = window.sessionPanel()->findChild<QComboBox*>(QStringLiteral("fault"));
+  QVERIFY(box != nullptr);
+  const int index = box->findData(QString::fromUtf8(fault));
+  QVERIFY2(index >= 0, fault);
+  box->setCurrentIndex(index);
+}
+
 // Starts a session with `fault` and waits for its prefill.
 inline void startWithFault(MainWindow& window, const char* fault) {
   QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
-  window.sessionPanel()->setFault(QString::fromUtf8(fault));
+  chooseFault(window, fault);
   const SnapshotPtr before = window.context().snapshotPtr();
-  window.controller().startSession(window.sessionPanel()->sessionSpec());
+  window.controller().startSession(*window.sessionPanel()->sessionSpec());
   waitForSnapshot(window, before);
   if (QTest::currentTestFailed()) return;
   QCOMPARE(window.context().snapshot()->fault, std::string(fault));
@@ -98,7 +108,7 @@ class DiscardUnsaved {
 // Runs the diff of the session panel's settings with `fault` and waits for its report.
 inline void runDiff(MainWindow& window, const char* fault) {
   QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
-  window.sessionPanel()->setFault(QString::fromUtf8(fault));
+  chooseFault(window, fault);
   const SnapshotPtr before = window.context().snapshotPtr();
   const DiscardUnsaved discard;
   window.diffPanel()->runButton()->click();

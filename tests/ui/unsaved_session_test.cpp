@@ -236,7 +236,7 @@ class UnsavedSessionTest : public QObject {
     stepRound(window);
     ModalAnswerer answerer;
     answerer.expect(kQuestion, click(QMessageBox::Cancel, QStringLiteral("Save the trace before starting a new session?")));
-    emit window.sessionPanel()->startRequested(window.sessionPanel()->sessionSpec());
+    emit window.sessionPanel()->startRequested(*window.sessionPanel()->sessionSpec());
     QVERIFY(answerer.allAnswered());
     QTest::qWait(200);  // nothing may start behind the cancelled question
     QVERIFY(!window.controller().busy());
@@ -251,7 +251,7 @@ class UnsavedSessionTest : public QObject {
     stepRound(window);
     ModalAnswerer answerer;
     answerer.expect(kQuestion, click(QMessageBox::Discard, QStringLiteral("Save the trace before starting a new session?")));
-    emit window.sessionPanel()->startRequested(window.sessionPanel()->sessionSpec());
+    emit window.sessionPanel()->startRequested(*window.sessionPanel()->sessionSpec());
     QVERIFY(answerer.allAnswered());
     QTRY_VERIFY_WITH_TIMEOUT(window.context().latest().round == 0 && !window.controller().busy(), kTimeout);
     QVERIFY(!window.hasUnsavedSession());

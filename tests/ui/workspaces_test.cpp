@@ -216,7 +216,7 @@ class WorkspacesTest : public QObject {
     options.size = size;
     options.presenter_zoom = 100;
     options.run_diff = true;
-    options.fault = QStringLiteral("prune-short");
+    options.session.options.fault = Fault::PruneShort;
     MainWindow window(options);
     window.show();
     QVERIFY(QTest::qWaitForWindowExposed(&window));
@@ -339,7 +339,7 @@ class WorkspacesTest : public QObject {
     {
       MainWindowOptions options = fixtureOptions();
       options.initial_rounds = 2;
-      options.fault = QStringLiteral("prune-short");
+      options.session.options.fault = Fault::PruneShort;
       MainWindow window(options);
       QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() && window.context().snapshot()->lastRound() >= 2 &&
                                    !window.controller().busy(),

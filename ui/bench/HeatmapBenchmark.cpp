@@ -36,6 +36,7 @@ bool waitForRounds(MainWindow& window, int rounds, int timeout_ms) {
   timer.start();
   while (timer.elapsed() < timeout_ms) {
     QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+    if (window.startupScript().stopped()) return false;  // a step failed: nothing more will come
     const SessionSnapshot* snapshot = window.context().snapshot();
     if (snapshot && !window.controller().busy() &&
         (snapshot->lastRound() >= rounds || snapshot->finished || snapshot->replay_only)) {

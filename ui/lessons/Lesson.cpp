@@ -13,6 +13,9 @@
 #include <cmath>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
+#include "core/decode/session_options.h"
 #include "core/error.h"
 #include "core/model/json_limits.h"
 #include "ui/lessons/LessonText.h"
@@ -128,28 +131,24 @@ class Reader {
   bool failed_ = false;
 };
 
+// A page's session: its prompt, whether it runs the diff, and session
+// options named as everywhere else (core/decode/session_options.h: the one
+// declaration, its defaults and its limits).
 LessonSession readSession(Reader& r, const QJsonObject& o, const QString& path) {
   LessonSession s;
-  r.unknownKeys(o, path, {"prompt", "gamma", "max_new_tokens", "fault", "bookkeeping", "sampling", "seed", "diff"});
   s.prompt = r.string(o, QStringLiteral("prompt"), path, s.prompt);
-  s.gamma = r.integer(o, QStringLiteral("gamma"), path, s.gamma, 1, 16);
-  s.max_new_tokens = r.integer(o, QStringLiteral("max_new_tokens"), path, s.max_new_tokens, 1, 4096);
-  s.fault = r.string(o, QStringLiteral("fault"), path, s.fault);
-  if (s.fault != QStringLiteral("none") && !lessonFaultNames().contains(s.fault)) {
-    r.fail(path + QStringLiteral("fault"),
-           QStringLiteral("unknown fault '%1' (known: none, %2)").arg(s.fault, lessonFaultNames().join(QStringLiteral(", "))));
-  }
-  s.bookkeeping = r.string(o, QStringLiteral("bookkeeping"), path, s.bookkeeping);
-  if (s.bookkeeping != QStringLiteral("exact") && s.bookkeeping != QStringLiteral("seed")) {
-    r.fail(path + QStringLiteral("bookkeeping"), QStringLiteral("must be \"exact\" or \"seed\""));
-  }
-  const QString sampling = r.string(o, QStringLiteral("sampling"), path, QStringLiteral("greedy"));
-  if (sampling != QStringLiteral("greedy") && sampling != QStringLiteral("sample")) {
-    r.fail(path + QStringLiteral("sampling"), QStringLiteral("must be \"greedy\" or \"sample\""));
-  }
-  s.greedy = sampling == QStringLiteral("greedy");
-  s.seed = r.integer(o, QStringLiteral("seed"), path, s.seed, 0, 1 << 30);
   s.diff = r.boolean(o, QStringLiteral("diff"), path, s.diff);
+  QJsonObject options = o;
+  options.remove(QStringLiteral("prompt"));
+  options.remove(QStringLiteral("diff"));
+  try {
+    const QByteArray text = QJsonDocument(options).toJson(QJsonDocument::Compact);
+    s.options = readSessionOptions(nlohmann::json::parse(text.constData(), text.constData() + text.size()));
+  } catch (const SessionOptionError& e) {
+    // "pages[2].session.gamma"; a combination (adaptive bounds) is the session's.
+    const QString field = e.field().empty() ? path.chopped(1) : path + QString::fromStdString(e.field());
+    r.fail(field, QString::fromStdString(e.reason()));
+  }
   return s;
 }
 
@@ -236,14 +235,8 @@ QString repeatedKeyError(const QByteArray& json, const QString& file) {
 }  // namespace
 
 QString LessonSession::key() const {
-  return QStringLiteral("%1|%2|%3|%4|%5|%6|%7|%8")
-      .arg(prompt)
-      .arg(gamma)
-      .arg(max_new_tokens)
-      .arg(fault, bookkeeping)
-      .arg(greedy)
-      .arg(seed)
-      .arg(diff);
+  const std::string options = sessionOptionsJson(this->options).dump();
+  return QStringLiteral("%1|%2|%3").arg(prompt, QString::fromStdString(options)).arg(diff);
 }
 
 LessonSession Lesson::sessionOf(int index) const {

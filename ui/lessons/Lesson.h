@@ -11,17 +11,15 @@
 #include <QVector>
 #include <optional>
 
+#include "core/decode/session_options.h"
+
 namespace kvscope::ui {
 
-// The session a page needs; unset fields keep the Session panel's defaults.
+// The session a page needs: its prompt and its options; fields the file does
+// not name keep SessionOptions' defaults (core/decode/session_options.h).
 struct LessonSession {
   QString prompt;               // empty: the sample prompt
-  int gamma = 4;
-  int max_new_tokens = 24;
-  QString fault = QStringLiteral("none");
-  QString bookkeeping = QStringLiteral("exact");  // or "seed"
-  bool greedy = true;
-  int seed = 0;
+  SessionOptions options;
   bool diff = false;            // run the cached-vs-uncached diff instead of a plain session
   // Identity: two pages with equal keys share one session (no restart).
   QString key() const;

@@ -68,13 +68,7 @@ void LessonRunner::show(const Lesson& lesson, int page) {
   }
   SessionPanel* form = window_.sessionPanel();
   form->setPrompt(session.prompt.isEmpty() ? SessionPanel::samplePrompt() : session.prompt);
-  form->setGamma(session.gamma);
-  form->setMaxNewTokens(session.max_new_tokens);
-  form->setFault(session.fault);
-  form->setBookkeeping(session.bookkeeping);
-  form->setGreedy(session.greedy);
-  form->setSeed(session.seed);
-  form->setUseCache(true);
+  form->setOptions(session.options);
   state_ = State::WaitingForSession;
   setStatus(session.diff ? tr("Running the diff for this page\u2026") : tr("Starting this page's session\u2026"));
   window_.startLessonSession(session.diff);

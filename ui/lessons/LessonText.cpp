@@ -135,12 +135,6 @@ QString lessonTextNameHelp() {
   return text;
 }
 
-QStringList lessonFaultNames() {
-  QStringList names;
-  for (const FaultInfo& info : allFaults()) names << QString::fromUtf8(info.name);
-  return names;
-}
-
 QMap<QString, QString> lessonTextValues(const SessionSnapshot& snapshot, const Cursor& cursor) {
   QMap<QString, QString> v;
   for (const QString& name : lessonTextNames()) v[name] = QStringLiteral("?");

@@ -19,7 +19,5 @@ QString lessonTextNameHelp();
 // the round's numbers; "?" where the session has no such thing yet).
 QMap<QString, QString> lessonTextValues(const SessionSnapshot& snapshot, const Cursor& cursor);
 QString fillLessonText(const QString& text, const SessionSnapshot* snapshot, const Cursor& cursor);
-// The names of the bug zoo's faults (core/cache/fault.h).
-QStringList lessonFaultNames();
 
 }  // namespace kvscope::ui

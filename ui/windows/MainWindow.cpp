@@ -110,6 +110,8 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
       requestLoad(spec);
     });
   });
+  connect(session_, &SessionPanel::startRefused, this,
+          [this](const QString& message) { showError(tr("Starting a session"), message); });
   connect(session_, &SessionPanel::startRequested, this, [this](const SessionSpec& spec) {
     replaceSession(tr("Save the trace before starting a new session?"), [this, spec] { controller_.startSession(spec); });
   });
@@ -145,17 +147,14 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   showFirstStartHint();
   updateActions();
   session_->setWeightResidency(options_.models.weights);
+  session_->setOptions(options_.session.options);
+  if (!options_.session.prompt.empty()) session_->setPrompt(QString::fromStdString(options_.session.prompt));
   if (options_.load_on_start) {
-    start_after_load_ = true;
-    pending_rounds_ = options_.initial_rounds;
     session_->setModelDirs(QString::fromStdString(options_.models.target_dir),
                            QString::fromStdString(options_.models.drafter_dir));
-    if (!options_.fault.isEmpty()) session_->setFault(options_.fault);
-    if (!options_.eviction.isEmpty()) session_->setEviction(options_.eviction);
-    if (!options_.prompt.isEmpty()) session_->setPrompt(options_.prompt);
-    if (options_.max_new_tokens > 0) session_->setMaxNewTokens(options_.max_new_tokens);
-    requestLoad(options_.models);
   }
+  startup_ = StartupScript(startupSteps(options_));
+  runStartupSteps();
 }
 
 void MainWindow::requestLoad(const ModelSpec& spec) {
@@ -197,7 +196,9 @@ void MainWindow::buildActions() {
   load->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
   QAction* restart = file->addAction(tr("&Start Session"), this, [this] {
     replaceSession(tr("Save the trace before starting a new session?"),
-                   [this] { controller_.startSession(session_->sessionSpec()); });
+                   [this] {
+                     if (const auto spec = panelSession()) controller_.startSession(*spec);
+                   });
   });
   restart->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
   file->addSeparator();
@@ -386,11 +387,21 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   event->accept();
 }
 
+std::optional<SessionSpec> MainWindow::panelSession() {
+  QString error;
+  auto spec = session_->sessionSpec(&error);
+  if (!spec) showError(tr("Starting a session"), error);
+  return spec;
+}
+
 void MainWindow::requestDiff() {
-  replaceSession(tr("Save the trace before running the diff?"), [this] { controller_.runDiff(session_->sessionSpec()); });
+  replaceSession(tr("Save the trace before running the diff?"), [this] {
+    if (const auto spec = panelSession()) controller_.runDiff(*spec);
+  });
 }
 
 void MainWindow::replaceSession(const QString& question, std::function<void()> replace) {
+  stopStartupForUser();
   if (askToSaveFirst(question, replace)) replace();
 }
 
@@ -445,24 +456,12 @@ void MainWindow::connectEngine() {
             const ModelSpec spec = session_->modelSpec();
             if (!spec.target_dir.empty()) session_->rememberRecent(target);
             if (!spec.drafter_dir.empty() && !drafter_dir.isEmpty()) session_->rememberRecent(drafter_dir);
-            if (start_after_load_) {
+            if (const StartupStep* step = startup_.current(); step && step->action == StartupAction::LoadModels) {
+              startup_.advance();
+              runStartupSteps();
+            } else if (start_after_load_) {
               start_after_load_ = false;
-              if (options_.lesson >= 0) {
-                const int lesson = options_.lesson;
-                options_.lesson = -1;
-                openLesson(lesson, options_.lesson_page);
-              } else if (!options_.open_file.isEmpty()) {
-                const QString path = options_.open_file;
-                options_.open_file.clear();
-                openFile(path);
-              } else if (options_.run_diff) {
-                options_.run_diff = false;
-                pending_rounds_ = 0;
-                controller_.runDiff(session_->sessionSpec());
-                raisePanel(diff_);
-              } else {
-                controller_.startSession(session_->sessionSpec());
-              }
+              if (const auto spec = panelSession()) controller_.startSession(*spec);
             }
           });
   connect(&controller_, &EngineController::snapshotReady, this, &MainWindow::onSnapshot);
@@ -511,12 +510,12 @@ bool MainWindow::saveTraceAs() {
 }
 
 void MainWindow::openTrace(const QString& path) {
-  pending_rounds_ = -1;
+  stopStartupForUser();
   controller_.openTrace(path);
 }
 
 void MainWindow::openCapture(const QString& path) {
-  pending_rounds_ = -1;
+  stopStartupForUser();
   controller_.openCapture(path);
 }
 
@@ -566,7 +565,12 @@ void MainWindow::applyGuiState(const QString& json) {
 }
 
 void MainWindow::showError(const QString& what, const QString& message) {
+  spdlog::error("{} failed: {}", what.toStdString(), message.toStdString());
   start_after_load_ = false;
+  if (const StartupStep* step = startup_.current()) {
+    spdlog::warn("start-up stopped before: {}", step->describe().toStdString());
+    startup_.stop();
+  }
   after_save_ = nullptr;  // a failed save (or anything else failing) replaces nothing, closes nothing
   auto* box = new QMessageBox(QMessageBox::Critical, what, what + tr(" failed"), QMessageBox::Ok, this);
   box->setObjectName(QStringLiteral("errorDialog"));
@@ -651,21 +655,83 @@ void MainWindow::onSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
   if (reason == SnapshotReason::Diff && !had_cursor) {
     if (const Cursor cause = diff_->rootCauseCursor(); cause.valid()) context_.setCursor(cause);
   }
-  if (reason == SnapshotReason::NewSession && !options_.compression.isEmpty()) runRequestedCompression();
-  if (pending_rounds_ > 0 && !finished) {
-    --pending_rounds_;
-    controller_.stepRound();
-  } else if (pending_rounds_ >= 0 && options_.select_round != -1) {
-    pending_rounds_ = -1;  // done: select once
-    selectRequestedRound();
+  continueStartup(reason, finished);
+}
+
+void MainWindow::runStartupSteps() {
+  while (const StartupStep* step = startup_.current()) {
+    spdlog::info("start-up: {}", step->describe().toStdString());
+    in_startup_step_ = true;
+    const StepStart start = startStartupStep(*step);
+    in_startup_step_ = false;
+    if (start == StepStart::Waiting) return;
+    if (start == StepStart::Failed) {
+      startup_.stop();
+      return;
+    }
+    startup_.advance();
   }
 }
 
-void MainWindow::selectRequestedRound() {
+MainWindow::StepStart MainWindow::startStartupStep(const StartupStep& step) {
+  const SessionSnapshot* snapshot = context_.snapshot();
+  switch (step.action) {
+    case StartupAction::LoadModels:
+      requestLoad(options_.models);
+      return StepStart::Waiting;
+    case StartupAction::StartSession:
+    case StartupAction::RunDiff: {
+      const auto spec = panelSession();
+      if (!spec) return StepStart::Failed;
+      if (step.action == StartupAction::StartSession) {
+        controller_.startSession(*spec);
+      } else {
+        controller_.runDiff(*spec);
+        raisePanel(diff_);
+      }
+      return StepStart::Waiting;
+    }
+    case StartupAction::OpenLesson:
+      openLesson(step.count, step.page);  // its runner steps the lesson's own session
+      return StepStart::Done;
+    case StartupAction::OpenFile:
+      openFile(step.file);  // the last step: a replay has nothing to step
+      return StepStart::Done;
+    case StartupAction::RunCompression:
+      runRequestedCompression(step.compression_slots);  // a job of its own, beside the next steps
+      return StepStart::Done;
+    case StartupAction::StepRounds:
+      if (step.count <= 0 || !snapshot || snapshot->finished) return StepStart::Done;
+      controller_.stepRound();
+      return StepStart::Waiting;
+    case StartupAction::SelectMoment:
+      selectRequestedMoment(step.round, step.position);
+      return StepStart::Done;
+  }
+  return StepStart::Failed;
+}
+
+void MainWindow::stopStartupForUser() {
+  if (!in_startup_step_) startup_.stop();
+}
+
+void MainWindow::continueStartup(SnapshotReason reason, bool finished) {
+  const StartupStep* step = startup_.current();
+  if (!step || !step->doneBy(reason)) return;
+  if (step->action == StartupAction::StepRounds) {
+    startup_.countRound();
+    if (startup_.roundsStepped() < step->count && !finished) {
+      controller_.stepRound();
+      return;
+    }
+  }
+  startup_.advance();
+  runStartupSteps();
+}
+
+void MainWindow::selectRequestedMoment(int64_t round, int64_t position) {
   const SessionSnapshot* snapshot = context_.snapshot();
   if (!snapshot) return;
-  int64_t round = options_.select_round;
-  int64_t position = options_.select_position;
   if (round == MainWindowOptions::kFirstRejection) {
     round = -1;
     for (const RoundRecord& record : snapshot->rounds) {
@@ -682,11 +748,9 @@ void MainWindow::selectRequestedRound() {
   if (position >= 0) context_.selectPosition(position);
 }
 
-void MainWindow::runRequestedCompression() {
-  const QStringList specs = options_.compression;
-  options_.compression.clear();  // once
+void MainWindow::runRequestedCompression(const QStringList& compression_slots) {
   QString error;
-  if (!compression_->applyShorthands(specs, &error)) {
+  if (!compression_->applyShorthands(compression_slots, &error)) {
     showError(tr("--compression"), error);
     return;
   }
@@ -761,8 +825,10 @@ void MainWindow::openLesson(int lesson, int page) {
 
 void MainWindow::startLessonSession(bool diff) {
   replaceSession(tr("Save the trace before the lesson starts its session?"), [this, diff] {
-    if (diff) controller_.runDiff(session_->sessionSpec());
-    else controller_.startSession(session_->sessionSpec());
+    const auto spec = panelSession();
+    if (!spec) return;
+    if (diff) controller_.runDiff(*spec);
+    else controller_.startSession(*spec);
   });
 }
 

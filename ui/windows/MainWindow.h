@@ -17,6 +17,7 @@
 #include "core/control/session_controller.h"
 #include "ui/context/DebuggerContext.h"
 #include "ui/engine/EngineController.h"
+#include "ui/windows/StartupScript.h"
 
 class QAction;
 class QDockWidget;
@@ -51,11 +52,10 @@ struct MainWindowOptions {
   int64_t select_round = -1;     // then put the cursor on this round (-1: stay at the latest;
                                  // kFirstRejection: the first round that rejected a draft)
   int64_t select_position = -1;  // kFirstRejection: the selected round's first rejected draft
-  QString prompt;         // empty: the sample prompt
-  int max_new_tokens = 0; // 0: the panel's default
-  QString fault;          // inject this fault (a name from core/cache/fault.h) in the first session
+  // The Session panel's prompt (empty: the sample prompt) and options for the
+  // first session (--fault, --evict, --max-new; SessionOptions' defaults).
+  SessionSpec session;
   int compression_speculate_gamma = -1;  // --self-speculate with --compression; -1: the panel's default
-  QString eviction;       // evict in the first session ("h2o:0.25:every=4"; core/decode/session_eviction.h)
   bool run_diff = false;  // run the cached-vs-uncached diff instead of a plain first session
   int lesson = -1;        // once the models are loaded, open this lesson (0-based) instead of a plain session
   int lesson_page = 0;    // at this page
@@ -75,6 +75,8 @@ class MainWindow : public QMainWindow {
   DebuggerContext& context() { return context_; }
   EngineController& controller() { return controller_; }
   SessionPanel* sessionPanel() const { return session_; }
+  // What the window does as it opens (StartupScript.h), and how far it got.
+  const StartupScript& startupScript() const { return startup_; }
   TimelinePanel* timelinePanel() const { return timeline_; }
   TokenStripPanel* tokenStripPanel() const { return tokens_; }
   KvCachePanel* kvCachePanel() const { return kv_; }
@@ -121,6 +123,9 @@ class MainWindow : public QMainWindow {
   const QStringList& guiStateWarnings() const { return gui_state_warnings_; }
   // Shown without blocking (tests find it among the top-level widgets).
   void showError(const QString& what, const QString& message);
+  // The Session panel's prompt and options; nullopt (the refusal shown) when
+  // the session would refuse them.
+  std::optional<SessionSpec> panelSession();
 
   // Lessons: opens page `page` of lesson `lesson` (Lessons menu, --lesson).
   void openLesson(int lesson, int page = 0);
@@ -171,16 +176,26 @@ class MainWindow : public QMainWindow {
   void stepPhase();
   void stepRound();
   void onSnapshot(SnapshotPtr snapshot, SnapshotReason reason);
-  void selectRequestedRound();
-  // --compression: the panel's slots set and run once, on the first session.
-  void runRequestedCompression();
+  // The start-up script (StartupScript.h): runs steps until one waits for the
+  // engine; continueStartup() goes on when the engine reports it done.
+  void runStartupSteps();
+  enum class StepStart { Waiting, Done, Failed };
+  StepStart startStartupStep(const StartupStep& step);
+  void continueStartup(SnapshotReason reason, bool finished);
+  // The user (or a lesson the user opened) replaces the session: the script's
+  // remaining steps belonged to the old one.
+  void stopStartupForUser();
+  void selectRequestedMoment(int64_t round, int64_t position);
+  // --compression: the panel's slots set and run on the first session.
+  void runRequestedCompression(const QStringList& compression_slots);
   void raisePanel(QWidget* panel);
 
   DebuggerContext context_;
   EngineController controller_;
   MainWindowOptions options_;
-  bool start_after_load_ = false;
-  int pending_rounds_ = 0;
+  bool start_after_load_ = false;  // the user's Load: start a session once the models are in
+  StartupScript startup_;
+  bool in_startup_step_ = false;  // a step is running: what it starts is the script's, not the user's
   bool unsaved_ = false;           // see hasUnsavedSession()
   QStringList gui_state_warnings_;
   int64_t reproducible_rounds_ = 0;  // see markReproducible()

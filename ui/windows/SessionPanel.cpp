@@ -1,5 +1,6 @@
 #include "ui/windows/SessionPanel.h"
 
+#include <QApplication>
 #include <QCheckBox>
 #include <QClipboard>
 #include <QGuiApplication>
@@ -21,6 +22,7 @@
 
 #include "core/cache/eviction_policy.h"
 #include "core/cache/fault.h"
+#include "core/error.h"
 #include "ui/widgets/LongText.h"
 #include "ui/widgets/ModelName.h"
 
@@ -103,9 +105,9 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   prompt_->setMaximumHeight(70);
   prompt_->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(prompt_, &QWidget::customContextMenuRequested, this, &SessionPanel::showPromptMenu);
+  // Ranges from the session's own limits; values from setOptions(SessionOptions{}) below.
   gamma_ = new QSpinBox;
-  gamma_->setRange(1, 16);
-  gamma_->setValue(4);
+  gamma_->setRange(1, static_cast<int>(SessionLimits::kMaxGamma));
   adaptive_ = new QCheckBox(tr("adaptive"));
   auto* gamma_row = new QWidget;
   auto* gamma_layout = new QHBoxLayout(gamma_row);
@@ -113,25 +115,23 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   gamma_layout->addWidget(gamma_);
   gamma_layout->addWidget(adaptive_);
   max_new_ = new QSpinBox;
-  max_new_->setRange(1, 4096);
-  max_new_->setValue(48);
+  max_new_->setRange(1, static_cast<int>(SessionLimits::kMaxNewTokens));
   sampling_ = new QComboBox;
   sampling_->addItems({tr("Greedy"), tr("Sample")});
   temperature_ = new QDoubleSpinBox;
   temperature_->setRange(0.05, 5.0);
+  temperature_->setDecimals(3);  // a lesson's 0.875 shows, and runs, as 0.875
   temperature_->setSingleStep(0.1);
-  temperature_->setValue(1.0);
   top_k_ = new QSpinBox;
-  top_k_->setRange(0, 100000);
+  top_k_->setRange(0, static_cast<int>(SessionLimits::kMaxTopK));
   top_k_->setSpecialValueText(tr("off"));
   top_p_ = new QDoubleSpinBox;
   top_p_->setRange(0.01, 1.0);
+  top_p_->setDecimals(3);
   top_p_->setSingleStep(0.05);
-  top_p_->setValue(1.0);
   seed_ = new QSpinBox;
-  seed_->setRange(0, 1 << 30);
+  seed_->setRange(0, static_cast<int>(SessionLimits::kMaxSeed));
   use_cache_ = new QCheckBox(tr("KV cache on"));
-  use_cache_->setChecked(true);
   bookkeeping_ = new QComboBox;
   bookkeeping_->addItem(tr("exact (keep L'-1)"), QStringLiteral("exact"));
   bookkeeping_->addItem(tr("seed (one fewer, re-fed)"), QStringLiteral("seed"));
@@ -142,12 +142,13 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   eviction_->setPlaceholderText(tr("none, or h2o:0.25:every=4"));
   QStringList policies;
   for (EvictionPolicy policy : allEvictionPolicies()) policies << QString::fromUtf8(evictionPolicyName(policy));
-  eviction_->setToolTip(tr("Token eviction on the target's cache: POLICY:BUDGET[:every=N][:sinks=N][:window=N]"
+  eviction_help_ = (tr("Token eviction on the target's cache: POLICY:BUDGET[:every=N][:sinks=N][:window=N]"
                            "[:kernel=K][:seed=S], as kvscope-cli run --evict. Policies: %1. BUDGET is a fraction of "
                            "the rows (0.25) or a row count (48); every=N also re-compresses after every N-th round. "
                            "Evicted rows stay in the cache, hatched in the KV view, and attention no longer reads "
                            "them; the diff names the eviction, not a bug.")
                             .arg(policies.join(QStringLiteral(", "))));
+  eviction_->setToolTip(eviction_help_);
   start_ = new QPushButton(tr("Start session"));
   start_->setObjectName(QStringLiteral("startSession"));
 
@@ -193,7 +194,13 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   connect(drafter_kind_, &QComboBox::currentIndexChanged, this, &SessionPanel::updateEnabled);
   connect(sampling_, &QComboBox::currentIndexChanged, this, &SessionPanel::updateEnabled);
   connect(load_, &QPushButton::clicked, this, [this] { emit loadRequested(modelSpec()); });
-  connect(start_, &QPushButton::clicked, this, [this] { emit startRequested(sessionSpec()); });
+  connect(start_, &QPushButton::clicked, this, [this] {
+    QString error;
+    if (const auto spec = sessionSpec(&error)) emit startRequested(*spec);
+    else emit startRefused(error);
+  });
+  connect(eviction_, &QLineEdit::textChanged, this, &SessionPanel::markEvictionText);
+  setOptions(SessionOptions{});
   updateEnabled();
 }
 
@@ -221,15 +228,27 @@ void SessionPanel::buildFaultBox() {
   follow();
 }
 
-void SessionPanel::setEviction(const QString& text) { eviction_->setText(text); }
-QString SessionPanel::eviction() const { return eviction_->text().trimmed(); }
+void SessionPanel::selectFault(const QString& name) { fault_->setCurrentIndex(std::max(0, fault_->findData(name))); }
 
-QString SessionPanel::fault() const { return fault_->currentData().toString(); }
+void SessionPanel::markEvictionText() {
+  const std::string text = eviction_->text().trimmed().toStdString();
+  QString error;
+  try {
+    if (!text.empty() && text != "none") parseSessionEviction(text);
+  } catch (const Error& e) {
+    error = QString::fromStdString(e.what());
+  }
+  QPalette palette = eviction_->palette();
+  palette.setColor(QPalette::Text, error.isEmpty() ? QApplication::palette().color(QPalette::Text) : QColor(0xb0, 0x00, 0x20));
+  eviction_->setPalette(palette);
+  eviction_->setProperty("refusal", error);
+  eviction_->setToolTip(error.isEmpty() ? eviction_help_ : error.toHtmlEscaped() + QStringLiteral("<hr>") + eviction_help_);
+}
 QString SessionPanel::prompt() const { return promptElided() ? full_prompt_ : prompt_->toPlainText(); }
 DrafterKind SessionPanel::drafterKind() const { return static_cast<DrafterKind>(drafter_kind_->currentData().toInt()); }
 
 void SessionPanel::showSession(const SessionSnapshot& snapshot) {
-  setFault(QString::fromStdString(snapshot.fault));
+  selectFault(QString::fromStdString(snapshot.fault));
   std::string prompt = snapshot.prompt;
   if (prompt.empty()) {  // a trace saved without the typed text: the prompt's tokens, up to 16 MiB
     for (int64_t i = 0; i < snapshot.prompt_length && i < static_cast<int64_t>(snapshot.sequence.size()) &&
@@ -294,23 +313,50 @@ ModelSpec SessionPanel::modelSpec() const {
   return spec;
 }
 
-SessionSpec SessionPanel::sessionSpec() const {
+std::optional<SessionSpec> SessionPanel::sessionSpec(QString* error) const {
   SessionSpec spec;
   spec.prompt = prompt().toStdString();
-  spec.gamma = gamma_->value();
-  spec.adaptive_gamma = adaptive_->isChecked();
-  spec.max_new_tokens = max_new_->value();
-  spec.greedy = sampling_->currentIndex() == 0;
-  spec.temperature = temperature_->value();
-  spec.top_k = top_k_->value();
-  spec.top_p = top_p_->value();
-  spec.seed = static_cast<uint64_t>(seed_->value());
-  spec.use_cache = use_cache_->isChecked();
-  spec.bookkeeping = bookkeeping_->currentData().toString().toStdString();
-  spec.ignore_eos = ignore_eos_->isChecked();
-  spec.fault = fault_->currentData().toString().toStdString();
-  spec.eviction = eviction().toStdString();
+  SessionOptions& o = spec.options;
+  o = options_;
+  o.gamma = gamma_->value();
+  o.adaptive_gamma = adaptive_->isChecked();
+  o.max_new_tokens = max_new_->value();
+  o.sampling.greedy = sampling_->currentIndex() == 0;
+  o.sampling.temperature = temperature_->value();
+  o.sampling.top_k = top_k_->value();
+  o.sampling.top_p = top_p_->value();
+  o.seed = static_cast<uint64_t>(seed_->value());
+  o.use_cache = use_cache_->isChecked();
+  o.bookkeeping = bookkeeping_->currentIndex() == 0 ? Bookkeeping::Exact : Bookkeeping::Seed;
+  o.ignore_eos = ignore_eos_->isChecked();
+  o.fault = parseFault(fault_->currentData().toString().toStdString());
+  try {
+    const std::string eviction = eviction_->text().trimmed().toStdString();
+    o.eviction.reset();
+    if (!eviction.empty() && eviction != "none") o.eviction = parseSessionEviction(eviction);
+    o.validate();
+  } catch (const Error& e) {
+    if (error) *error = QString::fromStdString(e.what());
+    return std::nullopt;
+  }
   return spec;
+}
+
+void SessionPanel::setOptions(const SessionOptions& o) {
+  options_ = o;
+  gamma_->setValue(static_cast<int>(o.gamma));
+  adaptive_->setChecked(o.adaptive_gamma);
+  max_new_->setValue(static_cast<int>(o.max_new_tokens));
+  sampling_->setCurrentIndex(o.sampling.greedy ? 0 : 1);
+  temperature_->setValue(o.sampling.temperature);
+  top_k_->setValue(static_cast<int>(o.sampling.top_k));
+  top_p_->setValue(o.sampling.top_p);
+  seed_->setValue(static_cast<int>(std::min<uint64_t>(o.seed, SessionLimits::kMaxSeed)));
+  use_cache_->setChecked(o.use_cache);
+  bookkeeping_->setCurrentIndex(o.bookkeeping == Bookkeeping::Exact ? 0 : 1);
+  ignore_eos_->setChecked(o.ignore_eos);
+  selectFault(QString::fromUtf8(faultInfo(o.fault).name));
+  eviction_->setText(o.eviction ? QString::fromStdString(o.eviction->describe()) : QString());
 }
 
 void SessionPanel::setModelDirs(const QString& target_dir, const QString& drafter_dir) {
@@ -349,17 +395,6 @@ void SessionPanel::showPromptMenu(const QPoint& at) {
   clear->setEnabled(promptElided());
   menu->popup(prompt_->viewport()->mapToGlobal(at));
 }
-void SessionPanel::setGamma(int gamma) { gamma_->setValue(gamma); }
-void SessionPanel::setMaxNewTokens(int tokens) { max_new_->setValue(tokens); }
-void SessionPanel::setFault(const QString& name) { fault_->setCurrentIndex(std::max(0, fault_->findData(name))); }
-
-void SessionPanel::setBookkeeping(const QString& name) {
-  bookkeeping_->setCurrentIndex(std::max(0, bookkeeping_->findData(name)));
-}
-void SessionPanel::setGreedy(bool greedy) { sampling_->setCurrentIndex(greedy ? 0 : 1); }
-void SessionPanel::setSeed(int seed) { seed_->setValue(seed); }
-void SessionPanel::setUseCache(bool on) { use_cache_->setChecked(on); }
-
 void SessionPanel::setBusy(bool busy, const QString& what) {
   load_->setEnabled(!busy);
   start_->setEnabled(!busy);

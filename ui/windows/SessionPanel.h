@@ -4,6 +4,8 @@
 // to the main window. Shows loading progress, what is actually loaded (the
 // live session's or an opened trace's drafter, fault and prompt), and the
 // session's metrics.
+#include <optional>
+
 #include "core/control/session_controller.h"
 #include "ui/windows/ViewerPanel.h"
 
@@ -25,28 +27,24 @@ class SessionPanel : public ViewerPanel {
   explicit SessionPanel(DebuggerContext& context, QWidget* parent = nullptr);
 
   ModelSpec modelSpec() const;
-  SessionSpec sessionSpec() const;
+  // The form's prompt and options. nullopt, with *error saying why, when the
+  // options are refused: an eviction text --evict would refuse, or a
+  // combination SessionOptions::validate refuses.
+  std::optional<SessionSpec> sessionSpec(QString* error = nullptr) const;
+  // Every option's widget from `options` (core/decode/session_options.h:
+  // the one declaration and its defaults). Options without a widget (the
+  // adaptive bounds, what is recorded) are kept and come back in sessionSpec().
+  void setOptions(const SessionOptions& options);
   void setModelDirs(const QString& target_dir, const QString& drafter_dir);
   // How every load from this panel keeps 16-bit weights (the --weights option).
   void setWeightResidency(WeightResidency weights) { weights_ = weights; }
   void setPrompt(const QString& prompt);
-  void setGamma(int gamma);
-  void setMaxNewTokens(int tokens);
-  void setFault(const QString& name);
-  // Token eviction on the target's cache, as --evict reads it ("h2o:0.25:every=4"); empty: none.
-  void setEviction(const QString& text);
-  QString eviction() const;
-  void setBookkeeping(const QString& name);  // "exact" or "seed"
-  void setGreedy(bool greedy);
-  void setSeed(int seed);
-  void setUseCache(bool on);
   void setBusy(bool busy, const QString& what);
   void setProgress(int step, int total, const QString& what);
   void setLoadedModels(const QString& target_dir, const QString& drafter_name);
   // A new session, diff or opened trace: the form takes the drafter kind,
   // fault and prompt it really ran with.
   void showSession(const SessionSnapshot& snapshot);
-  QString fault() const;
   // The prompt Start runs: the full text, also when the box shows it elided.
   QString prompt() const;
   bool promptElided() const;
@@ -59,6 +57,8 @@ class SessionPanel : public ViewerPanel {
  signals:
   void loadRequested(const kvscope::ModelSpec& spec);
   void startRequested(const kvscope::SessionSpec& spec);
+  // Start was pressed with options the session would refuse (sessionSpec()'s error).
+  void startRefused(const QString& message);
 
  protected:
   void refresh() override;
@@ -68,8 +68,11 @@ class SessionPanel : public ViewerPanel {
   void updateEnabled();
   void buildFaultBox();
   void showPromptMenu(const QPoint& at);
+  void selectFault(const QString& name);  // "none" or a fault's name; anything else: none
+  void markEvictionText();                // the field says when --evict would refuse its text
 
   WeightResidency weights_ = WeightResidency::Stored;
+  SessionOptions options_;  // the options without a widget, as setOptions() gave them
   QComboBox* target_dir_;
   QComboBox* drafter_kind_;
   QComboBox* drafter_dir_;
@@ -93,6 +96,7 @@ class SessionPanel : public ViewerPanel {
   QCheckBox* ignore_eos_;
   QComboBox* fault_;
   QLineEdit* eviction_;
+  QString eviction_help_;  // the field's tooltip: the --evict form and the policies
   QPushButton* start_;
   QLabel* metrics_;
   QLabel* session_shown_;

@@ -1,0 +1,187 @@
+#include "core/decode/session_options.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <iterator>
+#include <string>
+
+#include "core/error.h"
+
+namespace kvscope {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kKeys[] = {"gamma",       "adaptive_gamma", "gamma_min",      "gamma_max",     "max_new_tokens",
+                                 "use_cache",   "sampling",       "temperature",    "top_k",         "top_p",
+                                 "seed",        "bookkeeping",    "ignore_eos",     "record_attention",
+                                 "record_logits", "trace_budget_mb", "fault",        "eviction"};
+
+std::string keyList() {
+  std::string list;
+  for (const char* key : kKeys) list += (list.empty() ? "" : ", ") + std::string(key);
+  return list;
+}
+
+[[noreturn]] void badField(const std::string& key, const std::string& wanted, const json& value) {
+  std::string shown = value.dump();
+  if (shown.size() > 80) shown = shown.substr(0, 80) + "...";
+  throw SessionOptionError(key, "must be " + wanted + ", got " + shown);
+}
+
+// Reads object[key] into *out when present, through the reader for its type.
+class FieldReader {
+ public:
+  explicit FieldReader(const json& object) : object_(object) {}
+
+  void integer(const char* key, int64_t min, int64_t max, int64_t* out) const {
+    const json* value = find(key);
+    if (!value) return;
+    const std::string wanted = "an integer in " + std::to_string(min) + ".." + std::to_string(max);
+    if (!value->is_number_integer()) badField(key, wanted, *value);
+    if (value->is_number_unsigned() && value->get<uint64_t>() > static_cast<uint64_t>(max)) badField(key, wanted, *value);
+    const int64_t number = value->get<int64_t>();
+    if (number < min || number > max) badField(key, wanted, *value);
+    *out = number;
+  }
+
+  void number(const char* key, double* out) const {
+    const json* value = find(key);
+    if (!value) return;
+    if (!value->is_number()) badField(key, "a number", *value);
+    *out = value->get<double>();
+  }
+
+  void boolean(const char* key, bool* out) const {
+    const json* value = find(key);
+    if (!value) return;
+    if (!value->is_boolean()) badField(key, "true or false", *value);
+    *out = value->get<bool>();
+  }
+
+  // The text of a string field; nullopt when absent. Names and --evict
+  // forms are short: a longer text is refused before anything quotes it.
+  std::optional<std::string> text(const char* key) const {
+    constexpr size_t kMaxBytes = 256;
+    const json* value = find(key);
+    if (!value) return std::nullopt;
+    if (!value->is_string() || value->get_ref<const std::string&>().size() > kMaxBytes) {
+      badField(key, "a string of at most " + std::to_string(kMaxBytes) + " bytes", *value);
+    }
+    return value->get<std::string>();
+  }
+
+ private:
+  const json* find(const char* key) const {
+    const auto it = object_.find(key);
+    return it == object_.end() ? nullptr : &*it;
+  }
+  const json& object_;
+};
+
+// "greedy", "sample", or the description of the numbers read beside it (what
+// sessionOptionsJson writes for sampled settings).
+void readSampling(const FieldReader& fields, SamplingSettings* sampling) {
+  fields.number("temperature", &sampling->temperature);
+  fields.integer("top_k", 0, SessionLimits::kMaxTopK, &sampling->top_k);
+  fields.number("top_p", &sampling->top_p);
+  const auto text = fields.text("sampling");
+  if (!text) return;
+  sampling->greedy = *text == "greedy";
+  if (sampling->greedy || *text == "sample") return;
+  if (sampling->describe() != *text) {
+    throw SessionOptionError("sampling", "must be \"greedy\" or \"sample\", got '" + *text + "'");
+  }
+}
+
+// A field's own message first, so that a lesson names the field.
+template <typename Parse>
+auto parsedField(const char* key, const std::string& text, Parse parse) {
+  try {
+    return parse(text);
+  } catch (const Error& e) {
+    throw SessionOptionError(key, e.what());
+  }
+}
+
+}  // namespace
+
+void SessionOptions::validate() const {
+  require(gamma >= 0 && gamma <= SessionLimits::kMaxGamma,
+          "gamma must be in 0.." + std::to_string(SessionLimits::kMaxGamma) + ", got " + std::to_string(gamma));
+  require(gamma_min >= 1 && gamma_max >= gamma_min && gamma_max <= SessionLimits::kMaxGamma,
+          "adaptive gamma bounds must satisfy 1 <= min <= max <= " + std::to_string(SessionLimits::kMaxGamma));
+  require(!adaptive_gamma || (gamma >= gamma_min && gamma <= gamma_max),
+          "the starting gamma must lie within the adaptive bounds");
+  require(max_new_tokens >= 1 && max_new_tokens <= SessionLimits::kMaxNewTokens,
+          "max new tokens must be in 1.." + std::to_string(SessionLimits::kMaxNewTokens) + ", got " +
+              std::to_string(max_new_tokens));
+  require(trace_budget_mb >= 0 && trace_budget_mb <= SessionLimits::kMaxTraceBudgetMb,
+          "the trace budget must be 0 (no limit) or a positive number of MB, got " + std::to_string(trace_budget_mb));
+  sampling.validate();
+  if (eviction) {
+    require(use_cache, "--evict needs the KV cache on (--cache on): it removes rows from the target's cache");
+    eviction->validate();
+  }
+}
+
+nlohmann::json sessionOptionsJson(const SessionOptions& o) {
+  return {{"gamma", o.gamma},
+          {"adaptive_gamma", o.adaptive_gamma},
+          {"gamma_min", o.gamma_min},
+          {"gamma_max", o.gamma_max},
+          {"max_new_tokens", o.max_new_tokens},
+          {"use_cache", o.use_cache},
+          {"sampling", o.sampling.describe()},
+          {"temperature", o.sampling.temperature},
+          {"top_k", o.sampling.top_k},
+          {"top_p", o.sampling.top_p},
+          {"seed", o.seed},
+          {"bookkeeping", bookkeepingName(o.bookkeeping)},
+          {"ignore_eos", o.ignore_eos},
+          {"record_attention", o.record_attention},
+          {"record_logits", o.record_logits},
+          {"trace_budget_mb", o.trace_budget_mb},
+          {"fault", faultInfo(o.fault).name},
+          {"eviction", o.eviction ? o.eviction->describe() : "none"}};
+}
+
+SessionOptions readSessionOptions(const nlohmann::json& object, SessionOptions o) {
+  if (!object.is_object()) throw SessionOptionError("", "the session options must be a JSON object, got " + std::string(object.type_name()));
+  for (const auto& [key, value] : object.items()) {
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+      throw SessionOptionError(key, "unknown session option (known: " + keyList() + ")");
+    }
+  }
+  const FieldReader fields(object);
+  fields.integer("gamma", 0, SessionLimits::kMaxGamma, &o.gamma);
+  fields.boolean("adaptive_gamma", &o.adaptive_gamma);
+  fields.integer("gamma_min", 1, SessionLimits::kMaxGamma, &o.gamma_min);
+  fields.integer("gamma_max", 1, SessionLimits::kMaxGamma, &o.gamma_max);
+  fields.integer("max_new_tokens", 1, SessionLimits::kMaxNewTokens, &o.max_new_tokens);
+  fields.boolean("use_cache", &o.use_cache);
+  readSampling(fields, &o.sampling);
+  int64_t seed = static_cast<int64_t>(o.seed);
+  fields.integer("seed", 0, SessionLimits::kMaxSeed, &seed);
+  o.seed = static_cast<uint64_t>(seed);
+  if (const auto text = fields.text("bookkeeping")) o.bookkeeping = parsedField("bookkeeping", *text, parseBookkeeping);
+  fields.boolean("ignore_eos", &o.ignore_eos);
+  fields.boolean("record_attention", &o.record_attention);
+  fields.boolean("record_logits", &o.record_logits);
+  fields.integer("trace_budget_mb", 0, SessionLimits::kMaxTraceBudgetMb, &o.trace_budget_mb);
+  if (const auto text = fields.text("fault")) o.fault = parsedField("fault", *text, parseFault);
+  if (const auto text = fields.text("eviction")) {
+    o.eviction.reset();
+    if (*text != "none") o.eviction = parsedField("eviction", *text, parseSessionEviction);
+  }
+  try {
+    o.validate();
+  } catch (const Error& e) {
+    throw SessionOptionError("", e.what());
+  }
+  return o;
+}
+
+}  // namespace kvscope
