@@ -96,6 +96,7 @@ class CompressionPanel : public ViewerPanel {
 
  protected:
   void refresh() override;
+  bool showsSession() const override { return false; }  // used before there is a session
   bool eventFilter(QObject* watched, QEvent* event) override;
   void resizeEvent(QResizeEvent* event) override;
   void changeEvent(QEvent* event) override;

@@ -57,6 +57,7 @@ class LessonPanel : public ViewerPanel {
 
  protected:
   void refresh() override;
+  bool showsSession() const override { return false; }  // used before there is a session
 
  private:
   void rebuildPicker();

@@ -62,6 +62,7 @@ class SessionPanel : public ViewerPanel {
 
  protected:
   void refresh() override;
+  bool showsSession() const override { return false; }  // used before there is a session
 
  private:
   void browse(QComboBox* box);
