@@ -160,35 +160,118 @@ struct CommandLine {
   }
 };
 
-// The window's options from the command line; false (after printing why) for
-// a bad option.
-bool readWindowOptions(const CommandLine& cl, kvscope::ui::MainWindowOptions* out) {
-  kvscope::ui::MainWindowOptions& options = *out;
-  if (!cl.parser.positionalArguments().isEmpty()) {
-    options.open_file = cl.parser.positionalArguments().front();
-    if (!QFileInfo(options.open_file).isFile()) {
-      std::fprintf(stderr, "kvscope: %s is not a file\n", qPrintable(options.open_file));
+using kvscope::ui::MainWindowOptions;
+
+// The one file argument: a .kvtrace or a .kvcapture that exists.
+bool readFileArgument(const CommandLine& cl, MainWindowOptions* options) {
+  if (cl.parser.positionalArguments().isEmpty()) return true;
+  options->open_file = cl.parser.positionalArguments().front();
+  if (!QFileInfo(options->open_file).isFile()) {
+    std::fprintf(stderr, "kvscope: %s is not a file\n", qPrintable(options->open_file));
+    return false;
+  }
+  const QString suffix = QFileInfo(options->open_file).suffix().toLower();
+  if (suffix != QStringLiteral("kvtrace") && suffix != QStringLiteral("kvcapture")) {
+    std::fprintf(stderr, "kvscope: %s: not a .kvtrace or a .kvcapture (the one argument kvscope opens)\n",
+                 qPrintable(options->open_file));
+    return false;
+  }
+  return true;
+}
+
+// --target, --drafter, --ngram-drafter, --weights.
+bool readModelOptions(const CommandLine& cl, kvscope::ModelSpec* models) {
+  models->target_dir = cl.parser.value(cl.target).toStdString();
+  models->drafter_dir = cl.parser.value(cl.drafter).toStdString();
+  if (cl.parser.isSet(cl.ngram)) models->drafter_kind = kvscope::DrafterKind::Ngram;
+  if (!cl.parser.isSet(cl.weights)) return true;
+  try {
+    models->weights = kvscope::parseWeightResidency(cl.parser.value(cl.weights).toStdString(), "--weights");
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvscope: %s\n", e.what());
+    return false;
+  }
+}
+
+// The first session: --prompt / --prompt-file, --max-new, --fault, --evict
+// over SessionOptions' defaults (core/decode/session_options.h).
+bool readSessionOptions(const CommandLine& cl, kvscope::SessionSpec* session) {
+  kvscope::SessionOptions& options = session->options;
+  int max_new_tokens = static_cast<int>(options.max_new_tokens);
+  if (!wholeOption(cl.parser, cl.max_new, 1, static_cast<int>(kvscope::SessionLimits::kMaxNewTokens), &max_new_tokens)) {
+    return false;
+  }
+  options.max_new_tokens = max_new_tokens;
+  session->prompt = cl.parser.value(cl.prompt).toStdString();
+  if (cl.parser.isSet(cl.prompt_file)) {
+    QFile file(cl.parser.value(cl.prompt_file));
+    if (!file.open(QIODevice::ReadOnly)) {
+      std::fprintf(stderr, "kvscope: --prompt-file: cannot read %s\n", qPrintable(cl.parser.value(cl.prompt_file)));
       return false;
     }
-    const QString suffix = QFileInfo(options.open_file).suffix().toLower();
-    if (suffix != QStringLiteral("kvtrace") && suffix != QStringLiteral("kvcapture")) {
-      std::fprintf(stderr, "kvscope: %s: not a .kvtrace or a .kvcapture (the one argument kvscope opens)\n",
-                   qPrintable(options.open_file));
+    session->prompt = file.readAll().toStdString();
+  }
+  return coreAccepts("fault", cl.parser.value(cl.fault),
+                     [&](const std::string& s) { options.fault = kvscope::parseFault(s); }) &&
+         coreAccepts("evict", cl.parser.value(cl.evict),
+                     [&](const std::string& s) { options.eviction = kvscope::parseSessionEviction(s); });
+}
+
+// What the start-up does after loading: --rounds, --select-round/-position
+// ("rejected": the first round that rejected a draft / its first rejected
+// draft), --diff, --lesson/--lesson-page.
+bool readStartupSteps(const CommandLine& cl, MainWindowOptions* options) {
+  int lesson_number = 0, page_number = 0;
+  if (!wholeOption(cl.parser, cl.rounds, 0, 100000, &options->initial_rounds) ||
+      !wholeOption(cl.parser, cl.lesson, 1, 1000, &lesson_number) ||
+      !wholeOption(cl.parser, cl.lesson_page, 1, 1000, &page_number)) {
+    return false;
+  }
+  const auto selection = [&](const QCommandLineOption& option) -> int64_t {
+    if (!cl.parser.isSet(option)) return -1;
+    if (cl.parser.value(option) == QStringLiteral("rejected")) return MainWindowOptions::kFirstRejection;
+    return cl.parser.value(option).toLongLong();
+  };
+  options->select_round = selection(cl.select);
+  options->select_position = selection(cl.position);
+  options->run_diff = cl.parser.isSet(cl.diff);
+  if (cl.parser.isSet(cl.lesson)) options->lesson = lesson_number - 1;
+  if (cl.parser.isSet(cl.lesson_page)) options->lesson_page = page_number - 1;
+  return true;
+}
+
+// --compression A[,B] and --self-speculate G: bad words are refused now, with
+// the core's message, rather than in a dialog later.
+bool readCompressionOptions(const CommandLine& cl, MainWindowOptions* options) {
+  if (cl.parser.isSet(cl.speculate)) {
+    bool ok = false;
+    options->compression_speculate_gamma = cl.parser.value(cl.speculate).toInt(&ok);
+    if (!ok || options->compression_speculate_gamma < 0 || options->compression_speculate_gamma > 16) {
+      std::fprintf(stderr, "kvscope: --self-speculate must be a gamma in [0, 16], got '%s'\n",
+                   qPrintable(cl.parser.value(cl.speculate)));
       return false;
     }
   }
-  options.models.target_dir = cl.parser.value(cl.target).toStdString();
-  options.models.drafter_dir = cl.parser.value(cl.drafter).toStdString();
-  if (cl.parser.isSet(cl.ngram)) options.models.drafter_kind = kvscope::DrafterKind::Ngram;
-  if (cl.parser.isSet(cl.weights)) {
-    try {
-      options.models.weights = kvscope::parseWeightResidency(cl.parser.value(cl.weights).toStdString(), "--weights");
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "kvscope: %s\n", e.what());
-      return false;
-    }
+  if (!cl.parser.isSet(cl.compression)) return true;
+  options->compression = cl.parser.value(cl.compression).split(QLatin1Char(','), Qt::SkipEmptyParts);
+  kvscope::ui::CompressionSettingsForm check(QStringLiteral("check"), true);
+  QString error;
+  if (options->compression.isEmpty() || options->compression.size() > 2) {
+    error = QStringLiteral("give one or two settings, e.g. h2o:0.25,streaming:0.25");
   }
-  options.restore_layout = !cl.parser.isSet(cl.default_layout);
+  for (const QString& spec : options->compression) {
+    kvscope::CompressionSpec parsed;
+    if (error.isEmpty() && check.applyShorthand(spec, &error) && !check.spec(&parsed, &error)) break;
+  }
+  if (error.isEmpty()) return true;
+  std::fprintf(stderr, "kvscope: --compression: %s\n", qPrintable(error));
+  return false;
+}
+
+// --default-layout, --workspace, --zoom / --presenter.
+bool readWindowLook(const CommandLine& cl, MainWindowOptions* options) {
+  options->restore_layout = !cl.parser.isSet(cl.default_layout);
   if (cl.parser.isSet(cl.workspace)) {
     kvscope::ui::Workspace parsed;
     if (!kvscope::ui::Workspaces::parse(cl.parser.value(cl.workspace), &parsed)) {
@@ -196,77 +279,26 @@ bool readWindowOptions(const CommandLine& cl, kvscope::ui::MainWindowOptions* ou
                    qPrintable(cl.parser.value(cl.workspace)));
       return false;
     }
-    options.workspace = cl.parser.value(cl.workspace);
+    options->workspace = cl.parser.value(cl.workspace);
   }
-  int lesson_number = 0, page_number = 0;
-  kvscope::SessionOptions& session_options = options.session.options;  // SessionOptions' defaults where not given
-  int max_new_tokens = static_cast<int>(session_options.max_new_tokens);
-  if (!wholeOption(cl.parser, cl.rounds, 0, 100000, &options.initial_rounds) ||
-      !wholeOption(cl.parser, cl.max_new, 1, static_cast<int>(kvscope::SessionLimits::kMaxNewTokens), &max_new_tokens) ||
-      !wholeOption(cl.parser, cl.lesson, 1, 1000, &lesson_number) ||
-      !wholeOption(cl.parser, cl.lesson_page, 1, 1000, &page_number) ||
-      !wholeOption(cl.parser, cl.zoom, kvscope::ui::kMinPresenterZoom, kvscope::ui::kMaxPresenterZoom, &options.presenter_zoom)) {
+  if (!wholeOption(cl.parser, cl.zoom, kvscope::ui::kMinPresenterZoom, kvscope::ui::kMaxPresenterZoom,
+                   &options->presenter_zoom)) {
     return false;
   }
-  session_options.max_new_tokens = max_new_tokens;
-  // "rejected": the first round that rejected a draft / its first rejected draft.
-  const auto selection = [&](const QCommandLineOption& option) -> int64_t {
-    if (!cl.parser.isSet(option)) return -1;
-    if (cl.parser.value(option) == QStringLiteral("rejected")) return kvscope::ui::MainWindowOptions::kFirstRejection;
-    return cl.parser.value(option).toLongLong();
-  };
-  options.select_round = selection(cl.select);
-  options.select_position = selection(cl.position);
-  options.session.prompt = cl.parser.value(cl.prompt).toStdString();
-  if (cl.parser.isSet(cl.prompt_file)) {
-    QFile file(cl.parser.value(cl.prompt_file));
-    if (!file.open(QIODevice::ReadOnly)) {
-      std::fprintf(stderr, "kvscope: --prompt-file: cannot read %s\n", qPrintable(cl.parser.value(cl.prompt_file)));
-      return false;
-    }
-    options.session.prompt = file.readAll().toStdString();
-  }
-  if (!coreAccepts("fault", cl.parser.value(cl.fault),
-                   [&](const std::string& s) { session_options.fault = kvscope::parseFault(s); }) ||
-      !coreAccepts("evict", cl.parser.value(cl.evict),
-                   [&](const std::string& s) { session_options.eviction = kvscope::parseSessionEviction(s); })) {
-    return false;
-  }
-  if (cl.parser.isSet(cl.speculate)) {
-    bool ok = false;
-    options.compression_speculate_gamma = cl.parser.value(cl.speculate).toInt(&ok);
-    if (!ok || options.compression_speculate_gamma < 0 || options.compression_speculate_gamma > 16) {
-      std::fprintf(stderr, "kvscope: --self-speculate must be a gamma in [0, 16], got '%s'\n",
-                   qPrintable(cl.parser.value(cl.speculate)));
-      return false;
-    }
-  }
-  options.run_diff = cl.parser.isSet(cl.diff);
-  if (cl.parser.isSet(cl.lesson)) options.lesson = lesson_number - 1;
-  if (cl.parser.isSet(cl.lesson_page)) options.lesson_page = page_number - 1;
-  if (cl.parser.isSet(cl.compression)) {
-    options.compression = cl.parser.value(cl.compression).split(QLatin1Char(','), Qt::SkipEmptyParts);
-    // Refuse bad words now, with the core's message, rather than in a dialog later.
-    kvscope::ui::CompressionSettingsForm check(QStringLiteral("check"), true);
-    QString error;
-    if (options.compression.isEmpty() || options.compression.size() > 2) {
-      error = QStringLiteral("give one or two settings, e.g. h2o:0.25,streaming:0.25");
-    }
-    for (const QString& spec : options.compression) {
-      kvscope::CompressionSpec parsed;
-      if (error.isEmpty() && check.applyShorthand(spec, &error) && !check.spec(&parsed, &error)) break;
-    }
-    if (!error.isEmpty()) {
-      std::fprintf(stderr, "kvscope: --compression: %s\n", qPrintable(error));
-      return false;
-    }
-  }
-  if (cl.parser.isSet(cl.presenter) && !cl.parser.isSet(cl.zoom)) options.presenter_zoom = 150;
+  if (cl.parser.isSet(cl.presenter) && !cl.parser.isSet(cl.zoom)) options->presenter_zoom = 150;
   return true;
 }
 
+// The window's options from the command line; false (after printing why) for
+// a bad option.
+bool readWindowOptions(const CommandLine& cl, MainWindowOptions* options) {
+  return readFileArgument(cl, options) && readModelOptions(cl, &options->models) &&
+         readSessionOptions(cl, &options->session) && readStartupSteps(cl, options) &&
+         readCompressionOptions(cl, options) && readWindowLook(cl, options);
+}
+
 // --benchmark-heatmap: step the first session, time the KV heatmap's redraws, print JSON.
-int runHeatmapBenchmark(const CommandLine& cl, kvscope::ui::MainWindowOptions options) {
+int runHeatmapBenchmark(const CommandLine& cl, MainWindowOptions options) {
   if (!cl.parser.isSet(cl.rounds)) options.initial_rounds = 40;
   if (!cl.parser.isSet(cl.max_new)) options.session.options.max_new_tokens = 200;  // long enough for ~200 cache rows
   options.restore_layout = false;
@@ -284,7 +316,7 @@ int runHeatmapBenchmark(const CommandLine& cl, kvscope::ui::MainWindowOptions op
 
 // --screenshot FILE: once the first session (lesson, compression) is ready,
 // save the window and exit.
-int runScreenshot(const CommandLine& cl, kvscope::ui::MainWindowOptions options) {
+int runScreenshot(const CommandLine& cl, MainWindowOptions options) {
   options.restore_layout = false;
   kvscope::ui::MainWindow window(options);
   if (const QScreen* screen = QGuiApplication::primaryScreen()) window.setGeometry(screen->availableGeometry());
