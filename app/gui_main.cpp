@@ -10,6 +10,7 @@
 #include <QScreen>
 #include <QSettings>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -49,8 +50,8 @@ bool wholeOption(const QCommandLineParser& parser, const QCommandLineOption& opt
 }
 
 // Whether `value` (empty: the option was not given) reads with the core's
-// parser (which stores what it read); otherwise prints the core's message under the option's name, now
-// rather than in a dialog after the models load.
+// parser (which stores what it read); otherwise prints the core's message
+// under the option's name, now rather than in a dialog after the models load.
 template <typename Parse>
 bool coreAccepts(const char* option, const QString& value, Parse parse) {
   if (value.isEmpty()) return true;
@@ -340,20 +341,19 @@ int runScreenshot(const CommandLine& cl, MainWindowOptions options) {
     if (cl.parser.isSet(cl.compression) && options.compression_speculate_gamma > 0) window.compressionPanel()->scrollToSpeculation();
     if (cl.parser.isSet(cl.steps_panel)) window.findChild<QDockWidget*>(QStringLiteral("attentionStepsDock"))->raise();
   };
+  // Runs the event loop while `pending` holds, up to 10 minutes or until a start-up step fails.
+  const auto waitWhile = [&window](const std::function<bool()>& pending) {
+    QElapsedTimer waited;
+    waited.start();
+    while (pending() && !window.startupScript().stopped() && waited.elapsed() < 600000) {
+      QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+      QThread::msleep(5);
+    }
+  };
   // The compression lab runs once the first session is ready: wait for its result.
-  QElapsedTimer waited;
-  waited.start();
-  const auto waiting = [&] { return !window.startupScript().stopped() && waited.elapsed() < 600000; };
-  while (cl.parser.isSet(cl.compression) && !window.compressionPanel()->lastRun() && waiting()) {
-    QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
-    QThread::msleep(5);
-  }
+  if (cl.parser.isSet(cl.compression)) waitWhile([&] { return !window.compressionPanel()->lastRun(); });
   // A lesson sets its page up after the models load: wait for it.
-  waited.restart();
-  while (options.lesson >= 0 && !window.lessonRunner()->ready() && waiting()) {
-    QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
-    QThread::msleep(5);
-  }
+  if (options.lesson >= 0) waitWhile([&] { return !window.lessonRunner()->ready(); });
   if (!kvscope::ui::saveScreenshotWhenReady(window, cl.parser.value(cl.screenshot), options.initial_rounds, 600000, arrange,
                                             cl.parser.isSet(cl.palette))) {
     reportStoppedStartup(window);

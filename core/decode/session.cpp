@@ -240,33 +240,29 @@ void Session::runPrefill() {
   const std::vector<int64_t> prefix(record_.sequence.begin(), record_.sequence.end() - 1);
   if (!prefix.empty() && options_.use_cache) {
     RoundRecord& prefill = record_.rounds.back();
+    // A drafter that is the target itself (compressed-cache self-speculation)
+    // shares the target's prefill: one forward writes both caches, the
+    // drafter's rows being the ones its own forward would compute bit for
+    // bit, and the probes the drafter's prefill wants listen to that forward.
+    // Each cache logs its write.
+    const bool shared = drafterSharesTargetPrefill();
     auto start = Clock::now();
-    if (drafterSharesTargetPrefill()) {
-      // The drafter is the target itself (compressed-cache self-speculation):
-      // one forward writes both caches, the drafter's rows being the ones its
-      // own forward would compute bit for bit, and the probes the drafter's
-      // prefill wants listen to that forward. Each cache logs its write.
+    const auto prefillTargetTimed = [&](ProbeSink* also, TrackedCache* copy_to) {
+      prefillTarget(prefix, also, copy_to);
+      prefill.verify_ms = millisecondsSince(start);
+      start = Clock::now();
+    };
+    if (!shared) prefillTargetTimed(nullptr, nullptr);
+    if (drafter_cache_) {
       bool fed = false;
       drafter_->prefill(*drafter_cache_, removalMoment(), [&](ProbeSink* probes) {
-        prefillTarget(prefix, probes, drafter_cache_.get());
+        if (shared) prefillTargetTimed(probes, drafter_cache_.get());
+        else feed(CacheRole::Drafter, prefix, Phase::Prefill, probes, /*logit_rows=*/0);
         fed = true;
-        prefill.verify_ms = millisecondsSince(start);
-        start = Clock::now();
       });
       require(fed, "session: the drafter's prefill did not feed the prompt");
       drafter_cache_->slideWindows(removalMoment());
       prefill.draft_ms = millisecondsSince(start);
-    } else {
-      prefillTarget(prefix, nullptr, nullptr);
-      prefill.verify_ms = millisecondsSince(start);
-      if (drafter_cache_) {
-        start = Clock::now();
-        drafter_->prefill(*drafter_cache_, removalMoment(), [&](ProbeSink* probes) {
-          feed(CacheRole::Drafter, prefix, Phase::Prefill, probes, /*logit_rows=*/0);
-        });
-        drafter_cache_->slideWindows(removalMoment());
-        prefill.draft_ms = millisecondsSince(start);
-      }
     }
   }
   round_index_ = 1;

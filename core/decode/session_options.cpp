@@ -2,8 +2,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
-#include <iterator>
 #include <string>
 
 #include "core/error.h"
@@ -14,14 +12,15 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kKeys[] = {"gamma",       "adaptive_gamma", "gamma_min",      "gamma_max",     "max_new_tokens",
-                                 "use_cache",   "sampling",       "temperature",    "top_k",         "top_p",
-                                 "seed",        "bookkeeping",    "ignore_eos",     "record_attention",
-                                 "record_logits", "trace_budget_mb", "fault",        "eviction"};
+// The keys a session's options have: the ones sessionOptionsJson writes.
+const json& knownKeys() {
+  static const json known = sessionOptionsJson(SessionOptions{});
+  return known;
+}
 
 std::string keyList() {
   std::string list;
-  for (const char* key : kKeys) list += (list.empty() ? "" : ", ") + std::string(key);
+  for (const auto& [key, value] : knownKeys().items()) list += (list.empty() ? "" : ", ") + key;
   return list;
 }
 
@@ -149,11 +148,11 @@ nlohmann::json sessionOptionsJson(const SessionOptions& o) {
 }
 
 SessionOptions readSessionOptions(const nlohmann::json& object, SessionOptions o) {
-  if (!object.is_object()) throw SessionOptionError("", "the session options must be a JSON object, got " + std::string(object.type_name()));
+  if (!object.is_object()) {
+    throw SessionOptionError("", "the session options must be a JSON object, got " + std::string(object.type_name()));
+  }
   for (const auto& [key, value] : object.items()) {
-    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
-      throw SessionOptionError(key, "unknown session option (known: " + keyList() + ")");
-    }
+    if (!knownKeys().contains(key)) throw SessionOptionError(key, "unknown session option (known: " + keyList() + ")");
   }
   const FieldReader fields(object);
   fields.integer("gamma", 0, SessionLimits::kMaxGamma, &o.gamma);

@@ -17,7 +17,9 @@
 
 namespace kvscope {
 
-// The ranges validate() accepts; forms bound their inputs by the same numbers.
+// The ranges validate() accepts (gamma, new tokens, trace budget), and the
+// bounds forms and files read top-k and the seed within; the Session panel's
+// inputs and readSessionOptions use the same numbers.
 struct SessionLimits {
   static constexpr int64_t kMaxGamma = 64;
   static constexpr int64_t kMaxNewTokens = 1'000'000;

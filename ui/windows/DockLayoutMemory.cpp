@@ -70,6 +70,7 @@ bool DockLayoutMemory::restore(const DockSizes& sizes) {
   // front of their tab group (a tab behind another is moved out of the window).
   QList<QDockWidget*> shown;
   QList<int> widths, heights;
+  bool reached = true;  // every dock already has its size (within a pixel)
   for (const auto& [name, size] : sizes) {
     auto* dock = window_->findChild<QDockWidget*>(name);
     if (!dock || dock->isHidden() || dock->isFloating() ||
@@ -80,12 +81,7 @@ bool DockLayoutMemory::restore(const DockSizes& sizes) {
     widths << size.width();
     // A tab group's size includes its tab bar (below it): resizeDocks sizes the group.
     heights << size.height() + (window_->tabifiedDockWidgets(dock).isEmpty() ? 0 : tabBarHeightBelow(dock));
-  }
-  bool reached = true;
-  for (int i = 0; i < shown.size(); ++i) {
-    const QSize now = shown[i]->size();
-    const int height = heights[i] - (window_->tabifiedDockWidgets(shown[i]).isEmpty() ? 0 : tabBarHeightBelow(shown[i]));
-    reached = reached && std::abs(now.width() - widths[i]) <= 1 && std::abs(now.height() - height) <= 1;
+    reached = reached && std::abs(dock->width() - size.width()) <= 1 && std::abs(dock->height() - size.height()) <= 1;
   }
   if (reached) return true;
   window_->resizeDocks(shown, widths, Qt::Horizontal);

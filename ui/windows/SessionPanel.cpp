@@ -230,19 +230,26 @@ void SessionPanel::buildFaultBox() {
 
 void SessionPanel::selectFault(const QString& name) { fault_->setCurrentIndex(std::max(0, fault_->findData(name))); }
 
-void SessionPanel::markEvictionText() {
+std::optional<SessionEviction> SessionPanel::evictionOfField() const {
   const std::string text = eviction_->text().trimmed().toStdString();
+  if (text.empty() || text == "none") return std::nullopt;
+  return parseSessionEviction(text);
+}
+
+void SessionPanel::markEvictionText() {
   QString error;
   try {
-    if (!text.empty() && text != "none") parseSessionEviction(text);
+    evictionOfField();
   } catch (const Error& e) {
     error = QString::fromStdString(e.what());
   }
   QPalette palette = eviction_->palette();
-  palette.setColor(QPalette::Text, error.isEmpty() ? QApplication::palette().color(QPalette::Text) : QColor(0xb0, 0x00, 0x20));
+  palette.setColor(QPalette::Text,
+                   error.isEmpty() ? QApplication::palette().color(QPalette::Text) : QColor(0xb0, 0x00, 0x20));
   eviction_->setPalette(palette);
   eviction_->setProperty("refusal", error);
-  eviction_->setToolTip(error.isEmpty() ? eviction_help_ : error.toHtmlEscaped() + QStringLiteral("<hr>") + eviction_help_);
+  eviction_->setToolTip(error.isEmpty() ? eviction_help_
+                                        : error.toHtmlEscaped() + QStringLiteral("<hr>") + eviction_help_);
 }
 QString SessionPanel::prompt() const { return promptElided() ? full_prompt_ : prompt_->toPlainText(); }
 DrafterKind SessionPanel::drafterKind() const { return static_cast<DrafterKind>(drafter_kind_->currentData().toInt()); }
@@ -331,9 +338,7 @@ std::optional<SessionSpec> SessionPanel::sessionSpec(QString* error) const {
   o.ignore_eos = ignore_eos_->isChecked();
   o.fault = parseFault(fault_->currentData().toString().toStdString());
   try {
-    const std::string eviction = eviction_->text().trimmed().toStdString();
-    o.eviction.reset();
-    if (!eviction.empty() && eviction != "none") o.eviction = parseSessionEviction(eviction);
+    o.eviction = evictionOfField();
     o.validate();
   } catch (const Error& e) {
     if (error) *error = QString::fromStdString(e.what());

@@ -70,7 +70,9 @@ class SessionPanel : public ViewerPanel {
   void buildFaultBox();
   void showPromptMenu(const QPoint& at);
   void selectFault(const QString& name);  // "none" or a fault's name; anything else: none
-  void markEvictionText();                // the field says when --evict would refuse its text
+  // The Evict field as --evict reads it ("" or "none": no eviction); throws Error.
+  std::optional<SessionEviction> evictionOfField() const;
+  void markEvictionText();  // the field says when --evict would refuse its text
 
   WeightResidency weights_ = WeightResidency::Stored;
   SessionOptions options_;  // the options without a widget, as setOptions() gave them
