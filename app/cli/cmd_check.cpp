@@ -27,14 +27,6 @@ std::string roleDirectory(Args& args, const CaptureFile& file, CaptureRole role)
               "', which is not a model directory here: pass --" + option + " DIR with that checkpoint");
 }
 
-nlohmann::json toJson(const CaptureBreach& b) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (int64_t r : b.rows) rows.push_back(r);
-  return {{"role", captureRoleName(b.role)}, {"call", b.call}, {"operation", captureOperationName(b.operation)},
-          {"kind", b.kind}, {"what", b.what}, {"rows", rows}, {"layers", b.layers},
-          {"expected_rows", b.expected_rows}, {"actual_rows", b.actual_rows}};
-}
-
 nlohmann::json toJson(const CaptureDivergence& d) {
   return {{"role", captureRoleName(d.role)}, {"call", d.call}, {"input", d.input}, {"position", d.position},
           {"max_abs_delta", d.max_abs_delta}, {"kl", d.kl ? nlohmann::json(*d.kl) : nlohmann::json()},
@@ -79,12 +71,16 @@ int runCheck(Args& args) {
   args.finish();
   const auto started = std::chrono::steady_clock::now();
   const CaptureTimeline timeline = buildCaptureTimeline(*file);
+  const CaptureRecordView view = captureRecordView(timeline);
   const Tokenizer& tokenizer = *bundles.front().tokenizer;
   const TokenText text = [&tokenizer](int64_t id) { return tokenizer.tokenText(id); };
-  const CaptureCheckReport report = checkCapture(*file, timeline, options, text);
+  const CaptureCheckReport report = checkCapture(*file, timeline, view, options, text);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!json) printReport(report, *file, dirs);
-  printJson({{"ok", report.ok()},
+  // Format 2: root_cause is the one form `diff` and traces use too
+  // (docs/cli.md, "check"); format 1's operation (forward / between) is its step.
+  printJson({{"format", 2},
+             {"ok", report.ok()},
              {"calls", {{"target", report.calls[0]}, {"drafter", report.calls[1]}}},
              {"root_cause", report.root_cause ? toJson(*report.root_cause) : nlohmann::json()},
              {"first_divergence", report.first_divergence ? toJson(*report.first_divergence) : nlohmann::json()},

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/audit/contract_walk.h"
 #include "core/audit/row_identity.h"
 #include "core/cache/eviction_masks.h"
 #include "core/error.h"
@@ -71,50 +72,6 @@ std::string sentence(const SessionRecord& record, const RootCause& c, const Toke
   return out.str();
 }
 
-RootCause causeAt(const CacheEvent& e, size_t index) {
-  RootCause c;
-  c.event_index = static_cast<int64_t>(index);
-  c.cache = e.cache;
-  c.round = e.round;
-  c.phase = e.phase;
-  c.operation = e.kind;
-  c.expected_rows = e.expected_rows;
-  c.fault_action = e.fault_action;
-  return c;
-}
-
-// Structural departure after event e: wrong row counts or identities.
-std::optional<RootCause> structuralDeparture(const SessionRecord& record, const CacheEvent& e, size_t index,
-                                             const CacheLayout& layout) {
-  const std::vector<int64_t> stream = record.streamOfRound(e.round);
-  std::optional<RootCause> cause;
-  for (int64_t layer = 0; layer < static_cast<int64_t>(layout.layers.size()); ++layer) {
-    const auto& rows = layout.layers[static_cast<size_t>(layer)];
-    std::vector<RowVerdict> broken = brokenRows(record.ledger.entries(), e.cache, layer, rows, e.contract(layer), stream);
-    if (broken.empty() && static_cast<int64_t>(rows.size()) == e.contract(layer).rows()) continue;
-    if (!cause) {
-      cause = causeAt(e, index);
-      cause->expected_rows = e.contract(layer).rows();
-      cause->actual_rows = static_cast<int64_t>(rows.size());
-      cause->verdicts = broken;
-      for (const RowVerdict& v : broken) {
-        if (std::find(cause->rows.begin(), cause->rows.end(), v.row) == cause->rows.end()) cause->rows.push_back(v.row);
-      }
-    }
-    cause->layers.push_back(layer);
-  }
-  if (!cause && e.max_store_error > 0) {  // stored K/V are not what the forward computed
-    cause = causeAt(e, index);
-    cause->actual_rows = e.rows_after.front();
-    for (int64_t l = 0; l < static_cast<int64_t>(e.rows_after.size()); ++l) cause->layers.push_back(l);
-    for (size_t i = 0; i < e.written.size(); ++i) cause->rows.push_back(e.rows_before.front() + static_cast<int64_t>(i));
-    std::ostringstream action;
-    action << "stored K/V differ from the computed values by up to " << e.max_store_error;
-    cause->fault_action = cause->fault_action.empty() ? action.str() : cause->fault_action + "; " + action.str();
-  }
-  return cause;
-}
-
 // Value departure: rows an append wrote that differ from a recomputation.
 std::optional<RootCause> valueDeparture(const SessionRecord& record, const CacheEvent& e, size_t index,
                                         const CausalLM& model, const AuditTolerance& tol) {
@@ -128,7 +85,8 @@ std::optional<RootCause> valueDeparture(const SessionRecord& record, const Cache
     if (v.state != RowState::WrongValues) continue;
     if (std::find(e.written.begin(), e.written.end(), v.entry) == e.written.end()) continue;
     if (!cause) {
-      cause = causeAt(e, index);
+      cause = causeAtEvent(e, index);
+      cause->kind = "values";
       cause->actual_rows = e.rows_after.front();
     }
     if (std::find(cause->layers.begin(), cause->layers.end(), v.layer) == cause->layers.end()) {
@@ -143,30 +101,52 @@ std::optional<RootCause> valueDeparture(const SessionRecord& record, const Cache
   return cause;
 }
 
+// A breach's word for a session's operation: the change between forwards
+// by its own name, a forward's rows by what they should have been.
+std::string sessionKind(const RootCause& c, const CacheEvent& e) {
+  if (!c.kind.empty()) return c.kind;
+  if (!c.forward()) return cacheEventKindName(c.operation);
+  const bool window = std::any_of(c.layers.begin(), c.layers.end(), [&](int64_t l) { return e.expectedFirst(l) > 0; });
+  return window ? "window" : "rows";
+}
+
+// kvscope's own books: the stream of each event's round, the values of its
+// appends against an uncached recomputation with the session's models.
+class SessionRules : public ContractRules {
+ public:
+  SessionRules(const SessionRecord& record, const RootCauseOptions& options, const TokenText& text)
+      : record_(record), options_(options), text_(text) {}
+
+  std::vector<int64_t> streamOf(size_t index) const override {
+    return record_.streamOfRound(record_.events.events()[index].round);
+  }
+
+  std::optional<RootCause> valueBreach(size_t index) override {
+    const CacheEvent& e = record_.events.events()[index];
+    const CausalLM* model = e.cache == CacheRole::Target ? options_.target : options_.drafter;
+    if (!model || !options_.check_values_until || !atOrBefore(e.moment(), *options_.check_values_until)) return std::nullopt;
+    std::optional<RootCause> cause = valueDeparture(record_, e, index, *model, options_.tolerance);
+    if (cause) cause->what = sentence(record_, *cause, text_);
+    return cause;
+  }
+
+  void describe(RootCause& cause) const override {
+    cause.kind = sessionKind(cause, record_.events.events()[static_cast<size_t>(cause.event_index)]);
+    cause.what = sentence(record_, cause, text_);
+  }
+
+ private:
+  const SessionRecord& record_;
+  const RootCauseOptions& options_;
+  const TokenText& text_;
+};
+
 }  // namespace
 
 std::optional<RootCause> findRootCause(const SessionRecord& record, const RootCauseOptions& options,
                                        const TokenText& text) {
-  const auto& events = record.events.events();
-  CacheLayout layouts[2];
-  layouts[0].layers.resize(static_cast<size_t>(record.target_layers));
-  layouts[1].layers.resize(static_cast<size_t>(record.drafter_layers));
-  for (size_t i = 0; i < events.size(); ++i) {
-    const CacheEvent& e = events[i];
-    CacheLayout& layout = layouts[e.cache == CacheRole::Target ? 0 : 1];
-    applyEvent(layout, e);
-    std::optional<RootCause> cause = structuralDeparture(record, e, i, layout);
-    const CausalLM* model = e.cache == CacheRole::Target ? options.target : options.drafter;
-    const bool check_values = !cause && model && options.check_values_until &&
-                              atOrBefore(e.moment(), *options.check_values_until) &&
-                              (e.kind == CacheEventKind::Append || e.kind == CacheEventKind::Refeed);
-    if (check_values) cause = valueDeparture(record, e, i, *model, options.tolerance);
-    if (cause) {
-      cause->what = sentence(record, *cause, text);
-      return cause;
-    }
-  }
-  return std::nullopt;
+  SessionRules rules(record, options, text);
+  return walkContract(record, rules);
 }
 
 std::optional<EvictionCause> evictionBefore(const SessionRecord& record, CacheRole cache, const Moment& moment) {

@@ -1,11 +1,12 @@
 #pragma once
-// The root cause of a cache bug: the first cache operation whose result
-// departs from the bookkeeping's contract. After every event of the log the
-// cache must hold exactly the expected rows, each one the token of the stream
-// at its own slot, computed for that position with that rotary position,
-// stored as computed; with a model, the rows an append writes must also equal
-// a from-scratch recomputation. The first event that breaks any of this is
-// the root cause; the rows it left wrong are named, like a pixel history.
+// The root cause of a cache bug in kvscope's own session or an opened trace:
+// the one walker (contract_walk.h) with the session's books as its rules.
+// After every event of the log the cache must hold exactly the expected rows,
+// each one the token of the round's stream at its own slot, computed for that
+// position with that rotary position, stored as computed; with a model, the
+// rows an append writes must also equal a from-scratch recomputation
+// (kv_tolerance.h). The first event that breaks any of this is the root
+// cause; the rows it left wrong are named, like a pixel history.
 #include <cstdint>
 #include <functional>
 #include <optional>

@@ -10,12 +10,22 @@ namespace kvscope {
 nlohmann::json toJson(const RootCause& c) {
   nlohmann::json verdicts = nlohmann::json::array();
   for (const RowVerdict& v : c.verdicts) verdicts.push_back(toJson(v));
-  return {{"event", c.event_index},         {"cache", cacheRoleName(c.cache)},
-          {"round", c.round},               {"phase", phaseName(c.phase)},
+  return {{"event", c.event_index},
+          {"cache", cacheRoleName(c.cache)},
+          {"role", cacheRoleName(c.cache)},
+          {"sequence", c.sequence},
+          {"round", c.round},
+          {"phase", phaseName(c.phase)},
+          {"call", c.call >= 0 ? nlohmann::json(c.call) : nlohmann::json()},
+          {"step", c.forward() ? "forward" : "between"},
           {"operation", cacheEventKindName(c.operation)},
-          {"expected_rows", c.expected_rows}, {"actual_rows", c.actual_rows},
-          {"layers", c.layers},             {"rows", c.rows},
-          {"row_details", verdicts},        {"fault_action", c.fault_action},
+          {"kind", c.kind},
+          {"expected_rows", c.expected_rows},
+          {"actual_rows", c.actual_rows},
+          {"layers", c.layers},
+          {"rows", c.rows},
+          {"row_details", verdicts},
+          {"fault_action", c.fault_action},
           {"what", c.what}};
 }
 
@@ -33,6 +43,11 @@ RootCause rootCauseFromJson(const nlohmann::json& j) {
     c.rows = j.at("rows").get<std::vector<int64_t>>();
     c.fault_action = j.at("fault_action").get<std::string>();
     c.what = j.at("what").get<std::string>();
+    // Written since the one walker (traces before it lack them).
+    c.kind = j.value("kind", std::string());
+    c.call = j.contains("call") && !j.at("call").is_null() ? j.at("call").get<int64_t>() : -1;
+    c.sequence = j.value("sequence", int64_t{0});
+    if (c.sequence < 0 || c.call < -1) throw Error("root cause: a negative sequence or call");
     nlohmann::json audit = {{"cache", "target"}, {"round", 0}, {"phase", "prefill"}, {"expected_rows", 0},
                             {"rows_per_layer", nlohmann::json::array()}, {"values_checked", false}, {"ok_rows", 0},
                             {"max_value_error", 0.0}, {"rows", j.at("row_details")}};

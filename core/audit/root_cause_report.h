@@ -1,7 +1,9 @@
 #pragma once
-// The root cause's report (core/audit/root_cause.h makes it): the first cache
-// operation that broke the contract, or the intended eviction a divergence
-// follows. Torch-free and Qt-free, like the audit's report it quotes.
+// The root cause's report (core/audit/contract_walk.h makes it, for a session,
+// a trace and a capture alike): the first cache operation that broke the
+// contract, or the intended eviction a divergence follows. Torch-free and
+// Qt-free, like the audit's report it quotes. One JSON form for `diff`,
+// `audit`, traces and `check`.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,6 +22,17 @@ struct RootCause {
   int64_t round = 0;
   Phase phase = Phase::Prefill;
   CacheEventKind operation = CacheEventKind::Append;
+  // What broke, in a word: for a change between forwards the change ("crop",
+  // "reset", "evict", and a capture's "slice", "overwrite", "roll",
+  // "replace", "none"); for a forward "rows", "window", "values", "store",
+  // and a capture's "tokens", "positions", "refed_prefix",
+  // "skipped_position", "unwritten", "empty_slot", "mask", "no_cache".
+  std::string kind;
+  // The engine's own call the operation belongs to (a capture's target or
+  // drafter call; for a change between calls, the next call, the first to
+  // see the changed cache); -1 in sessions and traces, whose rounds are kvscope's.
+  int64_t call = -1;
+  int64_t sequence = 0;  // the batch row whose cache broke (0 for one sequence)
   int64_t expected_rows = 0;
   int64_t actual_rows = 0;             // in the first layer that departs
   std::vector<int64_t> layers;         // layers whose result departs
@@ -29,6 +42,8 @@ struct RootCause {
   std::string what;                    // one sentence for people
 
   Moment moment() const { return {round, phase}; }
+  // A forward's write, or a change between two forwards.
+  bool forward() const { return operation == CacheEventKind::Append || operation == CacheEventKind::Refeed; }
 };
 
 // An intended eviction a divergence follows: an eviction policy masked rows

@@ -77,7 +77,8 @@ CaptureInspection inspectCapture(const std::string& path, const std::array<Loade
 
   source.target = references[0].model.get();
   const CaptureTimeline timeline = buildCaptureTimeline(*file);
-  out.report = checkCapture(*file, timeline, options, text);
+  const CaptureRecordView view = captureRecordView(timeline);
+  out.report = checkCapture(*file, timeline, view, options, text);
   // The check's own "no model" notes say less than referenceFor's: keep those.
   for (int r = 0; r < kCaptureRoles; ++r) {
     if (options.models[static_cast<size_t>(r)] || !file->manifest().models[r]) continue;
@@ -86,7 +87,7 @@ CaptureInspection inspectCapture(const std::string& path, const std::array<Loade
     notes.erase(std::remove_if(notes.begin(), notes.end(), [&](const std::string& n) { return n.rfind(generic, 0) == 0; }),
                 notes.end());
   }
-  out.snapshot = captureSnapshot(*file, timeline, out.report, source, builder);
+  out.snapshot = captureSnapshot(*file, timeline, view, out.report, source, builder);
   return out;
 }
 

@@ -3,18 +3,14 @@
 // debugger reads (core/snapshot/snapshot.h): the KV view, row history, the
 // token strip, the timeline and the diff panel then show the captured rows
 // with their identity and verdict through the same code as a session.
-//
-// Rounds are inferred from the target's calls: round 0 is the target's
-// first call (the prefill), round k its call k with the drafter calls that
-// produced that call's drafts. A change between two calls of a role is shown
-// where kvscope's own loop makes it, at the end of the round before (its
-// prune). Each event keeps the call it stands for (CacheEvent::call), so the
-// views name the user's calls, not only kvscope's phases.
+// The views read the record the check walked (capture_record_view.h): rounds
+// inferred from the target's calls, events in the order they happened.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/check/capture_check.h"
+#include "core/check/capture_record_view.h"
 #include "core/check/capture_timeline.h"
 #include "core/snapshot/snapshot.h"
 
@@ -22,16 +18,8 @@ namespace kvscope {
 
 class SnapshotBuilder;
 
-// The timeline's record rearranged for the views: rounds inferred, events in
-// moment order (each role's own order kept).
-struct CaptureRecordView {
-  SessionRecord record;
-  std::vector<size_t> event_of_step;  // timeline step -> index into record.events
-};
-CaptureRecordView captureRecordView(const CaptureTimeline& timeline);
-
-// The check's findings in the diff panel's terms: the breach as the root
-// cause (at its event's moment), the symptom as the first divergence, and
+// The check's findings in the diff panel's terms: the root cause as is (the
+// check walked `view`'s record), the symptom as the first divergence, and
 // the breach's rows as an audit of the cache at the root cause.
 DiffReport captureDiffReport(const CaptureTimeline& timeline, const CaptureRecordView& view,
                              const CaptureCheckReport& report);
@@ -50,7 +38,7 @@ struct CaptureSnapshotSource {
 
 // The snapshot of a checked capture (replay only: nothing to step).
 std::shared_ptr<SessionSnapshot> captureSnapshot(const CaptureFile& file, const CaptureTimeline& timeline,
-                                                 const CaptureCheckReport& report, const CaptureSnapshotSource& source,
+                                                 const CaptureRecordView& view, const CaptureCheckReport& report, const CaptureSnapshotSource& source,
                                                  SnapshotBuilder& builder);
 
 }  // namespace kvscope

@@ -86,4 +86,27 @@ StreamReference ReferenceStreams::of(const std::vector<int64_t>& stream) {
   return ref;
 }
 
+CaptureReferences::CaptureReferences(std::array<const CausalLM*, kCaptureRoles> models,
+                                     const std::vector<int64_t>& committed,
+                                     const std::vector<std::vector<int64_t>>& streams)
+    : models_(models), committed_(committed), streams_(streams) {}
+
+ReferenceStreams& CaptureReferences::streamsOf(CaptureRole role) {
+  const auto r = static_cast<size_t>(role);
+  if (!references_[r]) references_[r] = std::make_unique<ReferenceStreams>(*models_[r], committed_);
+  return *references_[r];
+}
+
+const StreamReference* CaptureReferences::ofStream(CaptureRole role, int64_t stream) {
+  if (!has(role)) return nullptr;
+  const auto key = std::make_pair(static_cast<int>(role), stream);
+  auto it = made_.find(key);
+  if (it == made_.end()) it = made_.emplace(key, streamsOf(role).of(streams_.at(static_cast<size_t>(stream)))).first;
+  return &it->second;
+}
+
+StreamReference CaptureReferences::of(CaptureRole role, const std::vector<int64_t>& tokens) {
+  return streamsOf(role).of(tokens);
+}
+
 }  // namespace kvscope

@@ -6,13 +6,17 @@
 // continuation of the committed prefix it shares with C (then cut off again).
 // Recomputing each stream from scratch made a check quadratic in the run's
 // length (400 tokens of the bundled pair: 4.8x the run).
+#include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
 #include "core/cache/kv_cache.h"
+#include "core/capture/capture_manifest.h"
 #include "core/model/causal_lm.h"
 
 namespace kvscope {
@@ -60,6 +64,29 @@ class ReferenceStreams {
   std::unique_ptr<KvCache> cache_;  // holds C[0, cache_->length())
   std::shared_ptr<std::vector<StreamReference::Chunk>> chunks_;
   int64_t known_ = 0;  // C's positions whose rows and logits are in chunks_
+};
+
+// The references of one capture's streams, per role: made once and shared
+// by the check of the rows (capture_rules.h) and of the logits (capture_check.h).
+class CaptureReferences {
+ public:
+  // models: per CaptureRole, null where that role is not compared.
+  CaptureReferences(std::array<const CausalLM*, kCaptureRoles> models, const std::vector<int64_t>& committed,
+                    const std::vector<std::vector<int64_t>>& streams);
+  bool has(CaptureRole role) const { return models_[static_cast<size_t>(role)] != nullptr; }
+  // The reference of stream `stream` (an index into the timeline's streams); null without a model.
+  const StreamReference* ofStream(CaptureRole role, int64_t stream);
+  // The reference of any token sequence (requires a model).
+  StreamReference of(CaptureRole role, const std::vector<int64_t>& tokens);
+
+ private:
+  ReferenceStreams& streamsOf(CaptureRole role);
+
+  std::array<const CausalLM*, kCaptureRoles> models_;
+  const std::vector<int64_t>& committed_;
+  const std::vector<std::vector<int64_t>>& streams_;
+  std::unique_ptr<ReferenceStreams> references_[kCaptureRoles];
+  std::map<std::pair<int, int64_t>, StreamReference> made_;  // (role, stream) -> its reference
 };
 
 }  // namespace kvscope

@@ -44,7 +44,7 @@ std::pair<int64_t, std::string> sessionMoment(const nlohmann::json& manifest, co
   for (const auto& call : manifest["calls"]) {
     if (call["role"] != cause["role"] || call["index"] != cause["call"]) continue;
     const auto& own = call["kvscope"];
-    if (cause["operation"] == "between") return {own.value("between_round", -1), own.value("between_phase", "")};
+    if (cause["step"] == "between") return {own.value("between_round", -1), own.value("between_phase", "")};
     return {own["round"].get<int64_t>(), own["phase"].get<std::string>()};
   }
   return {-1, ""};

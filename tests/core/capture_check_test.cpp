@@ -22,7 +22,8 @@ std::shared_ptr<const CaptureFile> fixtureCapture(const std::string& name) {
 CaptureCheckReport checkWith(const CaptureFile& file, const CausalLM* target, const CausalLM* drafter = nullptr) {
   CaptureCheckOptions options;
   options.models = {target, drafter};
-  return checkCapture(file, buildCaptureTimeline(file), options);
+  const CaptureTimeline timeline = buildCaptureTimeline(file);
+  return checkCapture(file, timeline, captureRecordView(timeline), options);
 }
 
 TEST(CaptureTimelineTest, EveryStaticRowIsTheInputThatWroteItAtItsPosition) {
@@ -78,9 +79,9 @@ TEST(CaptureCheckTest, VerifyWithoutCausalMaskIsNamedAtItsCall) {
         with_models ? checkWith(*file, fixtureModel("llama-tiny").get(), fixtureModel("llama-tiny-draft").get())
                     : checkWith(*file, nullptr, nullptr);
     ASSERT_TRUE(report.root_cause.has_value()) << "with models: " << with_models;
-    EXPECT_EQ(report.root_cause->role, CaptureRole::Target);
+    EXPECT_EQ(report.root_cause->cache, CacheRole::Target);
     EXPECT_EQ(report.root_cause->call, 1);
-    EXPECT_EQ(report.root_cause->operation, CaptureOperation::Forward);
+    EXPECT_TRUE(report.root_cause->forward());
     EXPECT_EQ(report.root_cause->kind, "mask");
     EXPECT_EQ(report.first_divergence.has_value(), with_models);  // logits need a reference
   }

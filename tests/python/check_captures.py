@@ -56,7 +56,7 @@ class CheckCaptures(unittest.TestCase):
         return result["root_cause"], result, c
 
     def assertCause(self, cause, role, call, operation, kind):
-        self.assertEqual((cause["role"], cause["call"], cause["operation"], cause["kind"]),
+        self.assertEqual((cause["role"], cause["call"], cause["step"], cause["kind"]),
                          (role, call, operation, kind), cause["what"])
 
     @staticmethod
@@ -153,7 +153,7 @@ class BuggyLoopsAreNamed(CheckCaptures):
         code, result, stderr = run_check(path)
         self.assertEqual(code, 1, stderr)
         cause = result["root_cause"]
-        self.assertEqual((cause["role"], cause["operation"], cause["kind"]), ("drafter", "between", "none"))
+        self.assertEqual((cause["role"], cause["step"], cause["kind"]), ("drafter", "between", "none"))
 
     def test_positions_advanced_by_one_after_a_multi_token_accept(self):
         cause, _, c = self.breach("positions-plus-one", "dynamic")
@@ -175,7 +175,7 @@ class BuggyLoopsAreNamed(CheckCaptures):
 
     def test_bonus_token_never_fed_to_the_drafter(self):
         cause, _, c = self.breach("bonus-not-fed", "dynamic")
-        self.assertEqual((cause["role"], cause["operation"], cause["kind"]), ("drafter", "forward", "skipped_position"))
+        self.assertEqual((cause["role"], cause["step"], cause["kind"]), ("drafter", "forward", "skipped_position"))
         committed = c.manifest["committed"]
         call = c.calls("drafter")[cause["call"]]
         # the call fed a draft at the bonus's position: the token there is the bonus, not what it fed
