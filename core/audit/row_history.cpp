@@ -115,10 +115,39 @@ RowState stateAfter(const std::vector<LedgerEntry>& entries, const CacheEvent& e
   return row < static_cast<int64_t>(verdicts.size()) ? verdicts[static_cast<size_t>(row)].state : RowState::Ok;
 }
 
+// The root cause in a few words: the engine's call for a capture, else
+// kvscope's round and phase ("round 1's target prune (crop)").
+std::string rootCauseName(const CacheEventLog& log, const RootCause& c) {
+  const auto& events = log.events();
+  if (c.event_index >= 0 && c.event_index < static_cast<int64_t>(events.size())) {
+    const std::string& call = events[static_cast<size_t>(c.event_index)].call;
+    if (!call.empty()) return call + " (" + cacheEventKindName(c.operation) + ")";
+  }
+  return "round " + std::to_string(c.round) + "'s " + cacheRoleName(c.cache) + " " + phaseName(c.phase) + " (" +
+         cacheEventKindName(c.operation) + ")";
+}
+
+// Says how the item stands to the root cause, in its own words too.
+void relateToRootCause(RowHistoryItem& item, const CacheEventLog& log, const RootCause& cause) {
+  if (item.event_index < cause.event_index) return;
+  if (item.event_index == cause.event_index) {
+    item.root_cause_relation = "root cause";
+    item.what += "; this operation is the root cause";
+    return;
+  }
+  item.root_cause_relation = "after the root cause";
+  if (item.state != RowState::Ok) {
+    item.what += "; follows from the root cause, " + rootCauseName(log, cause) + ", not a cause of its own";
+  } else if (item.effect == RowEffect::Born) {
+    item.what += "; written after the root cause, " + rootCauseName(log, cause) + ": its sequence may follow from it";
+  }
+}
+
 }  // namespace
 
 std::vector<RowHistoryItem> rowHistory(const std::vector<LedgerEntry>& entries, const CacheEventLog& log,
-                                       int64_t entry, int64_t layer, const RoundStream& stream) {
+                                       int64_t entry, int64_t layer, const RoundStream& stream,
+                                       const RootCause* root_cause) {
   std::vector<RowHistoryItem> history;
   if (entry < 0 || entry >= static_cast<int64_t>(entries.size())) return history;
   const LedgerEntry& target = entries[static_cast<size_t>(entry)];
@@ -153,6 +182,7 @@ std::vector<RowHistoryItem> rowHistory(const std::vector<LedgerEntry>& entries, 
                          (evicted ? "; no head reads it any more: evicted" : "");
     }
     item.what = whatHappened(target, e, item, before, static_cast<int64_t>(rows.size()));
+    if (root_cause) relateToRootCause(item, log, *root_cause);
     history.push_back(std::move(item));
     if (*effect == RowEffect::Removed) break;  // later operations no longer touch it in this layer
   }
@@ -173,7 +203,8 @@ nlohmann::json toJson(const RowHistoryItem& item) {
           {"fault_action", item.fault_action},
           {"policy", item.policy},
           {"kv_heads", item.kv_heads},
-          {"scores", item.scores}};
+          {"scores", item.scores},
+          {"root_cause", item.root_cause_relation}};
 }
 
 }  // namespace kvscope

@@ -8,6 +8,8 @@
 // layer's kv heads (the row stays where it is; those heads stop reading it).
 // With the token stream of each round, each item also carries the row's
 // verdict against the bookkeeping after the operation (stale, duplicate, ...).
+// Given the root cause, the operations after it say so: a row wrong after it,
+// or written after it, follows from it and is not a cause of its own.
 // Torch-free: the GUI draws it from snapshots, the CLI prints it. The only
 // row history; the GUI adds the attention the row received.
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/audit/audit_report.h"
+#include "core/audit/root_cause_report.h"
 #include "core/cache/cache_event_log.h"
 #include "core/trace/trace_types.h"
 
@@ -51,14 +54,19 @@ struct RowHistoryItem {
   std::string policy;
   std::vector<int64_t> kv_heads;
   std::vector<double> scores;
+  // Where the operation stands to the root cause: it is the root cause, or it
+  // came after it (what it did may follow from it); empty without one.
+  std::string root_cause_relation;  // "", "root cause", "after the root cause"
 };
 
 // The token stream the bookkeeping of `round` refers to (streamOfRound).
 using RoundStream = std::function<std::vector<int64_t>(int64_t round)>;
 
 // The history of `entry` in `layer`; without `stream`, every state is Ok.
+// With `root_cause` (its event_index into `events`), items say how they stand to it.
 std::vector<RowHistoryItem> rowHistory(const std::vector<LedgerEntry>& entries, const CacheEventLog& events,
-                                       int64_t entry, int64_t layer, const RoundStream& stream = {});
+                                       int64_t entry, int64_t layer, const RoundStream& stream = {},
+                                       const RootCause* root_cause = nullptr);
 
 nlohmann::json toJson(const RowHistoryItem& item);
 

@@ -24,7 +24,9 @@ RowHistory rowHistory(const SessionSnapshot& s, int64_t entry, int64_t layer) {
   history.cache = target.cache;
   history.layer = layer;
   const RoundStream stream = [&s](int64_t round) { return streamOfRound(s.sequence, s.prompt_length, s.rounds, round); };
-  history.events = kvscope::rowHistory(s.entries, s.events, entry, layer, stream);
+  // With a root cause found, the later operations say they follow from it.
+  const RootCause* cause = s.diff && s.diff->root_cause ? &*s.diff->root_cause : nullptr;
+  history.events = kvscope::rowHistory(s.entries, s.events, entry, layer, stream, cause);
   history.attention = attentionOf(s, target, entry, layer);
   return history;
 }
