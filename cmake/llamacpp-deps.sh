@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs node-llama-cpp, pinned in interop/llamacpp/package-lock.json, for
-# the llama.cpp interop tests and bench (issue 26): its prebuilt CPU build of
+# the llama.cpp interop tests and bench (docs/llamacpp.md): its prebuilt CPU build of
 # llama.cpp only (--omit=optional drops the CUDA and Vulkan builds; the
 # linux-x64 build is a direct dependency), no install scripts (they would
 # download or compile llama.cpp). Never fails the set-up: without npm, Node.js

@@ -10,7 +10,7 @@ build="$here/build"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 status=0
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 900 || status=$?
-# Issue 13: the torch-free parser tests and the fuzz regression corpus, built
+# The torch-free parser tests and the fuzz regression corpus, built
 # again with ASan+UBSan in build-asan (about 6 minutes from cold, seconds when
 # nothing changed). Runs even when ctest failed, so one CI run reports both.
 "$here/cmake/sanitize.sh" "$here/build-asan" || status=$?

@@ -1,6 +1,6 @@
 #pragma once
-// A capture of another engine as a cache timeline (DESIGN.md, "The cache
-// contract, for any engine"): every forward call of each role, and the change
+// A capture of another engine as a cache timeline (docs/architecture.md,
+// "Rows are not positions"): every forward call of each role, and the change
 // between two calls of a role, becomes one cache event on the same ledger and
 // event log kvscope's own sessions keep. Each captured row is a ledger entry
 // whose identity comes from the call that wrote it: the input token, the

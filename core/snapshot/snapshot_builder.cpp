@@ -259,7 +259,7 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace) 
     const nlohmann::json& investigation = info["investigation"];
     if (investigation.contains("diff") && investigation["diff"].is_object()) {
       DiffReport diff = diffReportFromJson(investigation["diff"]);
-      // The views size plots by what it names: it must fit the trace (issue 28).
+      // The views size plots by what it names: it must fit the trace: a hostile one must not make it draw past its rows.
       for (const std::string& warning : fitInvestigation(diff, trace.record)) {
         spdlog::warn("{}", warning);
         snapshot->notes.push_back(warning);

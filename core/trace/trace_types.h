@@ -16,7 +16,8 @@ namespace kvscope {
 enum class TokenOrigin { Prompt, AcceptedDraft, Correction, Bonus };
 const char* tokenOriginName(TokenOrigin origin);
 
-// How the caches are cut back after acceptance (see DESIGN.md).
+// How the caches are cut back after acceptance (docs/architecture.md,
+// "Speculative rounds, exactly").
 enum class Bookkeeping {
   Exact,  // target drops gamma - n, drafter gamma - n - 1 (catch-up when n = gamma)
   Seed,   // target drops gamma - n + 1, drafter gamma - n; the missing token is re-fed

@@ -1,6 +1,6 @@
 // A greedy speculative-decoding loop over two llama.cpp sequences (target and
 // drafter), written the way a node-llama-cpp user would write one, with
-// DESIGN.md's exact bookkeeping: at the start of a round both caches hold
+// the exact bookkeeping of docs/architecture.md: at the start of a round both caches hold
 // every token but the last; the drafter feeds what it lacks and drafts gamma
 // tokens one call each; the target verifies [last, drafts] in one call; the
 // rejected cells are erased (the target keeps L+n, the drafter up to L+n).

@@ -1,4 +1,4 @@
-// Issue 29: a forward whose logits are NaN or Inf stops with an error naming
+// A forward whose logits are NaN or Inf stops with an error naming
 // the layer and step where values first became non-finite and the config
 // fields involved, instead of handing NaN to a sampler that then picks token
 // 0 forever. The configs of the issue are refused by the parser now; here

@@ -1,4 +1,4 @@
-// Hostile .kvtrace files (issue 13): every cross-reference the trace validator
+// Hostile .kvtrace files (docs/hostile-inputs.md): every cross-reference the trace validator
 // checks, traces of every fault still accepted, malformed metadata refused
 // with the field named, and a save killed with SIGKILL at any point leaves
 // the old file readable.
@@ -230,7 +230,7 @@ TEST_F(HostileTrace, VerifyOfARoundThatDoesNotExist) {
 
 // The investigation a trace carries is held against its record before a view
 // sizes anything by it: what names rows, layers, rounds or events the trace
-// never recorded is dropped with a warning naming the field (issue 28).
+// never recorded is dropped with a warning naming the field.
 DiffReport hostileInvestigation(int64_t audit_row, int64_t cause_event, int64_t layer) {
   DiffReport diff;
   diff.mode = "lockstep";

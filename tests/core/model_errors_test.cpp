@@ -111,7 +111,7 @@ TEST_F(ModelErrors, ShardedCheckpointLoadsLikeSingleFile) {
   EXPECT_EQ(sharded->parameterCount(), single->parameterCount());
 }
 
-// Issue 13: weights stored as integers or bools would be used as if they
+// Weights stored as integers or bools would be used as if they
 // were floats (embedding rows of 0/1); the load refuses them by name.
 TEST_F(ModelErrors, IntegerOrBoolEmbeddingWeightsRefused) {
   for (const auto& [dtype, name] : {std::pair{torch::kInt32, "I32"}, std::pair{torch::kBool, "BOOL"}}) {
@@ -126,7 +126,7 @@ TEST_F(ModelErrors, IntegerOrBoolEmbeddingWeightsRefused) {
   }
 }
 
-// Issue 13: an index naming 200,000 shard files took 21 s before opening any
+// An index naming 200,000 shard files took 21 s before opening any
 // of them. Refused at the shard limit, within a second and bounded memory.
 TEST_F(ModelErrors, ShardIndexNaming200kFiles) {
   nlohmann::json map = nlohmann::json::object();
@@ -146,7 +146,7 @@ TEST_F(ModelErrors, ShardIndexWith200kNamesInOneMissingShard) {
   hostile::expectRefused([&] { Checkpoint::open(dir_.string()); }, {"model-00001-of-00001.safetensors"});
 }
 
-// Issue 29: checkpoint tensors the config does not account for were a
+// Checkpoint tensors the config does not account for were a
 // warning, so a config.json saying 1 layer over a 2-layer checkpoint ran half
 // the model and said nothing.
 TEST_F(ModelErrors, ConfigWithFewerLayersThanTheCheckpointRefused) {
@@ -166,7 +166,7 @@ TEST_F(ModelErrors, UnknownTensorRefusedByName) {
   EXPECT_NO_THROW(loadCausalLM(dir_.string(), torch::kFloat32));
 }
 
-// Issue 29: a shard index that maps one tensor to two files loaded from
+// A shard index that maps one tensor to two files loaded from
 // whichever came last; now the key is named.
 TEST_F(ModelErrors, ShardIndexNamingATensorTwiceRefused) {
   const std::string index = (dir_ / "model.safetensors.index.json").string();

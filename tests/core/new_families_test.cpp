@@ -1,4 +1,4 @@
-// Issue 12: the newer families (Qwen3, Gemma 2, Phi-3 with and without
+// The newer families (Qwen3, Gemma 2, Phi-3 with and without
 // longrope, Mistral with a sliding window) decode greedily exactly as Hugging
 // Face transformers does, and speculative decoding keeps that output, with
 // the cache on and off (tests/fixtures/greedy, made by the reference).

@@ -1,4 +1,4 @@
-// Issue 9, "Must show" 1: for every fault of the bug zoo, greedy and sampled,
+// For every fault of the bug zoo, greedy and sampled,
 // on the fixture pair and the bundled pair, the lockstep diff fails and its
 // root cause names the cache, round, phase and operation where the fault
 // first acted and the rows it left wrong; without a fault the root cause is

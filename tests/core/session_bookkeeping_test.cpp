@@ -1,6 +1,6 @@
-// Issue 3, "Must show" 3: after every round (and every phase) each cache
-// holds exactly as many entries as it has valid tokens for (DESIGN.md,
-// "Speculative round bookkeeping (exact)": target L'-1, drafter
+// After every round (and every phase) each cache
+// holds exactly as many entries as it has valid tokens for (docs/architecture.md,
+// "Speculative rounds, exactly": target L'-1, drafter
 // min(its length, L'-1); the seed variant keeps L'-2), the ledger agrees
 // with the caches (live count, positions 0..len-1 once each, tokens,
 // bit-identical K/V rows), and every accepted count n in [0, gamma] occurs.

@@ -1,4 +1,4 @@
-// Issue 11: an eviction policy inside a Session (core/decode/session_eviction.h).
+// An eviction policy inside a Session (core/decode/session_eviction.h).
 // Every removal is an Evict event whose masked (entry, layer, kv head) rows are
 // exactly what the cache's keep mask hides; budget 1.0 logs nothing and leaves
 // greedy speculative output unchanged; a small budget with re-compression
@@ -130,7 +130,7 @@ TEST(SessionEviction, SmallBudgetRunsToTheEndWithExactLengths) {
       s->stepRound();
       const int64_t held = static_cast<int64_t>(s->sequence().size()) - 1;  // L' - 1 after every prune
       for (int64_t l = 0; l < s->targetCache()->numLayers(); ++l) EXPECT_EQ(s->targetCache()->length(l), held);
-      // The drafter's cache is whole; it is one short after a round whose drafts were all accepted (DESIGN.md).
+      // The drafter's cache is whole; it is one short after a round whose drafts were all accepted (docs/architecture.md).
       EXPECT_LE(s->drafterCache()->length(), held);
       EXPECT_GE(s->drafterCache()->length(), held - 1);
       EXPECT_FALSE(s->drafterCache()->keepMask(0).defined());

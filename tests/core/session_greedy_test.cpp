@@ -1,4 +1,4 @@
-// Issue 3, "Must show" 1: greedy speculative decoding is token for token the
+// Greedy speculative decoding is token for token the
 // greedy target-only output (generateAutoregressive) over many prompts, every
 // gamma in {1, 2, 4, 8}, both drafters, cache on and off; and it reproduces
 // Hugging Face's reference runs in tests/fixtures/greedy round by round.

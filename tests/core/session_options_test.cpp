@@ -1,4 +1,4 @@
-// Issue 3, the rest of the session's contract: determinism from a seed with
+// The rest of the session's contract: determinism from a seed with
 // the cache on and off, the seed bookkeeping variant, refused drafters,
 // context and option errors, adaptive gamma, EOS, cancellation and metrics.
 #include <gtest/gtest.h>

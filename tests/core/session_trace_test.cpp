@@ -1,4 +1,4 @@
-// Issue 3, "Must show" 4: a session's trace survives writeTrace + readTrace
+// A session's trace survives writeTrace + readTrace
 // unchanged (rounds, sequence, origins, ledger entries, K/V rows and verify
 // logits / attention bit for bit), and a truncated, corrupted or foreign file
 // gives an Error naming the path and the problem.

@@ -1,4 +1,4 @@
-// Issue 12, sliding windows: the cache of a sliding-window layer keeps only
+// Sliding windows: the cache of a sliding-window layer keeps only
 // the rows its next query can see (window - 1), evicting the rest with that
 // reason in the ledger and the operation log; outputs stay those of the
 // reference; and `window-roll-early` (Gemma 2's HybridCache bug) is caught by

@@ -179,7 +179,7 @@ TEST(Trainer, FewStepsLowerTheLossAndTheDirectoryLoadsBack) {
   fs::remove_all(dir);
 }
 
-// Issue 29: state.json's step was read with get<int64_t>(), which casts 2.5
+// state.json's step was read with get<int64_t>(), which casts 2.5
 // to 2 and 1e300 with undefined behaviour, and a string was an "internal
 // error". Each field is now refused by name.
 TEST(TrainCheckpoint, StateFieldsReadAsIntegersInRange) {
