@@ -4,7 +4,7 @@ inputs, cache states and logits, and writes one .kvcapture file on exit.
 A run's calls carry one batch of B sequences throughout (input_ids [B, n]).
 B = 1 is written as format version 1, exactly as before batches existed; B > 1
 as version 2, where every per-call field holds one entry per sequence
-(docs/capture-format.md, section 10)."""
+(docs/capture-format-v2.md)."""
 import functools
 import json
 import platform
