@@ -4,8 +4,8 @@
 // CaptureFile::open: row ids are in range, tensors exist with the right
 // dtypes and shapes, call indices run 0, 1, 2, ... per role.
 //
-// Version 2 captures hold a batch of B sequences (docs/capture-format.md,
-// section 10). Every field of version 1 keeps its name and, for B = 1, its
+// Version 2 captures hold a batch of B sequences (docs/capture-format-v2.md).
+// Every field of version 1 keeps its name and, for B = 1, its
 // meaning; for B > 1 it holds sequence 0's part, and the fields named batch_*
 // or sequence_* hold every sequence's (they are filled for version 1 too,
 // with its one sequence).
