@@ -276,6 +276,27 @@ class BatchOfOneIsVersion1(unittest.TestCase):
             self.assertEqual(capture.calls("target")[0]["input_ids"], prompts()[0])
 
 
+class PaddingIsWhatTheCallsMaskMasks(unittest.TestCase):
+    def test_a_call_without_the_mask_holds_the_pad_rows_as_rows(self):
+        """Padding is per call: the next call that passes no mask attends the pad
+        slots, so the recorder stores their K/V as rows of the sequence."""
+        target = model("llama-tiny")
+        ids, real = batched_loops.left_padded([[1, 377, 397], [1, 377]])
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "unmasked.kvcapture")
+            with kvscope_capture.Recorder(path) as rec:
+                rec.watch(target, role="target")
+                cache = target(torch.tensor(ids), attention_mask=real.long()).past_key_values
+                target(torch.tensor([[9], [9]]), past_key_values=cache)
+            first, second = Capture(path).calls("target")
+        self.assertEqual(first["after_ids"][0][1], [-2, 3, 4])  # sequence 1's pad slot, then its rows
+        self.assertEqual(second["attention_mask"], None)
+        before = second["before_ids"][0][1]
+        self.assertNotIn(-2, before)
+        self.assertEqual(before[1:], [3, 4])  # the same rows; the pad slot is a new row
+        self.assertGreater(before[0], 4)
+
+
 class CommitTakesOneListPerSequence(unittest.TestCase):
     def setUp(self):
         self.directory = tempfile.TemporaryDirectory()

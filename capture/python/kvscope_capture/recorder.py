@@ -19,7 +19,7 @@ from .cache_views import read_cache
 from .call_inputs import attention_mask, bind_arguments, forward_signature, positions, token_ids
 from .errors import CaptureError
 from .model_info import describe_model
-from .row_registry import Fingerprinter, LayerRows, LayerState, TensorSource, assign_ids
+from .row_registry import PADDING, Fingerprinter, LayerRows, LayerState, TensorSource, assign_ids
 from .safetensors_writer import write_safetensors
 
 ROLES = ("target", "drafter")
@@ -263,7 +263,9 @@ class Recorder:
     def layer_state(self, watched, view, layer, sequence, previous, source, padding):
         """The LayerState of one sequence of one layer."""
         kept = previous.source.kept_slots(*source.tensors) if previous.source is not None else None
-        if kept is not None and padding is None:  # the previous state's tensors, or a prefix of them, not written since
+        # The previous state's tensors, or a prefix of them, not written since: its ids hold, unless
+        # a mask (this call's, or the padding marks of the previous one) may say otherwise.
+        if kept is not None and padding is None and not bool((previous.ids == PADDING).any()):
             return previous.prefix(kept, source)
         if self.batch == 1:
             keys, values = view.keys(layer), view.values(layer)
