@@ -165,7 +165,6 @@ void CaptureValidator::checkLogits(const std::string& what, const CaptureCall& c
   if (!call.logits) return;
   const CaptureLogitsRef& ref = *call.logits;
   const std::string use = what + ": logits";
-  if (manifest.logits_mode == CaptureLogitsMode::Full) {
   const std::vector<int64_t> lead = logitsLead(ref.rows);
   const std::string lead_text = batched_ ? std::to_string(batch_) + ", " + std::to_string(ref.rows) : std::to_string(ref.rows);
   // The last axis of a tensor whose leading axes are `lead`, or -1 when they are not.
