@@ -7,12 +7,13 @@ that copies the caches the model saw; an independent reader
 import json
 import os
 import struct
+import subprocess
 import tempfile
 import unittest
 
 import torch
 
-from fixtures import model, pair_cases  # first: puts capture/python on sys.path
+from fixtures import REPO, model, pair_cases  # first: puts capture/python on sys.path
 import batched_loops  # noqa: E402
 import kvscope_capture  # noqa: E402
 import spec_loops  # noqa: E402
@@ -20,6 +21,8 @@ from capture_reader import Capture, CaptureFormatError  # noqa: E402
 from safetensors_io import read_header  # noqa: E402
 
 GAMMA = 4
+# kvscope-cli: $KVSCOPE_CLI, else the source tree's default build directory.
+CLI = os.environ.get("KVSCOPE_CLI") or os.path.join(REPO, "build", "app", "kvscope-cli")
 
 
 def prompts():
@@ -371,6 +374,34 @@ class ReaderRefusesBatchedBreaches(unittest.TestCase):
         self.assertIn("repeats", self.broken(lambda m: m["calls"][0]["after"]["layers"][0].__setitem__(
             1, m["calls"][0]["after"]["layers"][0][0])))
         self.assertIn("per sequence", self.broken(lambda m: m["calls"][0]["after"]["layers"][0].pop()))
+
+
+@unittest.skipUnless(os.path.exists(CLI), f"needs kvscope-cli ($KVSCOPE_CLI, or {CLI})")
+class CheckRefusesBatches(unittest.TestCase):
+    """The C++ reader validates the recorder's version 2 files (the refusal
+    comes after CaptureFile::open), and check refuses them rather than judge
+    sequence 0 alone."""
+
+    def check(self, path):
+        return subprocess.run([CLI, "check", path], capture_output=True, text=True, timeout=300)
+
+    def test_a_batched_speculative_capture_is_read_then_refused(self):
+        target, drafter = model("llama-tiny"), model("llama-tiny-draft")
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "batched.kvcapture")
+            record(path, lambda: batched_loops.batched_speculative(target, drafter, prompts(), 8, GAMMA), target, drafter)
+            done = self.check(path)
+        self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+        self.assertIn("batched captures (3 sequences) are not checked yet", done.stderr)
+
+    def test_a_batch_of_one_is_still_checked(self):
+        target = model("llama-tiny")
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "one.kvcapture")
+            record(path, lambda: batched_loops.batched_greedy(target, prompts()[:1], 4), target)
+            done = self.check(path)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertIn("every call kept the cache contract", done.stdout)
 
 
 if __name__ == "__main__":
