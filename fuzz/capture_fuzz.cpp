@@ -6,8 +6,8 @@
 
 namespace {
 
-// Touch what a checker touches: the decoded slots of every state (small
-// layers only: a legitimate 2^24-slot layer is slow to decode, not a bug)
+// Touch what a checker touches: the decoded slots of every state and
+// sequence of a batch (small layers only: a legitimate 2^24-slot layer is slow to decode, not a bug)
 // and the first rows of every layer as float32.
 void touch(const kvscope::CaptureFile& capture) {
   volatile int64_t sink = 0;
@@ -15,8 +15,9 @@ void touch(const kvscope::CaptureFile& capture) {
     for (const auto* state : {&call.before, &call.after})
       if (state->has_value())
         for (const auto& layer : (*state)->layers)
-          if (layer.slot_count <= 4096)
-            for (int64_t row : layer.slotRows()) sink = sink + row;
+          if (layer.slot_count * static_cast<int64_t>(layer.sequence_runs.size()) <= 4096)
+            for (size_t sequence = 0; sequence < layer.sequence_runs.size(); ++sequence)
+              for (int64_t row : layer.sequenceSlotRows(sequence)) sink = sink + row;
   for (const auto& model : capture.manifest().models)
     if (model)
       for (int64_t layer = 0; layer < model->layers; ++layer) {

@@ -51,9 +51,9 @@ CaptureCall readCall(const std::string& path, const nlohmann::json& value, size_
   CaptureCall call = parseCallHead(path, value, position, manifest, next_index);
   const std::string what = describeCall(position, call);
   const CaptureModel& model = *manifest.model(call.role);
-  call.before = parseCacheState(path, what, value, "before", model);
+  call.before = parseCacheState(path, what, value, "before", model, manifest);
   if (call.before) validator.checkState(what + ": before", call.role, *call.before);
-  call.after = parseCacheState(path, what, value, "after", model);
+  call.after = parseCacheState(path, what, value, "after", model, manifest);
   if (call.after) validator.checkState(what + ": after", call.role, *call.after);
   call.between = parseBetween(path, what, value, call.index, model.layers);
   call.attention_mask = parseMaskRef(path, what, value);
@@ -61,6 +61,17 @@ CaptureCall readCall(const std::string& path, const nlohmann::json& value, size_
   call.logits = parseLogitsRef(path, what, value, static_cast<int64_t>(call.input_ids.size()), manifest.logits_mode);
   validator.checkLogits(what, call, manifest);
   return call;
+}
+
+bool holdsPadding(const CaptureManifest& manifest) {
+  for (const auto& call : manifest.calls)
+    for (const auto* state : {&call.before, &call.after})
+      if (*state)
+        for (const auto& layer : (*state)->layers)
+          for (const auto& runs : layer.sequence_runs)
+            for (const auto& run : runs)
+              if (run.first == kCapturePaddingSlot) return true;
+  return false;
 }
 
 }  // namespace
@@ -75,7 +86,7 @@ std::shared_ptr<const CaptureFile> CaptureFile::open(const std::string& path) {
   CaptureManifest& manifest = capture->manifest_;
   parseManifestHead(path, manifest_json, manifest);  // step 4
   parseModels(path, manifest_json, manifest);        // step 5
-  CaptureValidator validator(path, *capture->file_);
+  CaptureValidator validator(path, *capture->file_, manifest.version, manifest.batch);
   for (const auto& model : manifest.models)
     if (model) validator.checkModelTensors(*model);
 
@@ -85,6 +96,7 @@ std::shared_ptr<const CaptureFile> CaptureFile::open(const std::string& path) {
   for (size_t position = 0; position < calls.size(); ++position)
     manifest.calls.push_back(readCall(path, calls[position], position, manifest, next_index, validator));
   checkCallCounts(path, manifest, next_index);
+  manifest.has_padding_slots = holdsPadding(manifest);
   validator.checkEveryTensorReferenced();  // step 11
 
   for (int role = 0; role < kCaptureRoles; ++role)

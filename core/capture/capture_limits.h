@@ -17,7 +17,12 @@ constexpr int64_t kMaxKvHeads = 1024;
 constexpr int64_t kMaxHeadDim = 4096;
 constexpr int64_t kMaxLogitsWidth = int64_t{1} << 24;  // also the largest vocab_size
 constexpr int64_t kMaxTopK = 65536;
-constexpr int64_t kMaxCommitted = int64_t{1} << 24;
+constexpr int64_t kMaxCommitted = int64_t{1} << 24;  // committed ids, all sequences together
+// Version 2 (a batch): at most 1024 sequences; a call's inputs across the batch
+// stay within kMaxInputs and a state layer's slots across the batch within
+// kMaxSlots, so a batch multiplies nothing the version 1 limits bound.
+constexpr int64_t kMaxBatch = 1024;
+constexpr int64_t kMaxPosition = (int64_t{1} << 31) - 1;  // a version 2 position (RoPE takes 32-bit positions)
 
 // The manifest is a JSON document inside a metadata string of a header
 // already capped at 100,000,000 bytes. 16 levels hold the deepest field

@@ -40,12 +40,22 @@ const char* captureBetweenKindName(CaptureBetweenKind kind) {
   return "?";
 }
 
-std::vector<int64_t> CaptureLayerState::slotRows() const {
+namespace {
+
+std::vector<int64_t> decodeRuns(const std::vector<CaptureSlotRun>& runs, int64_t slot_count) {
   std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(slot_count));  // validated <= kMaxSlots
   for (const auto& run : runs)
-    for (int64_t i = 0; i < run.count; ++i) out.push_back(run.first == -1 ? -1 : run.first + i);
+    for (int64_t i = 0; i < run.count; ++i) out.push_back(run.first < 0 ? run.first : run.first + i);
   return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> CaptureLayerState::slotRows() const { return decodeRuns(runs, slot_count); }
+
+std::vector<int64_t> CaptureLayerState::sequenceSlotRows(size_t sequence) const {
+  return decodeRuns(sequence_runs.at(sequence), slot_count);
 }
 
 const CaptureModel* CaptureManifest::model(CaptureRole role) const {

@@ -3,6 +3,12 @@
 // as plain structs, torch-free. Everything here has been validated by
 // CaptureFile::open: row ids are in range, tensors exist with the right
 // dtypes and shapes, call indices run 0, 1, 2, ... per role.
+//
+// Version 2 captures hold a batch of B sequences (docs/capture-format-v2.md).
+// Every field of version 1 keeps its name and, for B = 1, its
+// meaning; for B > 1 it holds sequence 0's part, and the fields named batch_*
+// or sequence_* hold every sequence's (they are filled for version 1 too,
+// with its one sequence).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -56,8 +62,13 @@ struct CaptureModel {
   int64_t calls = 0;
 };
 
+// The `first` of a run of padding slots (version 2 only): slots the call's
+// 2-D attention mask masks for that sequence; their K/V are not rows of it.
+constexpr int64_t kCapturePaddingSlot = -2;
+
 // `count` consecutive slots holding row ids first .. first + count - 1, or
-// `count` empty slots when first == -1.
+// `count` empty slots when first == -1, or `count` padding slots when
+// first == kCapturePaddingSlot (version 2).
 struct CaptureSlotRun {
   int64_t first = -1;
   int64_t count = 0;
@@ -68,10 +79,14 @@ struct CaptureSlotRun {
 // file up front would be an amplification; slotRows() decodes one layer.
 struct CaptureLayerState {
   CaptureLayerKind kind = CaptureLayerKind::Append;
-  std::vector<CaptureSlotRun> runs;
-  int64_t slot_count = 0;  // the sum of the runs' counts
-  // The row id in each slot, -1 for an empty slot.
+  std::vector<CaptureSlotRun> runs;  // sequence 0's
+  int64_t slot_count = 0;            // the sum of the runs' counts (the same for every sequence)
+  // Every sequence's runs, sequence_runs[0] == runs (one entry for version 1).
+  std::vector<std::vector<CaptureSlotRun>> sequence_runs;
+  // The row id in each slot of sequence 0, -1 for an empty slot, -2 for padding.
   std::vector<int64_t> slotRows() const;
+  // The same for sequence `sequence` (< sequence_runs.size()).
+  std::vector<int64_t> sequenceSlotRows(size_t sequence) const;
 };
 
 struct CaptureCacheState {
@@ -89,11 +104,12 @@ struct CaptureBetween {
 
 struct CaptureMaskRef {
   CaptureMaskKind kind = CaptureMaskKind::Explicit;
-  std::string tensor;  // BOOL [n, K] (explicit) or [1, K] (padding)
+  std::string tensor;  // BOOL [n, K] (explicit) or [1, K] (padding); version 2: [B, n, K] or [B, K]
 };
 
 // Logits of the call's last `rows` inputs: `logits` in full mode, the other
-// three in top-k mode (the unused names are empty).
+// three in top-k mode (the unused names are empty). Version 2 tensors have a
+// leading batch axis: [B, rows, V], [B, rows, k'], [B, rows].
 struct CaptureLogitsRef {
   int64_t rows = 0;
   std::string logits;      // F32 [rows, V]
@@ -105,8 +121,11 @@ struct CaptureLogitsRef {
 struct CaptureCall {
   CaptureRole role = CaptureRole::Target;
   int64_t index = 0;  // that role's forward count from 0
-  std::vector<int64_t> input_ids;
-  std::vector<int64_t> positions;
+  std::vector<int64_t> input_ids;  // sequence 0's
+  std::vector<int64_t> positions;  // sequence 0's
+  // Per sequence of the batch, [B][n] (one entry for version 1).
+  std::vector<std::vector<int64_t>> batch_input_ids;
+  std::vector<std::vector<int64_t>> batch_positions;
   CapturePositionsSource positions_source = CapturePositionsSource::PastLength;
   std::optional<std::vector<int64_t>> cache_position;
   std::optional<CaptureMaskRef> attention_mask;
@@ -117,6 +136,8 @@ struct CaptureCall {
 };
 
 struct CaptureManifest {
+  int64_t version = 1;  // 1, or 2 (batched)
+  int64_t batch = 1;    // B, the sequences every call carries (1 for version 1)
   std::string engine_name;
   std::string recorder;
   bool complete = false;
@@ -124,7 +145,10 @@ struct CaptureManifest {
   int64_t top_k = 0;  // K in top-k mode, 0 in full mode
   std::optional<CaptureModel> models[kCaptureRoles];  // indexed by CaptureRole; target always set
   std::vector<CaptureCall> calls;                     // in run order across both roles
-  std::optional<std::vector<int64_t>> committed;
+  std::optional<std::vector<int64_t>> committed;  // sequence 0's
+  // Every sequence's committed ids, prompt included, no padding (one entry for version 1).
+  std::optional<std::vector<std::vector<int64_t>>> batch_committed;
+  bool has_padding_slots = false;  // some state holds a padding run
 
   const CaptureModel* model(CaptureRole role) const;
 };

@@ -156,8 +156,9 @@ int64_t vocabUpperBound(const CaptureManifest& manifest, CaptureRole role) {
   return *model->config.vocab_size - 1;
 }
 
+// One sequence's runs of a layer; padding runs (first -2) only in version 2.
 CaptureLayerState parseLayerRuns(const std::string& path, const std::string& what, const Json& runs,
-                                 CaptureLayerKind kind) {
+                                 CaptureLayerKind kind, bool allow_padding) {
   if (!runs.is_array()) fail(path, what + " must be a list of runs [first, count], got " + jsonSnippet(runs));
   CaptureLayerState out;
   out.kind = kind;
@@ -168,7 +169,8 @@ CaptureLayerState parseLayerRuns(const std::string& path, const std::string& wha
     if (!run.is_array() || run.size() != 2)
       fail(path, run_what + " must be a pair [first, count], got " + jsonSnippet(run));
     CaptureSlotRun slot_run;
-    slot_run.first = jsonInteger(run[0], path, run_what + " first", -1, limits::kMaxRows - 1);
+    slot_run.first = jsonInteger(run[0], path, run_what + " first", allow_padding ? kCapturePaddingSlot : -1,
+                                 limits::kMaxRows - 1);
     slot_run.count = jsonInteger(run[1], path, run_what + " count", 1, limits::kMaxSlots);
     if (slot_run.first == -1 && kind == CaptureLayerKind::Append)
       fail(path, run_what + " holds " + std::to_string(slot_run.count) +
@@ -181,6 +183,53 @@ CaptureLayerState parseLayerRuns(const std::string& path, const std::string& wha
   return out;
 }
 
+// Version 2: layers[L] is one list of runs per sequence, every sequence with
+// the same slot count, the batch's slots together within kMaxSlots.
+CaptureLayerState parseBatchLayer(const std::string& path, const std::string& what, const Json& sequences,
+                                  CaptureLayerKind kind, int64_t batch) {
+  if (!sequences.is_array() || static_cast<int64_t>(sequences.size()) != batch)
+    fail(path, what + " must be a list of " + std::to_string(batch) + " run lists (one per sequence of the batch), got " +
+                   jsonSnippet(sequences));
+  CaptureLayerState out;
+  out.kind = kind;
+  out.sequence_runs.reserve(static_cast<size_t>(batch));  // <= kMaxBatch
+  for (int64_t b = 0; b < batch; ++b) {
+    const std::string sequence_what = what + "[" + std::to_string(b) + "]";
+    CaptureLayerState sequence = parseLayerRuns(path, sequence_what, sequences[static_cast<size_t>(b)], kind, true);
+    if (b == 0) out.slot_count = sequence.slot_count;
+    if (sequence.slot_count != out.slot_count)
+      fail(path, sequence_what + " has " + std::to_string(sequence.slot_count) + " slots where sequence 0 has " +
+                     std::to_string(out.slot_count) + " (a batched cache gives every sequence the same slots)");
+    out.sequence_runs.push_back(std::move(sequence.runs));
+  }
+  if (out.slot_count * batch > limits::kMaxSlots)  // both factors bounded: no overflow
+    fail(path, what + " has " + std::to_string(out.slot_count) + " slots for each of " + std::to_string(batch) +
+                   " sequences, more than " + std::to_string(limits::kMaxSlots) + " in all, the limit per layer");
+  out.runs = out.sequence_runs.front();
+  return out;
+}
+
+// Version 2: `field` is a list of B lists of n integers in [min, max], B * n
+// within kMaxInputs; n is the first row's length unless `n` is already set.
+std::vector<std::vector<int64_t>> batchRows(const std::string& path, const std::string& field, const Json& value,
+                                            int64_t batch, int64_t& n, int64_t min, int64_t max) {
+  if (!value.is_array() || static_cast<int64_t>(value.size()) != batch)
+    fail(path, field + " must be a list of " + std::to_string(batch) + " lists (one per sequence of the batch), got " +
+                   jsonSnippet(value));
+  std::vector<std::vector<int64_t>> rows;
+  rows.reserve(static_cast<size_t>(batch));  // <= kMaxBatch
+  for (int64_t b = 0; b < batch; ++b) {
+    const std::string row_field = field + "[" + std::to_string(b) + "]";
+    const int64_t limit = n > 0 ? n : limits::kMaxInputs / batch;
+    rows.push_back(boundedIntegers(path, row_field, value[static_cast<size_t>(b)], limit, min, max));
+    if (n == 0) n = static_cast<int64_t>(rows.back().size());
+    if (static_cast<int64_t>(rows.back().size()) != n)
+      fail(path, row_field + " has " + std::to_string(rows.back().size()) + " entries where the call has " +
+                     std::to_string(n) + " inputs per sequence");
+  }
+  return rows;
+}
+
 }  // namespace
 
 Json parseCaptureMetadata(const std::string& path, const std::map<std::string, std::string>& metadata) {
@@ -191,20 +240,27 @@ Json parseCaptureMetadata(const std::string& path, const std::map<std::string, s
   };
   if (value("format") != "kvscope-capture")
     fail(path, "not a kvscope capture: __metadata__.format is '" + value("format").substr(0, 60) + "'");
-  if (value("version") != "1")
-    fail(path, "unsupported capture version '" + value("version").substr(0, 60) + "' in __metadata__ (this reader reads 1)");
+  const std::string& metadata_version = value("version");
+  if (metadata_version != "1" && metadata_version != "2")
+    fail(path, "unsupported capture version '" + metadata_version.substr(0, 60) +
+                   "' in __metadata__ (this reader reads 1 and 2)");
   Json manifest = parseJsonWithLimits(value("kvscope_capture"), path + ": __metadata__.kvscope_capture",
                                       capture_limits::kManifestJsonLimits);
   requireObject(path, "the manifest", manifest);
   const Json& format = member(manifest, "format");
   if (format != "kvscope-capture") fail(path, "manifest format must be \"kvscope-capture\", got " + jsonSnippet(format));
   const Json& version = member(manifest, "version");
-  if (!version.is_number_integer() || version.get<int64_t>() != 1)
-    fail(path, "unsupported manifest version " + jsonSnippet(version) + " (this reader reads 1)");
+  if (!version.is_number_integer() || (version.get<int64_t>() != 1 && version.get<int64_t>() != 2))
+    fail(path, "unsupported manifest version " + jsonSnippet(version) + " (this reader reads 1 and 2)");
+  if (std::to_string(version.get<int64_t>()) != metadata_version)
+    fail(path, "manifest version " + jsonSnippet(version) + " but __metadata__.version '" + metadata_version + "'");
   return manifest;
 }
 
 void parseManifestHead(const std::string& path, const Json& manifest, CaptureManifest& out) {
+  out.version = member(manifest, "version").get<int64_t>();  // 1 or 2, checked by parseCaptureMetadata
+  if (out.version == 2)
+    out.batch = jsonInteger(required(path, "the manifest", manifest, "batch"), path, "batch", 1, limits::kMaxBatch);
   const Json& logits = required(path, "the manifest", manifest, "logits");
   requireObject(path, "logits", logits);
   out.logits_mode = parseName(path, "logits.mode", required(path, "logits", logits, "mode"), kLogitsModes);
@@ -221,9 +277,26 @@ void parseManifestHead(const std::string& path, const Json& manifest, CaptureMan
   out.complete = complete.get<bool>();
 
   const Json& committed = member(manifest, "committed");
-  if (!committed.is_null())
+  if (committed.is_null()) return;
+  if (out.version == 1) {
     out.committed = boundedIntegers(path, "committed", committed, limits::kMaxCommitted, 0,
                                     std::numeric_limits<int64_t>::max());
+    out.batch_committed.emplace(1, *out.committed);
+    return;
+  }
+  if (!committed.is_array() || static_cast<int64_t>(committed.size()) != out.batch)
+    fail(path, "committed must be null or a list of " + std::to_string(out.batch) +
+                   " lists (one per sequence of the batch), got " + jsonSnippet(committed));
+  std::vector<std::vector<int64_t>> sequences;
+  sequences.reserve(committed.size());  // <= kMaxBatch
+  int64_t remaining = limits::kMaxCommitted;  // for all sequences together
+  for (size_t b = 0; b < committed.size(); ++b) {
+    sequences.push_back(boundedIntegers(path, "committed[" + std::to_string(b) + "]", committed[b], remaining, 0,
+                                        std::numeric_limits<int64_t>::max()));
+    remaining -= static_cast<int64_t>(sequences.back().size());
+  }
+  out.committed = sequences.front();
+  out.batch_committed = std::move(sequences);
 }
 
 void parseModels(const std::string& path, const Json& manifest, CaptureManifest& out) {
@@ -234,12 +307,16 @@ void parseModels(const std::string& path, const Json& manifest, CaptureManifest&
     out.models[static_cast<int>(role)] = parseModel(path, role, it.value());
   }
   if (!out.model(CaptureRole::Target)) fail(path, "models has no 'target'");
-  if (out.committed) {
+  if (out.batch_committed) {
     const int64_t max_id = vocabUpperBound(out, CaptureRole::Target);
-    for (size_t i = 0; i < out.committed->size(); ++i)
-      if ((*out.committed)[i] > max_id)
-        fail(path, "committed[" + std::to_string(i) + "] = " + std::to_string((*out.committed)[i]) +
-                       " is outside the target's vocab_size " + std::to_string(max_id + 1));
+    for (size_t b = 0; b < out.batch_committed->size(); ++b) {
+      const auto& sequence = (*out.batch_committed)[b];
+      const std::string field = out.version == 1 ? "committed" : "committed[" + std::to_string(b) + "]";
+      for (size_t i = 0; i < sequence.size(); ++i)
+        if (sequence[i] > max_id)
+          fail(path, field + "[" + std::to_string(i) + "] = " + std::to_string(sequence[i]) +
+                         " is outside the target's vocab_size " + std::to_string(max_id + 1));
+    }
   }
 }
 
@@ -273,14 +350,28 @@ CaptureCall parseCallHead(const std::string& path, const Json& value, size_t pos
   ++expected;
 
   const std::string what = describeCall(position, call);
-  call.input_ids = boundedIntegers(path, what + ": input_ids", required(path, what, value, "input_ids"),
-                                   limits::kMaxInputs, 0, vocabUpperBound(manifest, call.role));
-  if (call.input_ids.empty()) fail(path, what + ": input_ids is empty (a call has at least one input)");
+  if (manifest.version == 1) {
+    call.input_ids = boundedIntegers(path, what + ": input_ids", required(path, what, value, "input_ids"),
+                                     limits::kMaxInputs, 0, vocabUpperBound(manifest, call.role));
+    if (call.input_ids.empty()) fail(path, what + ": input_ids is empty (a call has at least one input)");
+    const auto n = static_cast<int64_t>(call.input_ids.size());
+    call.positions = boundedIntegers(path, what + ": positions", required(path, what, value, "positions"), n, 0,
+                                     std::numeric_limits<int64_t>::max());
+    if (static_cast<int64_t>(call.positions.size()) != n)
+      fail(path, what + ": " + std::to_string(call.positions.size()) + " positions for " + std::to_string(n) + " inputs");
+    call.batch_input_ids.assign(1, call.input_ids);
+    call.batch_positions.assign(1, call.positions);
+  } else {
+    int64_t inputs = 0;
+    call.batch_input_ids = batchRows(path, what + ": input_ids", required(path, what, value, "input_ids"),
+                                     manifest.batch, inputs, 0, vocabUpperBound(manifest, call.role));
+    if (inputs == 0) fail(path, what + ": input_ids[0] is empty (a call has at least one input)");
+    call.batch_positions = batchRows(path, what + ": positions", required(path, what, value, "positions"),
+                                     manifest.batch, inputs, 0, limits::kMaxPosition);
+    call.input_ids = call.batch_input_ids.front();
+    call.positions = call.batch_positions.front();
+  }
   const auto n = static_cast<int64_t>(call.input_ids.size());
-  call.positions = boundedIntegers(path, what + ": positions", required(path, what, value, "positions"), n, 0,
-                                   std::numeric_limits<int64_t>::max());
-  if (static_cast<int64_t>(call.positions.size()) != n)
-    fail(path, what + ": " + std::to_string(call.positions.size()) + " positions for " + std::to_string(n) + " inputs");
   call.positions_source =
       parseName(path, what + ": positions_source", required(path, what, value, "positions_source"), kSources);
   const Json& cache_position = member(value, "cache_position");
@@ -291,13 +382,16 @@ CaptureCall parseCallHead(const std::string& path, const Json& value, size_t pos
       fail(path, what + ": " + std::to_string(call.cache_position->size()) + " cache_position entries for " +
                      std::to_string(n) + " inputs");
   }
-  if (call.positions_source == CapturePositionsSource::CachePosition && call.cache_position != call.positions)
-    fail(path, what + ": positions_source is cache_position but positions differ from cache_position");
+  if (call.positions_source == CapturePositionsSource::CachePosition)
+    for (const auto& row : call.batch_positions)
+      if (call.cache_position != row)
+        fail(path, what + ": positions_source is cache_position but positions differ from cache_position");
   return call;
 }
 
 std::optional<CaptureCacheState> parseCacheState(const std::string& path, const std::string& what, const Json& call,
-                                                 const char* field, const CaptureModel& model) {
+                                                 const char* field, const CaptureModel& model,
+                                                 const CaptureManifest& manifest) {
   const int64_t layers = model.layers;
   const Json& value = member(call, field);
   if (value.is_null()) return std::nullopt;
@@ -316,7 +410,12 @@ std::optional<CaptureCacheState> parseCacheState(const std::string& path, const 
   for (int64_t layer = 0; layer < layers; ++layer) {
     const std::string layer_what = at + ".layers[" + std::to_string(layer) + "]";
     const auto kind = parseName(path, at + ".kinds[" + std::to_string(layer) + "]", kinds[layer], kLayerKinds);
-    state.layers.push_back(parseLayerRuns(path, layer_what, runs[layer], kind));
+    if (manifest.version == 1) {
+      state.layers.push_back(parseLayerRuns(path, layer_what, runs[layer], kind, false));
+      state.layers.back().sequence_runs.assign(1, state.layers.back().runs);
+    } else {
+      state.layers.push_back(parseBatchLayer(path, layer_what, runs[layer], kind, manifest.batch));
+    }
   }
   return state;
 }

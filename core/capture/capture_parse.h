@@ -18,10 +18,12 @@
 namespace kvscope {
 
 // Step 2: the three metadata strings, then the manifest parsed within
-// capture_limits::kManifestJsonLimits, with format and version 1.
+// capture_limits::kManifestJsonLimits, with format and version 1 or 2 (the
+// same in the metadata and the manifest).
 nlohmann::json parseCaptureMetadata(const std::string& path, const std::map<std::string, std::string>& metadata);
 
-// Step 4: engine, complete, logits mode and committed (types and limits).
+// Step 4: version, batch (version 2: 1 to 1024), engine, complete, logits mode
+// and committed (version 2: one list per sequence), types and limits.
 void parseManifestHead(const std::string& path, const nlohmann::json& manifest, CaptureManifest& out);
 
 // Step 5, the JSON part: target present, only known roles, layers <= 1024.
@@ -33,6 +35,7 @@ const nlohmann::json& captureCallsArray(const std::string& path, const nlohmann:
 
 // Step 6 for one call: role, index (next_index[role] is the index expected
 // and is advanced), input_ids, positions, positions_source, cache_position.
+// Version 2: input_ids and positions are B lists of n, positions <= 2^31 - 1.
 CaptureCall parseCallHead(const std::string& path, const nlohmann::json& call, size_t position,
                           const CaptureManifest& manifest, std::array<int64_t, kCaptureRoles>& next_index);
 
@@ -42,9 +45,11 @@ std::string describeCall(size_t position, const CaptureCall& call);
 // Step 7 for one state (`field` is "before" or "after"), on its own: kinds
 // and layers have model.layers entries, runs are pairs with count >= 1 and
 // first >= -1, empty runs only in static and ring layers, at most 2^24 slots.
+// Version 2: each layer is B run lists with equal slot counts, padding runs
+// (first -2) allowed, at most 2^24 slots across the batch.
 std::optional<CaptureCacheState> parseCacheState(const std::string& path, const std::string& what,
                                                  const nlohmann::json& call, const char* field,
-                                                 const CaptureModel& model);
+                                                 const CaptureModel& model, const CaptureManifest& manifest);
 
 // Step 8: null for a role's first call, else a known kind, layers in range, a string what.
 std::optional<CaptureBetween> parseBetween(const std::string& path, const std::string& what,

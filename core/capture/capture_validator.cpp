@@ -27,8 +27,13 @@ std::string rowTensorName(CaptureRole role, int64_t layer, const char* part) {
 
 }  // namespace
 
-CaptureValidator::CaptureValidator(std::string path, const SafetensorsFile& file)
-    : path_(std::move(path)), file_(file), referenced_(file.tensors().size(), false) {}
+CaptureValidator::CaptureValidator(std::string path, const SafetensorsFile& file, int64_t version, int64_t batch)
+    : path_(std::move(path)), file_(file), batched_(version == 2), batch_(batch),
+      referenced_(file.tensors().size(), false) {}
+
+std::vector<int64_t> CaptureValidator::logitsLead(int64_t rows) const {
+  return batched_ ? std::vector<int64_t>{batch_, rows} : std::vector<int64_t>{rows};
+}
 
 const StTensorInfo& CaptureValidator::reference(const std::string& name, const std::string& use) {
   const StTensorInfo* info = file_.find(name);
@@ -89,21 +94,25 @@ void CaptureValidator::checkState(const std::string& what, CaptureRole role, con
     // neighbours. Linear in the runs, where a bitmap would be linear in the
     // rows each run spans, however many times a state repeats them.
     std::vector<CaptureSlotRun> held;
-    for (const auto& run : state.layers[layer].runs) {
-      if (run.first == -1) continue;
-      if (run.first + run.count > tensors.rows())
-        fail(path_, at + " holds row " +
-                        (run.count == 1 ? "id " + std::to_string(run.first)
-                                        : "ids " + std::to_string(run.first) + "-" +
-                                              std::to_string(run.first + run.count - 1)) +
-                        " but " + tensors.keys->name + " has " + std::to_string(tensors.rows()) + " rows");
-      held.push_back(run);
+    const auto& sequences = state.layers[layer].sequence_runs;
+    for (size_t b = 0; b < sequences.size(); ++b) {
+      const std::string where = batched_ ? at + "[" + std::to_string(b) + "]" : at;
+      for (const auto& run : sequences[b]) {
+        if (run.first < 0) continue;  // empty or padding
+        if (run.first + run.count > tensors.rows())
+          fail(path_, where + " holds row " +
+                          (run.count == 1 ? "id " + std::to_string(run.first)
+                                          : "ids " + std::to_string(run.first) + "-" +
+                                                std::to_string(run.first + run.count - 1)) +
+                          " but " + tensors.keys->name + " has " + std::to_string(tensors.rows()) + " rows");
+        held.push_back(run);
+      }
     }
     std::sort(held.begin(), held.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (size_t i = 1; i < held.size(); ++i)
       if (held[i].first < held[i - 1].first + held[i - 1].count)
-        fail(path_, at + " holds row id " + std::to_string(held[i].first) +
-                        " twice (a row id appears at most once in a layer of a state)");
+        fail(path_, at + " holds row id " + std::to_string(held[i].first) + " twice (a row id appears at most once in a " +
+                        (batched_ ? "layer of a state, across its sequences)" : "layer of a state)"));
   }
 }
 
@@ -129,10 +138,15 @@ void CaptureValidator::checkMask(const std::string& what, const CaptureCall& cal
   const std::string use = what + ": attention_mask";
   const StTensorInfo& mask = reference(call.attention_mask->tensor, use);
   requireDType(mask, use, StDType::BOOL);
-  const int64_t query_rows =
-      call.attention_mask->kind == CaptureMaskKind::Explicit ? static_cast<int64_t>(call.input_ids.size()) : 1;
-  requireShape(mask, use + " (" + captureMaskKindName(call.attention_mask->kind) + ")",
-               {query_rows, maskKeySlots(what, call)});
+  const bool explicit_mask = call.attention_mask->kind == CaptureMaskKind::Explicit;
+  const auto inputs = static_cast<int64_t>(call.input_ids.size());
+  const int64_t keys = maskKeySlots(what, call);
+  std::vector<int64_t> shape;
+  if (batched_)
+    shape = explicit_mask ? std::vector<int64_t>{batch_, inputs, keys} : std::vector<int64_t>{batch_, keys};
+  else
+    shape = {explicit_mask ? inputs : 1, keys};
+  requireShape(mask, use + " (" + captureMaskKindName(call.attention_mask->kind) + ")", shape);
 }
 
 void CaptureValidator::checkTopIdsInVocab(const std::string& what, const StTensorInfo& ids, int64_t vocab) const {
@@ -151,31 +165,39 @@ void CaptureValidator::checkLogits(const std::string& what, const CaptureCall& c
   if (!call.logits) return;
   const CaptureLogitsRef& ref = *call.logits;
   const std::string use = what + ": logits";
+  const std::vector<int64_t> lead = logitsLead(ref.rows);
+  const std::string lead_text = batched_ ? std::to_string(batch_) + ", " + std::to_string(ref.rows) : std::to_string(ref.rows);
+  // The last axis of a tensor whose leading axes are `lead`, or -1 when they are not.
+  auto lastAxis = [&](const StTensorInfo& info) -> int64_t {
+    if (info.shape.size() != lead.size() + 1 || !std::equal(lead.begin(), lead.end(), info.shape.begin())) return -1;
+    return info.shape.back();
+  };
   if (manifest.logits_mode == CaptureLogitsMode::Full) {
     const StTensorInfo& logits = reference(ref.logits, use);
     requireDType(logits, use, StDType::F32);
-    if (logits.shape.size() != 2 || logits.shape[0] != ref.rows || logits.shape[1] < 1 ||
-        logits.shape[1] > limits::kMaxLogitsWidth)
+    const int64_t v = lastAxis(logits);
+    if (v < 1 || v > limits::kMaxLogitsWidth)
       fail(path_, use + ": tensor " + quoted(logits.name) + " has shape " + shapeText(logits.shape) + ", expected [" +
-                      std::to_string(ref.rows) + ", V] with 1 <= V <= " + std::to_string(limits::kMaxLogitsWidth));
+                      lead_text + ", V] with 1 <= V <= " + std::to_string(limits::kMaxLogitsWidth));
     int64_t& width = logits_width_[static_cast<int>(call.role)];
-    if (width == 0) width = logits.shape[1];
-    if (logits.shape[1] != width)
-      fail(path_, use + ": width " + std::to_string(logits.shape[1]) + " but earlier " + captureRoleName(call.role) +
+    if (width == 0) width = v;
+    if (v != width)
+      fail(path_, use + ": width " + std::to_string(v) + " but earlier " + captureRoleName(call.role) +
                       " calls have " + std::to_string(width));
     return;
   }
   const StTensorInfo& ids = reference(ref.top_ids, use + ".top_ids");
   requireDType(ids, use + ".top_ids", StDType::I32);
-  if (ids.shape.size() != 2 || ids.shape[0] != ref.rows || ids.shape[1] < 1 || ids.shape[1] > manifest.top_k)
+  const int64_t k = lastAxis(ids);
+  if (k < 1 || k > manifest.top_k)
     fail(path_, use + ".top_ids: tensor " + quoted(ids.name) + " has shape " + shapeText(ids.shape) + ", expected [" +
-                    std::to_string(ref.rows) + ", k'] with 1 <= k' <= " + std::to_string(manifest.top_k));
+                    lead_text + ", k'] with 1 <= k' <= " + std::to_string(manifest.top_k));
   const StTensorInfo& values = reference(ref.top_values, use + ".top_values");
   requireDType(values, use + ".top_values", StDType::F32);
   requireShape(values, use + ".top_values", ids.shape);
   const StTensorInfo& lse = reference(ref.lse, use + ".lse");
   requireDType(lse, use + ".lse", StDType::F32);
-  requireShape(lse, use + ".lse", {ref.rows});
+  requireShape(lse, use + ".lse", lead);
   const auto& vocab = manifest.model(call.role)->config.vocab_size;
   if (vocab) checkTopIdsInVocab(what, ids, *vocab);
 }

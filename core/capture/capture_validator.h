@@ -26,16 +26,20 @@ struct CaptureRowTensors {
 
 class CaptureValidator {
  public:
-  CaptureValidator(std::string path, const SafetensorsFile& file);
+  // version 2 (batched): masks and logits have a leading batch axis of `batch`.
+  CaptureValidator(std::string path, const SafetensorsFile& file, int64_t version = 1, int64_t batch = 1);
 
   // Step 5: both row tensors of every layer, dtypes F32/F16/BF16, equal
   // shapes [kv_heads <= 1024, n_rows <= 2^24, head_dim <= 4096].
   void checkModelTensors(const CaptureModel& model);
-  // Step 7: row ids inside n_rows of the role's layer, none twice in a layer.
+  // Step 7: row ids inside n_rows of the role's layer, none twice in a layer
+  // (across every sequence of a batch: a row belongs to one sequence).
   void checkState(const std::string& what, CaptureRole role, const CaptureCacheState& state);
-  // Step 9: BOOL [n, K] (explicit) or [1, K] (padding), K the call's key slots.
+  // Step 9: BOOL [n, K] (explicit) or [1, K] (padding), K the call's key slots;
+  // version 2: [B, n, K] or [B, K].
   void checkMask(const std::string& what, const CaptureCall& call);
-  // Step 10: the logits tensors of the mode, with the same width V for every call of a role.
+  // Step 10: the logits tensors of the mode, with the same width V for every
+  // call of a role; version 2: with a leading batch axis.
   void checkLogits(const std::string& what, const CaptureCall& call, const CaptureManifest& manifest);
   // Step 11: no tensor of the file left unreferenced.
   void checkEveryTensorReferenced() const;
@@ -52,8 +56,13 @@ class CaptureValidator {
   int64_t maskKeySlots(const std::string& what, const CaptureCall& call) const;
   void checkTopIdsInVocab(const std::string& what, const StTensorInfo& ids, int64_t vocab) const;
 
+  // The leading axes of a call's logits tensors: {rows}, or {B, rows} for version 2.
+  std::vector<int64_t> logitsLead(int64_t rows) const;
+
   std::string path_;
   const SafetensorsFile& file_;
+  bool batched_ = false;  // version 2
+  int64_t batch_ = 1;
   std::vector<bool> referenced_;  // per tensor, in file_.tensors() order
   std::array<std::vector<CaptureRowTensors>, kCaptureRoles> rows_;
   std::array<int64_t, kCaptureRoles> logits_width_{0, 0};  // 0 until the role's first full logits

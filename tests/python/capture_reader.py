@@ -1,6 +1,10 @@
-"""An independent reader and strict validator of .kvcapture v1 files
-(docs/capture-format.md), written from the spec for the tests: it shares no
-code with the recorder. Raises CaptureFormatError on any breach."""
+"""An independent reader and strict validator of .kvcapture files, versions 1
+and 2 (docs/capture-format.md), written from the spec for the tests: it shares
+no code with the recorder. Raises CaptureFormatError on any breach.
+
+Version 2 (a batch of B sequences): `batched` is True, `batch` is B, and the
+per-call fields hold one entry per sequence; `before_ids` / `after_ids` are
+then [layer][sequence] slot lists (-2 a padding slot)."""
 import json
 import math
 
@@ -16,6 +20,9 @@ MAX_VOCAB = 1 << 24
 MAX_TOP_K = 1 << 16
 MAX_HEADS = 1024
 MAX_HEAD_DIM = 4096
+MAX_BATCH = 1024
+MAX_POSITION = (1 << 31) - 1
+EMPTY, PADDING = -1, -2
 ROLES = ("target", "drafter")
 KINDS = ("append", "static", "ring")
 SOURCES = ("position_ids", "cache_position", "past_length")
@@ -57,7 +64,8 @@ class Capture:
         metadata = header.get("__metadata__")
         require(isinstance(metadata, dict), "no __metadata__")
         require(metadata.get("format") == "kvscope-capture", "__metadata__.format is not kvscope-capture")
-        require(metadata.get("version") == "1", f"__metadata__.version {metadata.get('version')!r} is not '1'")
+        require(metadata.get("version") in ("1", "2"), f"__metadata__.version {metadata.get('version')!r} is not '1' or '2'")
+        self.version = int(metadata["version"])
         require(isinstance(metadata.get("kvscope_capture"), str), "__metadata__.kvscope_capture is not a string")
         self.manifest = json.loads(metadata["kvscope_capture"])
         self.tensors, _ = read_tensors(path)
@@ -85,7 +93,10 @@ class Capture:
     def validate(self):
         m = self.manifest
         require(isinstance(m, dict), "manifest is not an object")
-        require(m.get("format") == "kvscope-capture" and m.get("version") == 1, "manifest format/version")
+        require(m.get("format") == "kvscope-capture" and m.get("version") == self.version, "manifest format/version")
+        self.batched = self.version == 2
+        self.batch = m.get("batch") if self.batched else 1
+        require(is_int(self.batch) and 1 <= self.batch <= MAX_BATCH, f"batch {self.batch!r} not in [1, {MAX_BATCH}]")
         require(isinstance(m.get("engine"), dict) and isinstance(m["engine"].get("name"), str)
                 and isinstance(m["engine"].get("recorder"), str), "engine")
         require(isinstance(m.get("complete"), bool), "complete")
@@ -99,7 +110,12 @@ class Capture:
         for role, model in self.models.items():
             require(model["calls"] == counts[role], f"models.{role}.calls {model['calls']} != {counts[role]}")
         committed = m.get("committed")
-        if committed is not None:
+        if committed is not None and self.batched:
+            require(isinstance(committed, list) and len(committed) == self.batch,
+                    f"committed: {len(committed) if isinstance(committed, list) else committed!r} sequences for a batch of {self.batch}")
+            for b, sequence in enumerate(committed):
+                int_list(sequence, f"committed[{b}]", 0, self.vocab("target"), MAX_SLOTS)
+        elif committed is not None:
             int_list(committed, "committed", 0, self.vocab("target"), MAX_SLOTS)
         unreferenced = set(self.header) - self.referenced
         require(not unreferenced, f"tensors no call or model references: {sorted(unreferenced)[:5]}")
@@ -154,22 +170,42 @@ class Capture:
         role = call["role"]
         require(call.get("index") == counts[role], f"{what}.index {call.get('index')} != {counts[role]}")
         counts[role] += 1
-        ids = int_list(call.get("input_ids"), f"{what}.input_ids", 0, self.vocab(role), MAX_INPUTS)
-        n = len(ids)
-        require(n >= 1, f"{what}.input_ids is empty")
-        positions = int_list(call.get("positions"), f"{what}.positions", 0, None, MAX_INPUTS)
-        require(len(positions) == n, f"{what}.positions: {len(positions)} for {n} inputs")
+        if self.batched:
+            n = self.validate_batch_inputs(call, role, what)
+        else:
+            ids = int_list(call.get("input_ids"), f"{what}.input_ids", 0, self.vocab(role), MAX_INPUTS)
+            n = len(ids)
+            require(n >= 1, f"{what}.input_ids is empty")
+            positions = int_list(call.get("positions"), f"{what}.positions", 0, None, MAX_INPUTS)
+            require(len(positions) == n, f"{what}.positions: {len(positions)} for {n} inputs")
         require(call.get("positions_source") in SOURCES, f"{what}.positions_source")
         if call.get("cache_position") is not None:
             cache_position = int_list(call["cache_position"], f"{what}.cache_position", 0, None, MAX_INPUTS)
             require(len(cache_position) == n, f"{what}.cache_position length")
         if call["positions_source"] == "cache_position":
-            require(call.get("cache_position") == positions, f"{what}: positions_source cache_position but they differ")
+            rows = call["positions"] if self.batched else [call["positions"]]
+            require(all(row == call.get("cache_position") for row in rows),
+                    f"{what}: positions_source cache_position but they differ")
         call["before_ids"] = self.state(call.get("before"), role, f"{what}.before")
         call["after_ids"] = self.state(call.get("after"), role, f"{what}.after")
         self.validate_between(call.get("between"), call["index"], role, f"{what}.between")
         self.validate_mask(call, n, what)
         self.validate_call_logits(call.get("logits"), n, role, what)
+
+    def validate_batch_inputs(self, call, role, what):
+        """Version 2: input_ids and positions are B lists of n; returns n."""
+        ids, positions = call.get("input_ids"), call.get("positions")
+        for name, rows in (("input_ids", ids), ("positions", positions)):
+            require(isinstance(rows, list) and len(rows) == self.batch,
+                    f"{what}.{name}: {len(rows) if isinstance(rows, list) else rows!r} rows for a batch of {self.batch}")
+        n = len(ids[0]) if isinstance(ids[0], list) else 0
+        require(1 <= n and n * self.batch <= MAX_INPUTS, f"{what}.input_ids: {n} inputs per sequence")
+        for b in range(self.batch):
+            row = int_list(ids[b], f"{what}.input_ids[{b}]", 0, self.vocab(role), MAX_INPUTS)
+            require(len(row) == n, f"{what}.input_ids[{b}]: {len(row)} inputs where sequence 0 has {n}")
+            row = int_list(positions[b], f"{what}.positions[{b}]", 0, MAX_POSITION + 1, MAX_INPUTS)
+            require(len(row) == n, f"{what}.positions[{b}]: {len(row)} for {n} inputs")
+        return n
 
     def state(self, state, role, what):
         """A state -> row id per slot per layer; checks every run."""
@@ -183,21 +219,35 @@ class Capture:
         decoded = []
         for layer, layer_runs in enumerate(state["layers"]):
             row_count = self.rows[role][layer][0].shape[1]
-            slots = self.decode_runs(layer_runs, row_count, f"{what}.layers[{layer}]")
-            require(state["kinds"][layer] != "append" or -1 not in slots, f"{what}.layers[{layer}]: an empty slot in an append layer")
-            decoded.append(slots)
+            where = f"{what}.layers[{layer}]"
+            if not self.batched:
+                slots = self.decode_runs(layer_runs, row_count, where)
+                require(state["kinds"][layer] != "append" or -1 not in slots, f"{where}: an empty slot in an append layer")
+                decoded.append(slots)
+                continue
+            require(isinstance(layer_runs, list) and len(layer_runs) == self.batch,
+                    f"{where}: not one list of runs per sequence of {self.batch}")
+            seen, sequences = set(), []
+            for b, sequence_runs in enumerate(layer_runs):
+                slots = self.decode_runs(sequence_runs, row_count, f"{where}[{b}]", seen, allow_padding=True)
+                require(state["kinds"][layer] != "append" or EMPTY not in slots, f"{where}[{b}]: an empty slot in an append layer")
+                require(len(slots) == len(sequences[0]) if sequences else True,
+                        f"{where}[{b}]: {len(slots)} slots where sequence 0 has {len(sequences[0]) if sequences else 0}")
+                sequences.append(slots)
+            require(len(sequences[0]) * self.batch <= MAX_SLOTS, f"{where}: more than {MAX_SLOTS} slots")
+            decoded.append(sequences)
         return decoded
 
     @staticmethod
-    def decode_runs(layer_runs, row_count, what):
+    def decode_runs(layer_runs, row_count, what, seen=None, allow_padding=False):
         require(isinstance(layer_runs, list), f"{what}: not a list")
-        slots, seen = [], set()
+        slots, seen = [], set() if seen is None else seen
         for run in layer_runs:
             require(isinstance(run, list) and len(run) == 2 and is_int(run[0]) and is_int(run[1]), f"{what}: run {run!r}")
             first, count = run
             require(count >= 1 and len(slots) + count <= MAX_SLOTS, f"{what}: run count {count}")
-            if first == -1:
-                slots.extend([-1] * count)
+            if first == EMPTY or (first == PADDING and allow_padding):
+                slots.extend([first] * count)
                 continue
             require(0 <= first and first + count <= row_count, f"{what}: rows {first}..{first + count - 1} of {row_count}")
             require(not any(row in seen for row in range(first, first + count)), f"{what}: a row id repeats")
@@ -218,13 +268,19 @@ class Capture:
         if mask is None:
             return
         require(isinstance(mask, dict) and mask.get("kind") in ("padding", "explicit"), f"{what}.attention_mask.kind")
+        def slot_count(layer):
+            return len(layer[0]) if self.batched else len(layer)
         if call["after_ids"] is not None:
-            widths = {len(slots) for slots in call["after_ids"]}
+            widths = {slot_count(layer) for layer in call["after_ids"]}
         else:
-            widths = {(len(call["before_ids"][0]) if call["before_ids"] else 0) + n}
+            widths = {(slot_count(call["before_ids"][0]) if call["before_ids"] else 0) + n}
         require(len(widths) == 1, f"{what}.attention_mask: layers have different slot counts")
-        rows = n if mask["kind"] == "explicit" else 1
-        self.tensor(mask.get("tensor"), ("BOOL",), (rows, widths.pop()))
+        width = widths.pop()
+        if self.batched:
+            shape = (self.batch, n, width) if mask["kind"] == "explicit" else (self.batch, width)
+        else:
+            shape = (n, width) if mask["kind"] == "explicit" else (1, width)
+        self.tensor(mask.get("tensor"), ("BOOL",), shape)
 
     def validate_call_logits(self, logits, n, role, what):
         if logits is None:
@@ -233,18 +289,19 @@ class Capture:
         names = logits.get("tensors")
         require(isinstance(names, dict), f"{what}.logits.tensors")
         rows = logits["rows"]
+        lead = (self.batch, rows) if self.batched else (rows,)  # version 2: [B, rows, ...]
         if self.logits_mode["mode"] == "full":
             require(set(names) == {"logits"}, f"{what}.logits.tensors names")
-            tensor = self.tensor(names["logits"], ("F32",), (rows, None))
-            require(1 <= tensor.shape[1] <= MAX_VOCAB, f"{what}: logits width")
-            width = self.logits_width.setdefault(role, tensor.shape[1])
-            require(tensor.shape[1] == width, f"{what}: logits width {tensor.shape[1]}, earlier calls {width}")
+            tensor = self.tensor(names["logits"], ("F32",), lead + (None,))
+            require(1 <= tensor.shape[-1] <= MAX_VOCAB, f"{what}: logits width")
+            width = self.logits_width.setdefault(role, tensor.shape[-1])
+            require(tensor.shape[-1] == width, f"{what}: logits width {tensor.shape[-1]}, earlier calls {width}")
             return
         require(set(names) == {"top_ids", "top_values", "lse"}, f"{what}.logits.tensors names")
-        ids = self.tensor(names["top_ids"], ("I32",), (rows, None))
-        require(1 <= ids.shape[1] <= self.logits_mode["k"], f"{what}: top_k width")
-        self.tensor(names["top_values"], ("F32",), (rows, ids.shape[1]))
-        self.tensor(names["lse"], ("F32",), (rows,))
+        ids = self.tensor(names["top_ids"], ("I32",), lead + (None,))
+        require(1 <= ids.shape[-1] <= self.logits_mode["k"], f"{what}: top_k width")
+        self.tensor(names["top_values"], ("F32",), lead + (ids.shape[-1],))
+        self.tensor(names["lse"], ("F32",), lead)
         vocab = self.vocab(role)
         require(vocab is None or bool(((ids >= 0) & (ids < vocab)).all()), f"{what}: top ids outside the vocabulary")
 

@@ -10,8 +10,11 @@ HF 4.43 semantics, eager attention, float32:
   (key j is visible to query i iff j <= cache_position[i], and on a sliding
   window model j > cache_position[i] - W), except on a ring buffer, which is the
   window itself;
-* an explicit 4-D attention_mask [1, 1, n, keys] (bool: True attends; float:
-  additive) replaces the causal mask;
+* an explicit 4-D attention_mask [batch or 1, 1, n, keys] (bool: True attends;
+  float: additive) replaces the causal mask; a 2-D padding mask [batch, keys]
+  (nonzero attends) is combined with it;
+* a batch of B sequences: input_ids [B, n], position_ids [B or 1, n] (RoPE per
+  sequence), caches [B, kv_heads, seq, head_dim];
 * legacy tuple caches (and None) come back as new tuples, cache objects are
   updated in place and returned."""
 import json
@@ -25,7 +28,7 @@ from safetensors_io import read_tensors
 
 
 class CausalLMOutput(SimpleNamespace):
-    """logits [1, n, vocab], past_key_values."""
+    """logits [batch, n, vocab], past_key_values."""
 
 
 def rms_norm(x, weight, eps):
@@ -61,19 +64,26 @@ class LlamaRef(torch.nn.Module):
         return self.weights[name]
 
     def rotary(self, position_ids):
-        """position_ids [1, n] -> cos, sin [1, 1, n, head_dim]."""
-        freqs = position_ids[0].float()[:, None] * self.inv_freq[None, :]  # [n, head_dim/2]
+        """position_ids [batch or 1, n] -> cos, sin [batch or 1, 1, n, head_dim]."""
+        freqs = position_ids.float()[:, :, None] * self.inv_freq[None, None, :]  # [batch, n, head_dim/2]
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos()[None, None], emb.sin()[None, None]
+        return emb.cos()[:, None], emb.sin()[:, None]
 
-    def causal_mask(self, kind, n_keys, cache_position):
-        """Additive mask [1, 1, n, n_keys] from key indices vs cache_position."""
+    def causal_mask(self, kind, n_keys, cache_position, padding=None):
+        """Additive mask [1 or batch, 1, n, n_keys] from key indices vs
+        cache_position, and a 2-D padding mask [batch, n_keys] when given."""
         keys = torch.arange(n_keys)[None, :]  # [1, n_keys]
         limit = cache_position[:, None]  # [n, 1]
         visible = keys <= limit
         if self.sliding_window and kind != "ring":
             visible &= keys > limit - self.sliding_window
-        return self.additive(visible)
+        if padding is None:
+            return self.additive(visible)
+        padding = padding[:, :n_keys] != 0
+        if padding.shape[1] < n_keys:  # keys past the mask's end: the causal mask alone decides (HF)
+            padding = torch.cat([padding, padding.new_ones(padding.shape[0], n_keys - padding.shape[1])], 1)
+        both = visible[None] & padding[:, None, :]  # [batch, n, n_keys]
+        return self.additive(both)[:, None]
 
     @staticmethod
     def additive(visible):
@@ -103,7 +113,7 @@ class LlamaRef(torch.nn.Module):
         if attention_mask is not None and attention_mask.dim() == 4:
             mask = self.additive(attention_mask.bool()) if attention_mask.dtype == torch.bool else attention_mask
         else:
-            mask = self.causal_mask(kind, k.shape[-2], cache_position)
+            mask = self.causal_mask(kind, k.shape[-2], cache_position, attention_mask)
         probs = torch.softmax(scores + mask, dim=-1)
         out = (probs @ v).transpose(1, 2).reshape(batch, n, -1)
         return out @ self.w(prefix + "o_proj.weight").T
@@ -128,6 +138,8 @@ class LlamaRef(torch.nn.Module):
         if position_ids is None:
             position_ids = cache_position[None]
         cos, sin = self.rotary(position_ids)
+        if position_ids.dim() == 1:
+            position_ids = position_ids[None]
         x = self.w("model.embed_tokens.weight")[input_ids]  # [batch, n, hidden]
         for layer in range(cfg.num_hidden_layers):
             h = rms_norm(x, self.w(f"model.layers.{layer}.input_layernorm.weight"), cfg.rms_norm_eps)

@@ -81,18 +81,19 @@ class NeverChangesTheRun(TempDir):
         self.assertNotIn("forward", target.__dict__)
         self.assertFalse(Capture(self.path()).manifest["complete"])  # what ran before the error is kept
 
-    def test_a_batch_of_two_stops_the_recorder_not_the_engine(self):
+    def test_a_batch_that_changes_size_stops_the_recorder_not_the_engine(self):
         target = model("llama-tiny")
-        ids = torch.tensor([[1, 377, 397], [1, 377, 397]])
-        expected = target(ids).logits
+        two, one = torch.tensor([[1, 377, 397], [1, 377, 397]]), torch.tensor([[1, 377]])
+        expected = target(one).logits
         with self.assertRaises(kvscope_capture.CaptureError) as raised:
             with warnings.catch_warnings(record=True) as warned:
                 warnings.simplefilter("always")
                 with kvscope_capture.Recorder(self.path()) as rec:
                     rec.watch(target, role="target")
-                    logits = target(ids).logits
+                    target(two)
+                    logits = target(one).logits
         self.assertTrue(torch.equal(logits, expected))
-        self.assertIn("batch size", str(raised.exception))
+        self.assertIn("batch size 1 after calls of batch size 2", str(raised.exception))
         self.assertTrue(any("batch size" in str(w.message) for w in warned))
         self.assertFalse(os.path.exists(self.path()))
         self.assertNotIn("forward", target.__dict__)

@@ -1,7 +1,8 @@
 """Reads whatever `past_key_values` an engine passes or gets back, without
 importing transformers (duck typing on the attribute names of every version
 from 4.36 on), as one `CacheView`: per layer the physical slots' keys and
-values [kv_heads, slots, head_dim] (batch 1 removed) and the layer's kind:
+values [kv_heads, slots, head_dim] of one sequence of the batch and the
+layer's kind:
 
   "append"  slots are rows in the order written; a call's rows are appended
             (legacy tuples, DynamicCache 4.36-4.53, 4.54+ dynamic layers)
@@ -33,6 +34,21 @@ class CacheView:
     def values(self, layer):
         return batch_one(self.raw_values[layer], f"layer {layer} values")
 
+    def batch_size(self):
+        """The batch of the first layer that holds tensors, or None."""
+        for tensor in self.raw_keys:
+            if isinstance(tensor, torch.Tensor) and tensor.dim() == 4:
+                return int(tensor.shape[0])
+        return None
+
+    def sequence_keys(self, layer, sequence, batch):
+        """Sequence `sequence` of a [batch, kv_heads, slots, head_dim] layer:
+        [kv_heads, slots, head_dim]."""
+        return batch_row(self.raw_keys[layer], f"layer {layer} keys", sequence, batch)
+
+    def sequence_values(self, layer, sequence, batch):
+        return batch_row(self.raw_values[layer], f"layer {layer} values", sequence, batch)
+
 
 def batch_one(tensor, what):
     """[1, kv_heads, slots, head_dim] -> [kv_heads, slots, head_dim]."""
@@ -43,6 +59,17 @@ def batch_one(tensor, what):
     if tensor.shape[0] != 1:
         raise CaptureError(f"{what}: batch size {tensor.shape[0]}; the recorder supports batch size 1 only")
     return tensor[0]
+
+
+def batch_row(tensor, what, sequence, batch):
+    """[batch, kv_heads, slots, head_dim] -> row `sequence`, [kv_heads, slots, head_dim]."""
+    if tensor is None:
+        return None
+    if not isinstance(tensor, torch.Tensor) or tensor.dim() != 4:
+        raise CaptureError(f"{what}: expected a [batch, kv_heads, seq, head_dim] tensor, got {describe(tensor)}")
+    if tensor.shape[0] != batch:
+        raise CaptureError(f"{what}: batch size {tensor.shape[0]} in a run of {batch} sequences")
+    return tensor[sequence]
 
 
 def describe(value):

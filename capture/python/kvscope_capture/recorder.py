@@ -1,5 +1,10 @@
 """The Recorder: wraps each watched module's forward, records every call's
-inputs, cache states and logits, and writes one .kvcapture file on exit."""
+inputs, cache states and logits, and writes one .kvcapture file on exit.
+
+A run's calls carry one batch of B sequences throughout (input_ids [B, n]).
+B = 1 is written as format version 1, exactly as before batches existed; B > 1
+as version 2, where every per-call field holds one entry per sequence
+(docs/capture-format-v2.md)."""
 import functools
 import json
 import platform
@@ -14,7 +19,7 @@ from .cache_views import read_cache
 from .call_inputs import attention_mask, bind_arguments, forward_signature, positions, token_ids
 from .errors import CaptureError
 from .model_info import describe_model
-from .row_registry import Fingerprinter, LayerRows, LayerState, TensorSource, assign_ids
+from .row_registry import PADDING, Fingerprinter, LayerRows, LayerState, TensorSource, assign_ids
 from .safetensors_writer import write_safetensors
 
 ROLES = ("target", "drafter")
@@ -50,8 +55,8 @@ class WatchedRole:
         self.num_layers = self.model["config"]["num_hidden_layers"]
         self.layers = []             # LayerRows per layer, grown on demand
         self.calls = 0
-        self.last_after = None       # LayerState per layer after the previous call
-        self.last_after_ids = None   # the same as row id lists
+        self.last_after = None       # per sequence, LayerState per layer after the previous call
+        self.last_after_ids = None   # the same as row id lists [sequence][layer]
         self.last_after_object = None  # held until the next call, so `is` cannot match a recycled id
 
     def layer_rows(self, layer):
@@ -82,6 +87,7 @@ class Recorder:
         self.in_call = False
         self.fingerprinter = Fingerprinter()
         self.bytes_written = None
+        self.batch = None  # the run's batch size, set by its first call
 
     # --- the user's API --------------------------------------------------
 
@@ -101,15 +107,23 @@ class Recorder:
         return module
 
     def commit(self, token_ids):
-        """The final token ids, prompt included: a list, a [n] or [1, n] tensor,
-        or a generate() output with .sequences."""
+        """The final token ids, prompt included: one sequence (a list, a [n] or
+        [1, n] tensor, a generate() output with .sequences) for a batch of 1, or
+        one list (or [n] tensor) per sequence for a batch of B, without padding."""
         sequences = getattr(token_ids, "sequences", token_ids)
-        ids = torch.as_tensor(sequences)
-        if ids.dim() == 2 and ids.shape[0] == 1:
-            ids = ids[0]
-        if ids.dim() != 1:
-            raise ValueError(f"commit() takes one sequence of token ids, got shape {list(ids.shape)}")
-        self.committed = [int(token) for token in ids.tolist()]
+        if isinstance(sequences, (list, tuple)) and sequences and all(is_sequence(item) for item in sequences):
+            rows = [one_sequence(item, f"commit() sequence {b}") for b, item in enumerate(sequences)]
+        else:
+            ids = torch.as_tensor(sequences)
+            if ids.dim() == 2 and ids.shape[0] == 1:
+                ids = ids[0]
+            if ids.dim() != 1:
+                raise ValueError(f"commit() takes one list of token ids per sequence (no padding), got a tensor of "
+                                 f"shape {list(ids.shape)}")
+            rows = [[int(token) for token in ids.tolist()]]
+        if self.batch is not None and len(rows) != self.batch:
+            raise ValueError(f"commit() got {len(rows)} sequence(s) but the run's calls hold {self.batch}")
+        self.committed = rows
 
     def __exit__(self, exc_type, exc, traceback):
         for watched in self.roles.values():
@@ -156,39 +170,76 @@ class Recorder:
             warnings.warn(f"kvscope_capture stopped recording: {self.error}", RuntimeWarning, stacklevel=3)
             return None
 
+    def set_batch(self, batch):
+        if self.batch is None:
+            if self.committed is not None and len(self.committed) != batch:
+                raise CaptureError(f"commit() got {len(self.committed)} sequence(s) but the run's calls hold {batch}")
+            self.batch = batch
+        elif batch != self.batch:
+            raise CaptureError(f"batch size {batch} after calls of batch size {self.batch}: a capture holds one "
+                               "batch of sequences throughout")
+
     def before_call(self, watched, args, kwargs):
         arguments = bind_arguments(watched.signature, args, kwargs)
-        ids = token_ids(arguments)
-        rope_positions, source, cache_position = positions(arguments, len(ids))
+        ids = token_ids(arguments)  # [batch][n]
+        self.set_batch(len(ids))
+        count = len(ids[0])
+        rope_positions, source, cache_position = positions(arguments, count, self.batch)
+        mask = attention_mask(arguments, count, self.batch)
         view = read_cache(arguments.get("past_key_values"))
-        before = self.state_ids(watched, view, watched.last_after or [])
+        before = self.state_ids(watched, view, watched.last_after, self.padding_of(mask))
         before_json, before_ids = self.state_json(view, before)
         between = None
         if watched.calls > 0:
             same_object = view is not None and view.cache_object is not None \
                 and view.cache_object is watched.last_after_object
-            between = describe_change(watched.last_after_ids, before_ids, same_object)
-        call = {"role": watched.role, "index": watched.calls, "input_ids": ids, "positions": rope_positions,
+            between = self.between(watched.last_after_ids, before_ids, same_object)
+        one = self.batch == 1  # version 1: the call's fields hold the single sequence's values
+        call = {"role": watched.role, "index": watched.calls, "input_ids": ids[0] if one else ids,
+                "positions": rope_positions[0] if one else rope_positions,
                 "positions_source": source, "cache_position": cache_position, "attention_mask": None,
                 "before": before_json, "between": between, "after": None, "logits": None}
-        return call, attention_mask(arguments, len(ids)), before
+        return call, mask, before, count
+
+    def padding_of(self, mask):
+        """bool [batch, keys], True where a batched call's 2-D mask masks a slot;
+        None for batch 1 (version 1 records masked slots as rows) or no such mask."""
+        if self.batch == 1 or mask is None or mask[0] != "padding":
+            return None
+        return ~mask[1]
+
+    def between(self, previous, current, same_object):
+        """The `between` hint: describe_change per sequence; for a batch, the first
+        sequence that changed names the kind."""
+        if self.batch == 1:
+            return describe_change(previous and previous[0], current and current[0], same_object)
+        changes = [describe_change(previous and previous[b], current and current[b], same_object)
+                   for b in range(self.batch)]
+        changed = [(b, change) for b, change in enumerate(changes) if change["kind"] != "none"]
+        if not changed:
+            return changes[0]
+        b, first = changed[0]
+        layers = sorted({layer for _, change in changed for layer in change["layers"]})
+        return {"kind": first["kind"], "layers": layers, "what": f"sequence {b}: {first['what']}"}
 
     def after_call(self, watched, pending, output):
-        call, mask, before = pending
+        call, mask, before, count = pending
         view = read_cache(output_cache(output))
-        after = self.state_ids(watched, view, before or [])
+        after = self.state_ids(watched, view, before, self.padding_of(mask))
         call["after"], after_ids = self.state_json(view, after)
         prefix = f"{watched.role}.call{watched.calls}"
         if mask is not None:
-            call["attention_mask"] = self.mask_json(prefix, mask, call, before, after)
-        call["logits"] = self.logits_json(prefix, output_logits(output), len(call["input_ids"]))
+            call["attention_mask"] = self.mask_json(prefix, mask, count, before, after)
+        call["logits"] = self.logits_json(prefix, output_logits(output), count)
         watched.last_after, watched.last_after_ids = after, after_ids
         watched.last_after_object = view.cache_object if view else None
         watched.calls += 1
         self.calls.append(call)
 
-    def state_ids(self, watched, view, reference):
-        """CacheView -> LayerState per layer, registering rows never seen; None for no cache."""
+    def state_ids(self, watched, view, reference, padding=None):
+        """CacheView -> per sequence, LayerState per layer, registering rows never
+        seen; None for no cache. reference: the per-sequence states it evolved
+        from (None: none). padding: bool [batch, keys] of a batched call's 2-D mask."""
         if view is None:
             return None
         layers = len(view.raw_keys)
@@ -196,42 +247,67 @@ class Recorder:
             watched.num_layers = layers
         if layers > watched.num_layers:
             raise CaptureError(f"the cache has {layers} layers, the model {watched.num_layers}")
-        state = []
+        reference = reference or [[] for _ in range(self.batch)]
+        state = [[] for _ in range(self.batch)]
         for layer in range(watched.num_layers):
             if layer >= layers or view.raw_keys[layer] is None:
-                state.append(LayerState.empty())
+                for sequence in state:
+                    sequence.append(LayerState.empty())
                 continue
-            previous = reference[layer] if layer < len(reference) else LayerState.empty()
             source = TensorSource(view.raw_keys[layer], view.raw_values[layer])
-            kept = previous.source.kept_slots(*source.tensors) if previous.source is not None else None
-            if kept is not None:  # the previous state's tensors, or a prefix of them, not written since
-                state.append(previous.prefix(kept, source))
-                continue
-            keys, values = view.keys(layer).detach().cpu(), view.values(layer).detach().cpu()
-            if keys.shape[1] != values.shape[1]:
-                raise CaptureError(f"layer {layer}: {keys.shape[1]} key slots but {values.shape[1]} value slots")
-            layer_state = assign_ids(watched.layer_rows(layer), self.fingerprinter, keys, values,
-                                     view.kinds[layer], previous)
-            layer_state.source = source
-            state.append(layer_state)
+            for b in range(self.batch):
+                previous = reference[b][layer] if layer < len(reference[b]) else LayerState.empty()
+                state[b].append(self.layer_state(watched, view, layer, b, previous, source, padding))
         return state
 
+    def layer_state(self, watched, view, layer, sequence, previous, source, padding):
+        """The LayerState of one sequence of one layer."""
+        kept = previous.source.kept_slots(*source.tensors) if previous.source is not None else None
+        # The previous state's tensors, or a prefix of them, not written since: its ids hold, unless
+        # a mask (this call's, or the padding marks of the previous one) may say otherwise.
+        if kept is not None and padding is None and not bool((previous.ids == PADDING).any()):
+            return previous.prefix(kept, source)
+        if self.batch == 1:
+            keys, values = view.keys(layer), view.values(layer)
+        else:
+            keys = view.sequence_keys(layer, sequence, self.batch)
+            values = view.sequence_values(layer, sequence, self.batch)
+        keys, values = keys.detach().cpu(), values.detach().cpu()
+        if keys.shape[1] != values.shape[1]:
+            raise CaptureError(f"layer {layer}: {keys.shape[1]} key slots but {values.shape[1]} value slots")
+        masked = None
+        if padding is not None:
+            masked = torch.zeros(keys.shape[1], dtype=torch.bool)
+            covered = min(keys.shape[1], padding.shape[1])  # the mask's key j is slot j (section 4)
+            masked[:covered] = padding[sequence, :covered]
+        layer_state = assign_ids(watched.layer_rows(layer), self.fingerprinter, keys, values,
+                                 view.kinds[layer], previous, masked)
+        layer_state.source = source
+        return layer_state
+
     def state_json(self, view, state):
-        """-> {"cache", "kinds", "layers": runs per layer} and the id lists per layer."""
+        """-> {"cache", "kinds", "layers"} and the id lists [sequence][layer]. A
+        layer holds its runs for batch 1 (version 1), one list of runs per
+        sequence for a batch (version 2)."""
         if view is None:
             return None, None
-        kinds = list(view.kinds) + ["append"] * (len(state) - len(view.kinds))
-        id_lists = [layer.id_list() for layer in state]
-        return {"cache": view.class_name, "kinds": kinds, "layers": [layer.runs() for layer in state]}, id_lists
+        layer_count = len(state[0])
+        kinds = list(view.kinds) + ["append"] * (layer_count - len(view.kinds))
+        id_lists = [[layer.id_list() for layer in sequence] for sequence in state]
+        if self.batch == 1:
+            layers = [layer.runs() for layer in state[0]]
+        else:
+            layers = [[sequence[layer].runs() for sequence in state] for layer in range(layer_count)]
+        return {"cache": view.class_name, "kinds": kinds, "layers": layers}, id_lists
 
-    def mask_json(self, prefix, mask, call, before, after):
+    def mask_json(self, prefix, mask, count, before, after):
         kind, allowed = mask
         if after is not None:
-            widths = {len(layer.ids) for layer in after}
+            widths = {len(layer.ids) for layer in after[0]}
         else:
-            widths = {(len(before[0].ids) if before else 0) + len(call["input_ids"])}
-        if len(widths) != 1 or allowed.shape[1] not in widths:
-            raise CaptureError(f"attention_mask covers {allowed.shape[1]} keys; the cache's slots after the call: "
+            widths = {(len(before[0][0].ids) if before and before[0] else 0) + count}
+        if len(widths) != 1 or allowed.shape[-1] not in widths:
+            raise CaptureError(f"attention_mask covers {allowed.shape[-1]} keys; the cache's slots after the call: "
                                f"{sorted(widths)}")
         name = f"{prefix}.attention_mask"
         self.tensors[name] = allowed.to(torch.bool).contiguous()
@@ -241,18 +317,21 @@ class Recorder:
         if logits is None:
             return None
         logits = torch.as_tensor(logits).detach()
-        if logits.dim() != 3 or logits.shape[0] != 1 or logits.shape[1] > inputs:
-            raise CaptureError(f"logits of shape {list(logits.shape)} for {inputs} inputs: expected [1, rows <= {inputs}, vocab]")
-        rows = logits[0].float().cpu()  # [rows, vocab]
+        if logits.dim() != 3 or logits.shape[0] != self.batch or logits.shape[1] > inputs:
+            raise CaptureError(f"logits of shape {list(logits.shape)} for {inputs} inputs: "
+                               f"expected [{self.batch}, rows <= {inputs}, vocab]")
+        rows = logits.float().cpu()  # [batch, rows, vocab]
+        if self.batch == 1:
+            rows = rows[0]  # version 1: [rows, vocab]
         if self.logits_mode["mode"] == "full":
             self.tensors[f"{prefix}.logits"] = rows.clone()
-            return {"rows": rows.shape[0], "tensors": {"logits": f"{prefix}.logits"}}
-        k = min(self.logits_mode["k"], rows.shape[1])
+            return {"rows": rows.shape[-2], "tensors": {"logits": f"{prefix}.logits"}}
+        k = min(self.logits_mode["k"], rows.shape[-1])
         values, ids = rows.topk(k, dim=-1)
         self.tensors[f"{prefix}.top_ids"] = ids.to(torch.int32)
         self.tensors[f"{prefix}.top_values"] = values.contiguous()
         self.tensors[f"{prefix}.lse"] = torch.logsumexp(rows.double(), dim=-1).float()
-        return {"rows": rows.shape[0], "tensors": {"top_ids": f"{prefix}.top_ids",
+        return {"rows": rows.shape[-2], "tensors": {"top_ids": f"{prefix}.top_ids",
                                                     "top_values": f"{prefix}.top_values", "lse": f"{prefix}.lse"}}
 
     # --- the file ----------------------------------------------------------
@@ -272,19 +351,33 @@ class Recorder:
                 tensors[f"{role}.layer{layer}.values"] = values
         return tensors
 
+    def format_version(self):
+        """Version 1 for a batch of one (or no call), version 2 for a batch."""
+        return version.BATCH_FORMAT_VERSION if (self.batch or 1) > 1 else version.SINGLE_FORMAT_VERSION
+
     def manifest(self, complete):
         models = {}
         for role, watched in self.roles.items():
             models[role] = dict(watched.model, layers=watched.num_layers or 0, calls=watched.calls)
-        return {"format": version.FORMAT_NAME, "version": version.FORMAT_VERSION,
-                "engine": {"name": self.engine, "recorder": f"kvscope_capture {version.__version__}"},
-                "complete": complete, "logits": self.logits_mode, "models": models,
-                "calls": self.calls, "committed": self.committed}
+        batched = self.format_version() == version.BATCH_FORMAT_VERSION
+        committed = self.committed
+        if committed is not None and not batched:
+            committed = committed[0]
+        manifest = {"format": version.FORMAT_NAME, "version": self.format_version(),
+                    "engine": {"name": self.engine, "recorder": f"kvscope_capture {version.__version__}"},
+                    "complete": complete, "logits": self.logits_mode, "models": models,
+                    "calls": self.calls, "committed": committed}
+        if batched:
+            manifest["batch"] = self.batch
+        return manifest
 
     def write(self, complete):
+        if self.committed is not None and len(self.committed) != (self.batch or 1):
+            raise CaptureError(f"no capture written to {self.path}: commit() got {len(self.committed)} sequence(s) "
+                               f"but the run's calls hold {self.batch}")
         tensors = self.row_tensors()
         tensors.update(self.tensors)
-        metadata = {"format": version.FORMAT_NAME, "version": str(version.FORMAT_VERSION),
+        metadata = {"format": version.FORMAT_NAME, "version": str(self.format_version()),
                     "kvscope_capture": json.dumps(self.manifest(complete), separators=(",", ":"))}
         return write_safetensors(self.path, tensors, metadata)
 
@@ -307,3 +400,17 @@ def output_cache(output):
     if isinstance(output, (tuple, list)) and len(output) > 1:
         return output[1]
     return None
+
+
+def is_sequence(item):
+    """A list, tuple or 1-D tensor of token ids (not a single id)."""
+    if isinstance(item, torch.Tensor):
+        return item.dim() == 1
+    return isinstance(item, (list, tuple))
+
+
+def one_sequence(item, what):
+    ids = torch.as_tensor(item)
+    if ids.dim() != 1:
+        raise ValueError(f"{what}: expected a list of token ids, got shape {list(ids.shape)}")
+    return [int(token) for token in ids.tolist()]

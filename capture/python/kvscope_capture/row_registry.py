@@ -1,7 +1,8 @@
 """Row identity. Every distinct K/V row a role's cache layer ever holds is
 stored once and gets an id (0, 1, 2, ... per role and layer, in the order the
 recorder first sees it). A cache state is then, per layer, the row id in each
-physical slot (-1 for an empty slot).
+physical slot (-1 for an empty slot, -2 for a padding slot of a batched run:
+one the call's 2-D attention mask masks for that sequence).
 
 Two slots hold the same row when their K and V are bitwise equal. A state
 keeps its slots' bits, so the next state is compared with it slot by slot in
@@ -14,7 +15,8 @@ import torch
 from .errors import CaptureError
 
 EMPTY = -1
-UNRESOLVED = -2
+PADDING = -2
+UNRESOLVED = -3
 FINGERPRINT_SEED = 0x6B7673636F7065  # "kvscope"
 
 
@@ -31,7 +33,7 @@ def slot_bits(keys, values):
 
 @dataclass
 class LayerState:
-    ids: torch.Tensor   # int64 [slots], -1 for an empty slot
+    ids: torch.Tensor   # int64 [slots], -1 for an empty slot, -2 for a padding slot
     bits: torch.Tensor  # [slots, width] the slots' bit patterns
     source: object = None  # TensorSource of the cache tensors read, if they can be recognised later
 
@@ -178,23 +180,28 @@ class LayerRows:
         return self.keys[:, :self.count], self.values[:, :self.count]
 
 
-def assign_ids(rows, fingerprinter, keys, values, kind, reference):
+def assign_ids(rows, fingerprinter, keys, values, kind, reference, padding=None):
     """The LayerState of one layer (keys, values [kv_heads, slots, head_dim]) given
     the state it evolved from. A slot keeps the id of the reference's row in the
     same slot when the bits are equal; else it takes the id of another reference
     row with the same bits that no other slot holds (a row moved by a roll or a
     slice); else it is a new row, stored now. So an id appears at most once in a
     state. Slots of a fixed buffer ("static", "ring") whose K and V are all zero
-    were never written: empty."""
+    were never written: empty. padding (bool [slots], or None): slots the call's
+    2-D mask masks for this sequence of a batch; their bits are not rows of the
+    sequence and are not stored."""
     bits = slot_bits(keys, values)  # [slots, width]
     slots = bits.shape[0]
-    if kind == "append" and grows_reference(bits, reference):
+    no_padding = padding is None or not bool(padding.any())
+    if kind == "append" and no_padding and grows_reference(bits, reference):
         # The common case, appended rows: every reference slot unchanged, new rows after them.
         kept = len(reference.ids)
         first = rows.add(keys[:, kept:], values[:, kept:]) if slots > kept else rows.count
         ids = torch.cat([reference.ids, torch.arange(first, first + slots - kept)])
         return LayerState(ids, bits)
     ids = torch.full((slots,), UNRESOLVED, dtype=torch.int64)
+    if not no_padding:
+        ids[padding] = PADDING
     if kind != "append":
         ids[(bits == 0).all(1)] = EMPTY
     kept = keep_in_place(ids, bits, reference)
@@ -255,23 +262,23 @@ def runs_of_list(ids):
     for row in ids:
         if encoded:
             last = encoded[-1]
-            if (row < 0 and last[0] < 0) or (row >= 0 and last[0] >= 0 and row == last[0] + last[1]):
+            if (row < 0 and last[0] == row) or (row >= 0 and last[0] >= 0 and row == last[0] + last[1]):
                 last[1] += 1
                 continue
-        encoded.append([EMPTY if row < 0 else row, 1])
+        encoded.append([row, 1])
     return encoded
 
 
 def runs(ids):
     """int64 [slots] row ids -> [[first_row_id, count], ...]: consecutive ids in
-    one run, empty slots as [-1, count]."""
+    one run, empty slots as [-1, count], padding slots as [-2, count]."""
     slots = len(ids)
     if slots == 0:
         return []
-    empty = ids < 0
+    negative = ids < 0
     starts_run = torch.ones(slots, dtype=torch.bool)
-    starts_run[1:] = (empty[1:] != empty[:-1]) | (~empty[1:] & (ids[1:] != ids[:-1] + 1))
+    starts_run[1:] = (negative[1:] != negative[:-1]) | (negative[1:] & (ids[1:] != ids[:-1])) \
+        | (~negative[1:] & (ids[1:] != ids[:-1] + 1))
     starts = starts_run.nonzero()[:, 0]
     counts = torch.diff(starts, append=torch.tensor([slots]))
-    firsts = torch.where(empty[starts], torch.full_like(starts, EMPTY), ids[starts])
-    return torch.stack([firsts, counts], 1).tolist()
+    return torch.stack([ids[starts], counts], 1).tolist()

@@ -1,0 +1,313 @@
+// Batched captures (format version 2, docs/capture-format-v2.md): a
+// small two-sequence capture built here parses into the manifest's batch
+// fields, version 1 fields keep sequence 0's values, and every hostile value
+// of a new field is refused with an Error naming it, within the hostile-input
+// budgets.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/capture/capture_file.h"
+#include "core/model/safetensors.h"
+#include "tests/core/base/hostile_support.h"
+
+namespace kvscope {
+namespace {
+
+using Json = nlohmann::json;
+const std::string kSpeculativeV1 = std::string(KVSCOPE_FIXTURES) + "/captures/verify-mask-leak-dynamic-topk.kvcapture";
+
+struct Tensor {
+  std::string name;
+  StDType dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+Tensor floats(const std::string& name, std::vector<int64_t> shape) {
+  int64_t count = 1;
+  for (int64_t extent : shape) count *= extent;
+  std::string bytes(static_cast<size_t>(count) * 4, '\0');
+  for (int64_t i = 0; i < count; ++i) {
+    const float value = 0.25f * static_cast<float>(i % 13) - 1.0f;
+    std::memcpy(bytes.data() + 4 * i, &value, 4);
+  }
+  return {name, StDType::F32, std::move(shape), std::move(bytes)};
+}
+
+Tensor mask(const std::string& name, const std::vector<std::vector<uint8_t>>& rows) {
+  std::string bytes;
+  for (const auto& row : rows) bytes.append(row.begin(), row.end());
+  return {name, StDType::BOOL, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows.front().size())}, bytes};
+}
+
+// Two sequences, one target layer. Sequence 0 is the prompt [5, 6] left-padded
+// by one slot; sequence 1 is [7, 8, 9]. Call 0 prefills both, call 1 feeds one
+// token per sequence. Row ids: sequence 0 holds 0, 1, 5; sequence 1 holds 2, 3, 4, 6.
+class BatchCaptureTest : public hostile::TempDirTest {
+ protected:
+  void SetUp() override {
+    hostile::TempDirTest::SetUp();
+    reset();
+  }
+
+  // The unbroken capture, again (each test breaks it one way at a time).
+  void reset() {
+    const Json after0 = Json::parse(R"([[[[-2, 1], [0, 2]], [[2, 3]]]])");
+    const Json after1 = Json::parse(R"([[[[-2, 1], [0, 2], [5, 1]], [[2, 3], [6, 1]]]])");
+    auto state = [](const Json& layers) { return Json{{"cache", "DynamicCache"}, {"kinds", {"append"}}, {"layers", layers}}; };
+    manifest_ = {
+        {"format", "kvscope-capture"},
+        {"version", 2},
+        {"batch", 2},
+        {"engine", {{"name", "tests/core/base"}, {"recorder", "hand-built"}}},
+        {"complete", true},
+        {"logits", {{"mode", "full"}}},
+        {"models",
+         {{"target",
+           {{"name_or_path", "tiny"},
+            {"config", {{"vocab_size", 16}, {"num_hidden_layers", 1}}},
+            {"fingerprint", nullptr},
+            {"layers", 1},
+            {"calls", 2}}}}},
+        {"calls",
+         {{{"role", "target"},
+           {"index", 0},
+           {"input_ids", Json::parse("[[0, 5, 6], [7, 8, 9]]")},
+           {"positions", Json::parse("[[1, 0, 1], [0, 1, 2]]")},
+           {"positions_source", "position_ids"},
+           {"cache_position", nullptr},
+           {"attention_mask", {{"kind", "padding"}, {"tensor", "target.call0.attention_mask"}}},
+           {"before", nullptr},
+           {"between", nullptr},
+           {"after", state(after0)},
+           {"logits", {{"rows", 3}, {"tensors", {{"logits", "target.call0.logits"}}}}}},
+          {{"role", "target"},
+           {"index", 1},
+           {"input_ids", Json::parse("[[3], [4]]")},
+           {"positions", Json::parse("[[2], [3]]")},
+           {"positions_source", "position_ids"},
+           {"cache_position", nullptr},
+           {"attention_mask", {{"kind", "padding"}, {"tensor", "target.call1.attention_mask"}}},
+           {"before", state(after0)},
+           {"between", {{"kind", "none"}, {"layers", Json::array()}, {"what", "unchanged"}}},
+           {"after", state(after1)},
+           {"logits", {{"rows", 1}, {"tensors", {{"logits", "target.call1.logits"}}}}}}}},
+        {"committed", Json::parse("[[5, 6, 3, 11], [7, 8, 9, 4, 12]]")}};
+    metadata_ = {{"format", "kvscope-capture"}, {"version", "2"}};
+    tensors_ = {floats("target.layer0.keys", {1, 7, 2}),
+                floats("target.layer0.values", {1, 7, 2}),
+                mask("target.call0.attention_mask", {{0, 1, 1}, {1, 1, 1}}),
+                floats("target.call0.logits", {2, 3, 16}),
+                mask("target.call1.attention_mask", {{0, 1, 1, 1}, {1, 1, 1, 1}}),
+                floats("target.call1.logits", {2, 1, 16})};
+  }
+
+  std::string save() {
+    std::map<std::string, std::string> metadata = metadata_;
+    metadata["kvscope_capture"] = manifest_.dump();
+    std::vector<StWriteTensor> out;
+    for (const auto& t : tensors_) out.push_back({t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size()});
+    const std::string path = (dir_ / "batch.kvcapture").string();
+    writeSafetensors(path, out, metadata);
+    return path;
+  }
+  void expectRefused(const std::vector<std::string>& parts) {
+    const std::string path = save();
+    hostile::expectRefused([&] { CaptureFile::open(path); }, parts);
+  }
+  Json& call(size_t position) { return manifest_["calls"][position]; }
+  Tensor& tensor(const std::string& name) {
+    for (auto& t : tensors_)
+      if (t.name == name) return t;
+    throw std::runtime_error("no tensor " + name);
+  }
+
+  Json manifest_;
+  std::map<std::string, std::string> metadata_;
+  std::vector<Tensor> tensors_;
+};
+
+TEST_F(BatchCaptureTest, ParsesEverySequence) {
+  const auto capture = CaptureFile::open(save());
+  const CaptureManifest& m = capture->manifest();
+  EXPECT_EQ(m.version, 2);
+  EXPECT_EQ(m.batch, 2);
+  EXPECT_TRUE(m.has_padding_slots);
+  ASSERT_EQ(m.calls.size(), 2u);
+  const CaptureCall& prefill = m.calls[0];
+  EXPECT_EQ(prefill.batch_input_ids, (std::vector<std::vector<int64_t>>{{0, 5, 6}, {7, 8, 9}}));
+  EXPECT_EQ(prefill.batch_positions, (std::vector<std::vector<int64_t>>{{1, 0, 1}, {0, 1, 2}}));
+  EXPECT_EQ(prefill.input_ids, (std::vector<int64_t>{0, 5, 6}));  // version 1 fields: sequence 0's
+  EXPECT_EQ(prefill.positions, (std::vector<int64_t>{1, 0, 1}));
+  const CaptureLayerState& after = m.calls[1].after->layers[0];
+  ASSERT_EQ(after.sequence_runs.size(), 2u);
+  EXPECT_EQ(after.slot_count, 4);
+  EXPECT_EQ(after.slotRows(), (std::vector<int64_t>{-2, 0, 1, 5}));
+  EXPECT_EQ(after.sequenceSlotRows(0), after.slotRows());
+  EXPECT_EQ(after.sequenceSlotRows(1), (std::vector<int64_t>{2, 3, 4, 6}));
+  ASSERT_TRUE(m.batch_committed.has_value());
+  EXPECT_EQ(m.batch_committed->at(1), (std::vector<int64_t>{7, 8, 9, 4, 12}));
+  EXPECT_EQ(*m.committed, (std::vector<int64_t>{5, 6, 3, 11}));
+  EXPECT_EQ(capture->tensor(m.calls[1].logits->logits).shape(), (std::vector<int64_t>{2, 1, 16}));
+}
+
+TEST_F(BatchCaptureTest, Version1FilesFillTheBatchFieldsWithTheirOneSequence) {
+  const auto capture = CaptureFile::open(kSpeculativeV1);
+  const CaptureManifest& m = capture->manifest();
+  EXPECT_EQ(m.version, 1);
+  EXPECT_EQ(m.batch, 1);
+  EXPECT_FALSE(m.has_padding_slots);
+  for (const auto& call : m.calls) {
+    ASSERT_EQ(call.batch_input_ids.size(), 1u);
+    EXPECT_EQ(call.batch_input_ids[0], call.input_ids);
+    EXPECT_EQ(call.batch_positions[0], call.positions);
+    if (call.after)
+      for (const auto& layer : call.after->layers) EXPECT_EQ(layer.sequenceSlotRows(0), layer.slotRows());
+  }
+  ASSERT_TRUE(m.batch_committed.has_value());
+  EXPECT_EQ(m.batch_committed->size(), 1u);
+  EXPECT_EQ(m.batch_committed->front(), *m.committed);
+}
+
+TEST_F(BatchCaptureTest, VersionsMustAgree) {
+  metadata_["version"] = "3";
+  expectRefused({"unsupported capture version '3'", "reads 1 and 2"});
+  reset();
+  manifest_["version"] = 1;
+  expectRefused({"manifest version 1 but __metadata__.version '2'"});
+  reset();
+  manifest_["version"] = 7;
+  expectRefused({"unsupported manifest version 7"});
+}
+
+TEST_F(BatchCaptureTest, HostileBatchSizes) {
+  for (const Json& bad : {Json(0), Json(-1), Json(int64_t{1} << 40), Json(1025), Json("2"), Json(2.5)}) {
+    reset();
+    manifest_["batch"] = bad;
+    expectRefused({"batch must be an integer in [1, 1024]"});
+  }
+  reset();
+  manifest_.erase("batch");
+  expectRefused({"the manifest has no field 'batch'"});
+  reset();
+  manifest_["batch"] = 3;  // every per-sequence list has 2 entries
+  expectRefused({"committed must be null or a list of 3 lists"});
+}
+
+TEST_F(BatchCaptureTest, PerSequenceInputsAndPositions) {
+  call(0)["input_ids"].push_back(Json::parse("[1, 2, 3]"));
+  expectRefused({"call 0 (target index 0): input_ids must be a list of 2 lists (one per sequence of the batch)"});
+  reset();
+  call(0)["input_ids"] = Json::parse("[[0, 5, 6], [7, 8]]");
+  expectRefused({"call 0 (target index 0): input_ids[1] has 2 entries where the call has 3 inputs per sequence"});
+  reset();
+  call(0)["input_ids"] = Json::parse("[[], []]");
+  expectRefused({"call 0 (target index 0): input_ids[0] is empty"});
+  reset();
+  call(0)["input_ids"][1][0] = 16;
+  expectRefused({"call 0 (target index 0): input_ids[1][0] must be an integer in [0, 15], got 16"});
+  reset();
+  call(0)["positions"][1][2] = -1;
+  expectRefused({"call 0 (target index 0): positions[1][2] must be an integer in [0, 2147483647], got -1"});
+  reset();
+  call(0)["positions"][0][0] = int64_t{1} << 40;
+  expectRefused({"call 0 (target index 0): positions[0][0] must be an integer in [0, 2147483647]"});
+  reset();
+  call(0)["positions"][1].push_back(3);
+  expectRefused({"call 0 (target index 0): positions[1] has 4 entries, the limit is 3"});
+  reset();
+  call(1)["positions"] = Json::parse("[[2]]");
+  expectRefused({"call 1 (target index 1): positions must be a list of 2 lists"});
+  reset();
+  call(1)["positions_source"] = "cache_position";
+  call(1)["cache_position"] = Json::parse("[2]");
+  expectRefused({"call 1 (target index 1): positions_source is cache_position but positions differ"});
+}
+
+TEST_F(BatchCaptureTest, TooManyInputsAcrossTheBatchAllocateNothing) {
+  Json wide = Json::array();
+  for (int i = 0; i < 600000; ++i) wide.push_back(1);
+  call(0)["input_ids"] = Json::array({wide, wide});
+  expectRefused({"call 0 (target index 0): input_ids[0] has 600000 entries, the limit is 524288"});
+}
+
+TEST_F(BatchCaptureTest, CommittedSequences) {
+  manifest_["committed"] = Json::parse("[[5, 6, 3, 11]]");
+  expectRefused({"committed must be null or a list of 2 lists (one per sequence of the batch)"});
+  reset();
+  manifest_["committed"] = Json::parse("[5, 6, 3, 11]");
+  expectRefused({"committed must be null or a list of 2 lists"});
+  reset();
+  manifest_["committed"][1][0] = 99;
+  expectRefused({"committed[1][0] = 99 is outside the target's vocab_size 16"});
+  reset();
+  manifest_["committed"][0][1] = -4;
+  expectRefused({"committed[0][1] must be an integer"});
+  reset();
+  manifest_["committed"] = nullptr;
+  const auto capture = CaptureFile::open(save());
+  EXPECT_FALSE(capture->manifest().committed.has_value());
+  EXPECT_FALSE(capture->manifest().batch_committed.has_value());
+}
+
+TEST_F(BatchCaptureTest, PerSequenceStates) {
+  call(1)["after"]["layers"][0].erase(1);
+  expectRefused({"call 1 (target index 1): after.layers[0] must be a list of 2 run lists (one per sequence"});
+  reset();
+  call(1)["after"]["layers"][0][1] = Json::parse("[[2, 3]]");
+  expectRefused({"call 1 (target index 1): after.layers[0][1] has 3 slots where sequence 0 has 4"});
+  reset();
+  call(1)["after"]["layers"][0][1] = Json::parse("[[2, 3], [0, 1]]");  // row 0 is sequence 0's
+  expectRefused({"call 1 (target index 1): after.layers[0] holds row id 0 twice", "across its sequences"});
+  reset();
+  call(1)["after"]["layers"][0][1] = Json::parse("[[-3, 1], [2, 3]]");
+  expectRefused({"call 1 (target index 1): after.layers[0][1] run 0 first must be an integer in [-2, "});
+  reset();
+  call(1)["after"]["layers"][0][1] = Json::parse("[[-1, 1], [2, 3]]");
+  expectRefused({"after.layers[0][1] run 0 holds 1 empty slots in an append layer"});
+  reset();
+  call(1)["after"]["layers"][0][1] = Json::parse("[[2, 3], [60, 1]]");
+  expectRefused({"call 1 (target index 1): after.layers[0][1] holds row id 60 but target.layer0.keys has 7 rows"});
+}
+
+TEST_F(BatchCaptureTest, HugeSlotsAcrossTheBatchAllocateNothing) {
+  call(0)["before"] = {{"cache", "StaticCache"},
+                       {"kinds", {"static"}},
+                       {"layers", Json::parse("[[[[-1, 16777216]], [[-1, 16777216]]]]")}};
+  expectRefused({"call 0 (target index 0): before.layers[0] has 16777216 slots for each of 2 sequences",
+                 "more than 16777216 in all"});
+}
+
+TEST_F(BatchCaptureTest, MasksAndLogitsHaveTheBatchAxis) {
+  tensor("target.call0.attention_mask") = mask("target.call0.attention_mask", {{0, 1, 1}});
+  expectRefused({"call 0 (target index 0): attention_mask (padding)", "shape [1, 3], expected [2, 3]"});
+  reset();
+  call(0)["attention_mask"]["kind"] = "explicit";
+  expectRefused({"attention_mask (explicit)", "shape [2, 3], expected [2, 3, 3]"});
+  reset();
+  tensor("target.call0.logits") = floats("target.call0.logits", {3, 16});
+  expectRefused({"call 0 (target index 0): logits", "shape [3, 16], expected [2, 3, V]"});
+  reset();
+  tensor("target.call1.logits") = floats("target.call1.logits", {2, 1, 17});
+  expectRefused({"call 1 (target index 1): logits: width 17 but earlier target calls have 16"});
+}
+
+TEST_F(BatchCaptureTest, PaddingRunsAreRefusedInVersion1) {
+  const auto file = SafetensorsFile::open(kSpeculativeV1);
+  std::map<std::string, std::string> metadata = file->metadata();
+  Json manifest = Json::parse(metadata.at("kvscope_capture"));
+  manifest["calls"][0]["after"]["layers"][0] = Json::parse("[[-2, 1], [0, 9]]");
+  metadata["kvscope_capture"] = manifest.dump();
+  std::vector<StWriteTensor> out;
+  for (const auto& info : file->tensors())
+    out.push_back({info.name, info.dtype, info.shape, file->data(info), static_cast<size_t>(info.end - info.begin)});
+  const std::string path = (dir_ / "v1-padding.kvcapture").string();
+  writeSafetensors(path, out, metadata);
+  hostile::expectRefused([&] { CaptureFile::open(path); },
+                         {"call 0 (target index 0): after.layers[0] run 0 first must be an integer in [-1, "});
+}
+
+}  // namespace
+}  // namespace kvscope
