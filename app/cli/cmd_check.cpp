@@ -54,16 +54,7 @@ int runCheck(Args& args) {
   const bool json = args.flag("json");
   if (args.positional().size() != 1) throw Error("check takes one capture file: check CAPTURE [--target DIR] [--drafter DIR]");
   const auto file = CaptureFile::open(args.positional().front());
-  // The checker replays one sequence; a batched capture (format version 2,
-  // docs/capture-format-v2.md) gets a refusal, not a verdict about
-  // sequence 0 alone.
-  const CaptureManifest& manifest = file->manifest();
-  if (manifest.batch > 1)
-    throw Error(file->path() + ": batched captures (" + std::to_string(manifest.batch) +
-                " sequences) are not checked yet");
-  if (manifest.version != 1)
-    throw Error(file->path() + ": format version " + std::to_string(manifest.version) +
-                " captures of one sequence are not checked yet (kvscope_capture writes a batch of one as version 1)");
+  requireOneSequence(*file);  // before loading models: the refusal is the news
   std::vector<ModelBundle> bundles;
   std::vector<std::string> dirs;
   CaptureCheckOptions options;
@@ -88,7 +79,7 @@ int runCheck(Args& args) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!json) printReport(report, *file, dirs);
   // Format 2: root_cause is the one form `diff` and traces use too
-  // (docs/cli.md, "check"); format 1's operation (forward / between) is its step.
+  // (docs/engine-captures.md); format 1's operation (forward / between) is its step.
   printJson({{"format", 2},
              {"ok", report.ok()},
              {"calls", {{"target", report.calls[0]}, {"drafter", report.calls[1]}}},

@@ -550,6 +550,20 @@ const char* captureOperationName(CaptureOperation operation) {
 
 CacheRole cacheRoleOf(CaptureRole role) { return role == CaptureRole::Target ? CacheRole::Target : CacheRole::Drafter; }
 
-CaptureTimeline buildCaptureTimeline(const CaptureFile& file) { return TimelineBuilder(file).build(); }
+void requireOneSequence(const CaptureFile& file) {
+  const CaptureManifest& manifest = file.manifest();
+  if (manifest.batch > 1) {
+    throw Error(file.path() + ": batched captures (" + std::to_string(manifest.batch) + " sequences) are not checked yet");
+  }
+  if (manifest.version != 1) {
+    throw Error(file.path() + ": format version " + std::to_string(manifest.version) +
+                " captures of one sequence are not checked yet (kvscope_capture writes a batch of one as version 1)");
+  }
+}
+
+CaptureTimeline buildCaptureTimeline(const CaptureFile& file) {
+  requireOneSequence(file);
+  return TimelineBuilder(file).build();
+}
 
 }  // namespace kvscope
