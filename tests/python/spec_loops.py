@@ -1,5 +1,5 @@
 """Greedy speculative decoding loops over the reference models, correct and
-with real cache bugs, in every cache shape of hf_caches. DESIGN.md's exact
+with real cache bugs, in every cache shape of hf_caches. docs/architecture.md's exact
 bookkeeping: at round start both caches hold L-1 rows; the drafter feeds what
 it lacks and drafts k; the target verifies [x[L-1], d1..dk]; n drafts are
 accepted and the next token is the target's argmax at n; the target keeps
@@ -226,20 +226,25 @@ def masked_verify(target, verify, start, hidden):
     return target.feed(verify, list(range(start, start + q)), mask)
 
 
-def speculative(target_model, drafter_model, prompt, new_tokens, gamma=4, shape="dynamic", bug=None):
-    """Greedy speculative decoding; returns the token ids, prompt included."""
-    target, drafter = CacheSide(target_model, shape), CacheSide(drafter_model, shape)
+def speculative(target_model, drafter_model, prompt, new_tokens, gamma=4, shape="dynamic", bug=None, book=None):
+    """Greedy speculative decoding; returns the token ids, prompt included. Reports
+    to `book` (an ExactBookkeeping), which does not see attention masks."""
+    book = ExactBookkeeping() if book is None else book
+    target, drafter = sides(target_model, drafter_model, shape, book)
     x = list(prompt)
     end = len(x) + new_tokens
     position_counter = len(x) - 1
     hidden, last_rejected = set(), set()  # masked-rejected: the target's rows of rejected drafts
     if len(x) > 1:
+        book.round_start(x)
         target.feed(x[:-1])
         drafter.feed(x[:-1])
     while len(x) < end:
         L = len(x)
         k = min(gamma, end - L - 1)
+        book.round_start(x)
         drafts = draft(drafter, x, k, bug)
+        book.drafted(drafts)
         verify = [x[L - 1]] + drafts
         position_ids = list(range(position_counter, position_counter + len(verify))) \
             if bug == "positions-plus-one" else None
@@ -259,6 +264,7 @@ def speculative(target_model, drafter_model, prompt, new_tokens, gamma=4, shape=
         n = accepted_count(drafts, picks)
         x += drafts[:n] + [picks[n]]
         prune(target, drafter, L + n, n, k, bug)
+        book.pruned(x, target, drafter)
         position_counter += 1 if bug == "positions-plus-one" else n + 1
     return x
 
@@ -476,4 +482,4 @@ def run_loop(name, target_model, drafter_model, prompt, new_tokens, shape, gamma
     if name == "hf-assisted":
         return hf_assisted(target_model, drafter_model, prompt, new_tokens, gamma, shape)
     return speculative(target_model, drafter_model, prompt, new_tokens, gamma, shape,
-                       bug=None if name == "speculative" else name)
+                       bug=None if name == "speculative" else name, book=book)
