@@ -170,6 +170,11 @@ class CheckNamesTheFirstBreach(Corpus):
         one too: the drafter's breach came first."""
         self.assertFirstBreachNamed("drafter-keeps-rejected-target-follows")
 
+    def test_target_keeps_rejected_drafter_follows(self):
+        """The target keeps a rejected draft and the drafter, cropped to the target's length, keeps the same one: the
+        drafter's stale row is a consequence of the target's rollback, where the draft was rejected."""
+        self.assertFirstBreachNamed("target-keeps-rejected-drafter-follows")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -58,6 +58,11 @@ LOOPS = {
     "drafter-keeps-rejected-target-follows": ("drafter-counted whose drafter is cropped to len(x), keeping a rejected "
                                               "draft: a round later the target, rolled back by the drafter's count, "
                                               "keeps one too", ("tuples", "dynamic", "layers")),
+    "target-counted": ("correct: the drafter is cropped to the target's cache length at each round's start and fed "
+                       "what it lacks", ("tuples", "dynamic", "layers", "static")),
+    "target-keeps-rejected-drafter-follows": ("target-counted whose target prune keeps one rejected draft: the drafter, "
+                                              "cropped to the target's length, keeps the same one",
+                                              ("tuples", "dynamic", "layers", "static")),
 }
 
 
@@ -438,6 +443,31 @@ def drafter_counted(target_model, drafter_model, prompt, new_tokens, gamma, shap
     return x
 
 
+def target_counted(target_model, drafter_model, prompt, new_tokens, gamma, shape, bug, book):
+    """The engine counts only the target: at each round's start the drafter is
+    cropped to the target's cache length (L-1 after a correct prune) and fed
+    what it lacks, at least the last token.
+    target-keeps-rejected-drafter-follows: the target's prune keeps the first
+    rejected draft; the drafter, cropped to the target's length, keeps the same
+    rejected draft, and both feed the correction a position late."""
+    target, drafter = sides(target_model, drafter_model, shape, book)
+    x = list(prompt)
+    end = len(x) + new_tokens
+    prefill(target, drafter, x, book)
+    while len(x) < end:
+        L, k = len(x), min(gamma, end - len(x) - 1)
+        book.round_start(x)
+        drafter.crop(target.cache_length())
+        drafts = propose(drafter, x[min(drafter.cache_length(), L - 1):], k)
+        book.drafted(drafts)
+        picks = argmax_rows(target.feed([x[L - 1]] + drafts))
+        n = accepted_count(drafts, picks)
+        x += drafts[:n] + [picks[n]]
+        target.crop(L + n + 1 if bug == "target-keeps-rejected-drafter-follows" and n < k else L + n)
+        book.pruned(x, target)  # the drafter is cropped at the next round's start
+    return x
+
+
 # A cascade loop -> (its engine, the bug it runs with, or None for the correct engine).
 CASCADE_ENGINES = {
     "feed-from-length": (feed_from_length, None),
@@ -448,6 +478,8 @@ CASCADE_ENGINES = {
     "positions-count-fed-tokens": (counted_positions, "positions-count-fed-tokens"),
     "drafter-counted": (drafter_counted, None),
     "drafter-keeps-rejected-target-follows": (drafter_counted, "drafter-keeps-rejected-target-follows"),
+    "target-counted": (target_counted, None),
+    "target-keeps-rejected-drafter-follows": (target_counted, "target-keeps-rejected-drafter-follows"),
 }
 
 
