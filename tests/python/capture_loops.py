@@ -75,8 +75,10 @@ def bundled_models_and_prompt(loop, shape, cli):
     return LlamaRef(os.path.join(models, "target")), LlamaRef(os.path.join(models, "drafter")), ids
 
 
-def capture(loop, shape, out, new_tokens=48, gamma=None, prompt="once_upon_a_time", logits="full", bundled_cli=None):
-    """Runs the loop under the recorder; returns (token ids, recorder)."""
+def capture(loop, shape, out, new_tokens=48, gamma=None, prompt="once_upon_a_time", logits="full", bundled_cli=None,
+            book=None):
+    """Runs the loop under the recorder; returns (token ids, recorder). A cascade
+    loop reports to `book` (spec_loops.run_loop)."""
     spec_loops.check_loop(loop, shape)
     gamma = DEFAULT_GAMMA.get(loop, 4) if gamma is None else gamma
     if bundled_cli:
@@ -88,7 +90,7 @@ def capture(loop, shape, out, new_tokens=48, gamma=None, prompt="once_upon_a_tim
         rec.watch(target, role="target")
         if drafter is not None:
             rec.watch(drafter, role="drafter")
-        tokens = spec_loops.run_loop(loop, target, drafter, ids, new_tokens, shape, gamma)
+        tokens = spec_loops.run_loop(loop, target, drafter, ids, new_tokens, shape, gamma, book)
         rec.commit(tokens)
     return tokens, rec
 
