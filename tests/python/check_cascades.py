@@ -133,7 +133,7 @@ class CheckNamesTheFirstBreach(Corpus):
                 self.assertEqual(code, 1, f"{stderr}{result}")
                 cause = result["root_cause"]
                 self.assertIsNotNone(cause, result)
-                named = (cause["role"], cause["call"], cause["operation"])
+                named = (cause["role"], cause["call"], cause["step"])
                 expected = (first["role"], first["call"], first["operation"])
                 later = [d for d in book.departures[1:] if (d["role"], d["call"], d["operation"]) == named]
                 self.assertEqual(named, expected,
@@ -148,7 +148,7 @@ class CheckNamesTheFirstBreach(Corpus):
             return
         order = {(call["role"], call["index"]): position for position, call in enumerate(c.manifest["calls"])}
         breach = order[(cause["role"], cause["call"])]
-        if cause["operation"] == "between":
+        if cause["step"] == "between":
             breach = order[(cause["role"], cause["call"] - 1)] + 0.5
         self.assertGreaterEqual(order[(symptom["role"], symptom["call"])], breach, symptom["what"])
 
