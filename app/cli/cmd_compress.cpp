@@ -35,21 +35,19 @@ constexpr const char* kSweepContinuation =
     "it was good.";
 
 // An option the chosen policy does not read is refused, not ignored: a user
-// who gives --sinks to h2o expects it to matter.
+// who gives --sinks to h2o expects it to matter. Which policy reads which
+// option is the policy table's (core/cache/eviction_policy_table.h).
 void refuseOptionsOfOtherPolicies(Args& args, EvictionPolicy policy, bool output_aware_pruning) {
-  const char* name = evictionPolicyName(policy);
-  auto refuse = [&](const char* option, bool applies, const char* which) {
-    if (args.value(option) && !applies) {
-      throw Error(std::string("--") + option + " is for " + which + ", not --policy " + name);
-    }
-  };
-  const bool snapkv = policy == EvictionPolicy::SnapKV || policy == EvictionPolicy::Pyramid;
-  refuse("sinks", policy == EvictionPolicy::Streaming, "--policy streaming");
-  refuse("kernel", snapkv, "--policy snapkv and pyramid");
-  refuse("seed", policy == EvictionPolicy::Random, "--policy random");
-  // --window is also element pruning's query window (output-aware scores).
-  refuse("window", snapkv || policy == EvictionPolicy::H2O || output_aware_pruning,
-         "--policy h2o, snapkv and pyramid, and --score output-aware");
+  const EvictionPolicyInfo& chosen = evictionPolicyInfo(policy);
+  for (EvictionOption option : allEvictionOptions()) {
+    const std::string name = evictionOptionName(option);
+    // --window is also element pruning's query window (output-aware scores).
+    const bool pruning_reads = option == EvictionOption::Window && output_aware_pruning;
+    if (!args.value(name) || chosen.reads(option) || pruning_reads) continue;
+    const std::string readers = "--policy " + policiesReading(option) +
+                                (option == EvictionOption::Window ? ", and --score output-aware" : "");
+    throw Error("--" + name + " is for " + readers + ", not --policy " + chosen.name);
+  }
 }
 
 std::optional<EvictionSettings> evictionSettings(Args& args) {
@@ -103,7 +101,8 @@ std::optional<PruneSettings> pruneSettings(Args& args) {
   p.dense_window = args.integer("dense-window", 32);
   if (args.value("window")) {
     if (p.score != ElementScore::OutputAware && !args.value("policy")) {
-      throw Error("--window is for --score output-aware (or --policy h2o, snapkv and pyramid), not magnitude scores");
+      throw Error("--window is for --score output-aware (or --policy " + policiesReading(EvictionOption::Window) +
+                  "), not magnitude scores");
     }
     p.query_window = args.integer("window", 16);
   }
@@ -328,7 +327,7 @@ int runCompress(Args& args) {
 
 const CommandRegistrar kRegister{"compress",
     "compress [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) [--continuation TEXT | --continuation-ids 1,2\n"
-    "           | --text-file F] [--max-new N] --policy streaming|h2o|snapkv|tova|knorm|random|pyramid\n"
+    "           | --text-file F] [--max-new N] --policy " + evictionPolicyNames("|") + "\n"
     "           [--budget FRACTION (default 0.5) | --budget-rows N] [--sinks N] [--window N] [--kernel K] [--seed S]\n"
     "           [--demote 8|4 (keep dropped rows as int8/int4 copies instead of evicting them)]\n"
     "           [--element per-token|per-channel --k-sparsity X --v-sparsity X --score magnitude|output-aware\n"

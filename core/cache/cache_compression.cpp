@@ -51,53 +51,68 @@ double demote(KvCache& cache, int64_t layer, const at::Tensor& keep, int64_t bit
 
 }  // namespace
 
-PolicyEviction evictByPolicy(KvCache& cache, const EvictionSettings& settings, const std::vector<at::Tensor>& attention,
-                             const std::vector<int64_t>& budgets) {
+EvictionDecision decideEviction(const KvCache& cache, const EvictionSettings& settings,
+                                const std::vector<at::Tensor>& attention, const std::vector<int64_t>& budgets) {
   settings.validate();
-  require(static_cast<int64_t>(budgets.size()) == cache.numLayers(), "evictByPolicy: one budget per layer");
-  PolicyEviction done;
+  require(static_cast<int64_t>(budgets.size()) == cache.numLayers(), "eviction: one budget per layer");
+  EvictionDecision decision;
   for (int64_t l = 0; l < cache.numLayers(); ++l) {
     require(cache.firstPosition(l) == 0, "eviction: layer " + std::to_string(l) +
                                              " is a sliding window's (its rows do not start at position 0); "
                                              "eviction on sliding-window layers is not supported yet");
     const at::Tensor held = cache.keepMask(l);  // [kv, T] bool, or undefined: every row read
     const LayerEvidence evidence{l, cache.keys(l), layerAttention(attention, l), held};
-    const LayerEviction decision = chooseRows(settings, evidence, budgets[l]);
-    done.scores.push_back(decision.scores);
-    done.demoted.push_back(torch::zeros_like(decision.keep));
-    // Only rows still read can be removed (a re-compression finds some masked already).
-    const auto removed = held.defined() ? held.logical_and(decision.keep.logical_not())  // [kv, T]
-                                        : decision.keep.logical_not();
-    if (!removed.any().item<bool>()) continue;  // nothing to remove: attention keeps its unmasked path
-    if (settings.demote_bits > 0) {
-      done.demoted.back() = removed;
-      done.demote_max_error = std::max(done.demote_max_error, demote(cache, l, decision.keep, settings.demote_bits));
-    } else {
-      cache.evictRows(l, decision.keep);
-    }
-    recordRemoved(done.removed, l, cache.rowPositions(l), removed, decision.scores, -1);
+    const LayerEviction layer = chooseRows(settings, evidence, budgets[l]);
+    decision.keep.push_back(layer.keep);      // [kv, T]
+    decision.scores.push_back(layer.scores);  // [kv, T]
   }
-  return done;
+  return decision;
 }
 
-std::vector<RemovedRow> tovaStep(KvCache& cache, const std::vector<at::Tensor>& attention,
-                                 const EvictionBudget& budget, int64_t step) {
-  std::vector<RemovedRow> removed;
+EvictionDecision decideDecodeStep(const KvCache& cache, const EvictionSettings& settings,
+                                  const std::vector<at::Tensor>& attention, int64_t step) {
+  require(evictsPerStep(settings.policy),
+          std::string("eviction: ") + evictionPolicyName(settings.policy) + " does not evict at decode steps");
+  EvictionDecision decision;
+  decision.step = step;
   for (int64_t l = 0; l < cache.numLayers(); ++l) {
     const int64_t rows = cache.length(l), kv_heads = cache.kvHeads();
-    const auto scores = tovaScores(attention.at(l), kv_heads);  // [kv, T]
-    auto held = cache.keepMask(l);                               // [kv, T]
+    auto held = cache.keepMask(l);  // [kv, T]
     if (!held.defined()) held = torch::ones({kv_heads, rows}, torch::kBool);
+    const LayerEvidence evidence{l, cache.keys(l), layerAttention(attention, l), held};
+    const auto scores = scoreRows(settings, evidence, /*window=*/1);  // [kv, T]
     const std::vector<int64_t> lowest = lowestKept(scores, held);
     auto keep = torch::ones({kv_heads, rows}, torch::kBool);  // [kv, T]
     for (int64_t h = 0; h < kv_heads; ++h) {
-      if (cache.keptRows(l, h) > budget.rowsOf(rows) && lowest[h] >= 0) keep[h][lowest[h]] = false;
+      if (cache.keptRows(l, h) > settings.budget.rowsOf(rows) && lowest[h] >= 0) keep[h][lowest[h]] = false;
     }
-    if (keep.all().item<bool>()) continue;
-    cache.evictRows(l, keep);
-    recordRemoved(removed, l, cache.rowPositions(l), keep.logical_not(), scores, step);
+    decision.keep.push_back(keep);
+    decision.scores.push_back(scores);
   }
-  return removed;
+  return decision;
+}
+
+PolicyEviction applyEviction(KvCache& cache, const EvictionDecision& decision, int64_t demote_bits) {
+  require(static_cast<int64_t>(decision.keep.size()) == cache.numLayers() && decision.scores.size() == decision.keep.size(),
+          "eviction: a decision gives every layer's keep mask and scores");
+  PolicyEviction done;
+  for (int64_t l = 0; l < cache.numLayers(); ++l) {
+    const at::Tensor& keep = decision.keep[l];  // [kv, T]
+    const at::Tensor held = cache.keepMask(l);  // [kv, T] bool, or undefined: every row read
+    done.scores.push_back(decision.scores[l]);
+    done.demoted.push_back(torch::zeros_like(keep));
+    // Only rows still read can be removed (a re-compression finds some masked already).
+    const auto removed = held.defined() ? held.logical_and(keep.logical_not()) : keep.logical_not();  // [kv, T]
+    if (!removed.any().item<bool>()) continue;  // nothing to remove: attention keeps its unmasked path
+    if (demote_bits > 0) {
+      done.demoted.back() = removed;
+      done.demote_max_error = std::max(done.demote_max_error, demote(cache, l, keep, demote_bits));
+    } else {
+      cache.evictRows(l, keep);
+    }
+    recordRemoved(done.removed, l, cache.rowPositions(l), removed, decision.scores[l], decision.step);
+  }
+  return done;
 }
 
 namespace {
@@ -144,6 +159,21 @@ PrunedElements pruneElements(KvCache& cache, const PruneSettings& settings, cons
     pruned.v_keep.push_back(v_keep);
   }
   return pruned;
+}
+
+CompressionOutcome compressCache(KvCache& cache, const CompressionRequest& request) {
+  CompressionOutcome done;
+  if (request.eviction) {
+    done.layer_budgets = layerBudgets(*request.eviction, cache.numLayers(), cache.length(0));
+    const EvictionDecision decision = decideEviction(cache, *request.eviction, request.attention, done.layer_budgets);
+    PolicyEviction eviction = applyEviction(cache, decision, request.eviction->demote_bits);
+    done.removed = std::move(eviction.removed);
+    done.scores = std::move(eviction.scores);
+    done.demoted = std::move(eviction.demoted);
+    done.demote_max_error = eviction.demote_max_error;
+  }
+  if (request.pruning) done.pruned = pruneElements(cache, *request.pruning, request.queries, request.attention);
+  return done;
 }
 
 }  // namespace kvscope

@@ -24,16 +24,16 @@ void checkEvidence(const EvictionSettings& settings, const LayerEvidence& eviden
   require(evidence.attention.defined() && evidence.attention.size(2) == rows,
           std::string(name) + ": needs the attention weights over the layer's " + std::to_string(rows) + " rows");
   const int64_t queries = evidence.attention.size(1);
-  const bool snapkv = settings.policy == EvictionPolicy::SnapKV || settings.policy == EvictionPolicy::Pyramid;
-  if (snapkv && settings.window > queries) {
+  const bool window_of_queries = evictionPolicyInfo(settings.policy).window == PolicyWindow::LastQueries;
+  if (window_of_queries && settings.window > queries) {
     throw Error("--window must be in [1, " + std::to_string(queries) + "] (the queries of the prefill) for " + name +
                 ", got " + std::to_string(settings.window));
   }
 }
 
-// The policy's score of every row: [kv_heads, T] float32, higher = more worth
-// keeping. `window`: snapkv's observation window.
-at::Tensor policyScores(const EvictionSettings& settings, const LayerEvidence& evidence, int64_t window) {
+}  // namespace
+
+at::Tensor scoreRows(const EvictionSettings& settings, const LayerEvidence& evidence, int64_t window) {
   const int64_t kv_heads = evidence.keys.size(0), rows = evidence.keys.size(1);
   switch (settings.policy) {
     case EvictionPolicy::Streaming:
@@ -53,19 +53,17 @@ at::Tensor policyScores(const EvictionSettings& settings, const LayerEvidence& e
   throw Error("eviction: unknown policy");
 }
 
-}  // namespace
-
 LayerEviction chooseRows(const EvictionSettings& settings, const LayerEvidence& evidence, int64_t keep_rows) {
   checkEvidence(settings, evidence);
   const int64_t queries = evidence.attention.defined() ? evidence.attention.size(1) : 0;
   const int64_t recent = settings.recentWindow(keep_rows, queries);  // [T - recent, T) kept whatever their score
   RowSelection selection{keep_rows, 0, recent};
-  if (settings.policy == EvictionPolicy::Streaming) {
+  if (evictionPolicyInfo(settings.policy).reads_sinks) {  // streaming: sinks, then the most recent rows
     selection.first = settings.sinks;
     selection.recent = keep_rows;  // what the sinks leave goes to the most recent rows
   }
   LayerEviction decision;
-  decision.scores = policyScores(settings, evidence, std::max<int64_t>(recent, 1));  // [kv, T]
+  decision.scores = scoreRows(settings, evidence, std::max<int64_t>(recent, 1));  // [kv, T]
   // Removal is final: rank the rows already masked last, so the budget goes to rows still read.
   const auto ranking = evidence.held.defined()
                            ? decision.scores.masked_fill(evidence.held.logical_not(), -std::numeric_limits<float>::infinity())

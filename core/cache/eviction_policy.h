@@ -1,7 +1,8 @@
 #pragma once
 // Token-eviction policies: which cache rows each kv head keeps under a budget.
-// A policy is a scorer (core/cache/eviction_scores.h) plus the shared
-// selection (core/cache/row_selection.h), exactly as issue 11 defines them:
+// A policy is a row of core/cache/eviction_policy_table.h (its name, options,
+// and whether it needs attention) and a scorer (core/cache/eviction_scores.h)
+// under the shared selection (core/cache/row_selection.h):
 //   streaming  the first `sinks` rows (default 4) and the most recent rows
 //   h2o        attention received, summed over every query seen; the most
 //              recent `window` rows (default half the budget) always kept
@@ -14,7 +15,8 @@
 //   random     seeded uniform scores
 //   pyramid    snapkv scores under per-layer budgets decreasing linearly from
 //              the first layer to the last, with the same mean (PyramidKV)
-// The cache applies the decision as a keep mask (KvCache::evictRows).
+// A policy only decides; the cache applies the decision as a keep mask
+// (core/cache/cache_compression.h; a tracked cache logs it, TrackedCache::evict).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,6 +42,10 @@ struct LayerEviction {
   at::Tensor keep;    // [kv_heads, T] bool: rows kept
   at::Tensor scores;  // [kv_heads, T] float32: the policy's score (higher = more worth keeping)
 };
+
+// The policy's score of every row of one layer: [kv_heads, T] float32, higher
+// = more worth keeping. `window`: snapkv's observation window (queries).
+at::Tensor scoreRows(const EvictionSettings& settings, const LayerEvidence& evidence, int64_t window);
 
 // Decides one layer: `keep_rows` rows per kv head (the layer's budget; for
 // pyramid, its entry of pyramidBudgets). Throws Error for a snapkv or pyramid

@@ -11,48 +11,7 @@ namespace {
 
 constexpr int64_t kSnapkvDefaultWindow = 16;
 
-struct PolicyName {
-  EvictionPolicy policy;
-  const char* name;
-};
-constexpr PolicyName kPolicyNames[] = {
-    {EvictionPolicy::Streaming, "streaming"}, {EvictionPolicy::H2O, "h2o"},     {EvictionPolicy::SnapKV, "snapkv"},
-    {EvictionPolicy::Tova, "tova"},           {EvictionPolicy::Knorm, "knorm"}, {EvictionPolicy::Random, "random"},
-    {EvictionPolicy::Pyramid, "pyramid"},
-};
-
-std::string policyList() {
-  std::string list;
-  for (const PolicyName& p : kPolicyNames) list += (list.empty() ? "" : ", ") + std::string(p.name);
-  return list;
-}
-
 }  // namespace
-
-const char* evictionPolicyName(EvictionPolicy policy) {
-  for (const PolicyName& p : kPolicyNames) {
-    if (p.policy == policy) return p.name;
-  }
-  return "?";
-}
-
-EvictionPolicy parseEvictionPolicy(const std::string& name) {
-  for (const PolicyName& p : kPolicyNames) {
-    if (name == p.name) return p.policy;
-  }
-  throw Error("--policy must be one of " + policyList() + ", got '" + name + "'");
-}
-
-std::vector<EvictionPolicy> allEvictionPolicies() {
-  std::vector<EvictionPolicy> all;
-  for (const PolicyName& p : kPolicyNames) all.push_back(p.policy);
-  return all;
-}
-
-bool needsAttention(EvictionPolicy policy) {
-  return policy == EvictionPolicy::H2O || policy == EvictionPolicy::SnapKV || policy == EvictionPolicy::Tova ||
-         policy == EvictionPolicy::Pyramid;
-}
 
 int64_t EvictionBudget::rowsOf(int64_t length) const {
   if (length <= 0) return 0;
@@ -73,21 +32,22 @@ void EvictionSettings::validate() const {
   }
   // TOVA's decode steps evict against the budget, and demoted rows would count
   // as kept: the cache would stay over budget and lose a demoted row per step.
-  if (demote_bits != 0 && policy == EvictionPolicy::Tova) {
-    throw Error("--demote does not combine with --policy tova (its decode steps evict rows)");
+  if (demote_bits != 0 && evictsPerStep(policy)) {
+    throw Error(std::string("--demote does not combine with --policy ") + evictionPolicyName(policy) +
+                " (its decode steps evict rows)");
   }
 }
 
 int64_t EvictionSettings::recentWindow(int64_t keep, int64_t queries) const {
-  switch (policy) {
-    case EvictionPolicy::H2O:
+  switch (evictionPolicyInfo(policy).window) {
+    case PolicyWindow::RecentRows:
       return window > 0 ? std::min(window, keep) : keep / 2;
-    case EvictionPolicy::SnapKV:
-    case EvictionPolicy::Pyramid:
+    case PolicyWindow::LastQueries:
       return std::min(window > 0 ? window : kSnapkvDefaultWindow, queries);
-    default:
+    case PolicyWindow::None:
       return 0;
   }
+  return 0;
 }
 
 }  // namespace kvscope

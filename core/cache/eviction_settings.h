@@ -2,21 +2,15 @@
 // What an eviction policy is asked to do: which policy, under what budget,
 // with its knobs. Plain data without tensors, so that options (the session's,
 // the GUI's forms, lesson files) can name an eviction without pulling in
-// libtorch; the policies themselves are in core/cache/eviction_policy.h.
+// libtorch; the policies are rows of core/cache/eviction_policy_table.h and
+// their scorers are in core/cache/eviction_policy.h.
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace kvscope {
+#include "core/cache/eviction_policy_table.h"
 
-enum class EvictionPolicy { Streaming, H2O, SnapKV, Tova, Knorm, Random, Pyramid };
-const char* evictionPolicyName(EvictionPolicy policy);
-// Throws Error listing the valid names.
-EvictionPolicy parseEvictionPolicy(const std::string& name);
-std::vector<EvictionPolicy> allEvictionPolicies();
-// Whether the policy's scores come from attention weights (so the caller
-// must record them during the prefill).
-bool needsAttention(EvictionPolicy policy);
+namespace kvscope {
 
 // How many rows a kv head keeps: a fraction of its rows, or a count.
 struct EvictionBudget {
@@ -36,14 +30,15 @@ struct EvictionSettings {
   uint64_t seed = 0;    // random
   // 0: the rows a policy drops are evicted (hidden from attention). 8 or 4:
   // demoted instead (MiKV): kept as int8 / int4 copies, still attended to.
-  // After the prefill only; refused for tova, whose decode steps evict.
+  // After the prefill only; refused for a policy whose decode steps evict (tova).
   int64_t demote_bits = 0;
 
   // Throws Error naming the option (--budget, --sinks, ...) and its valid range.
   void validate() const;
   // The recent rows always kept for a layer budget of `keep` rows and a
-  // prompt of `queries` queries: h2o's window (default keep / 2), snapkv's
-  // (default 16, at most the queries), 0 for the others.
+  // prompt of `queries` queries: a window of recent rows (h2o's; default
+  // keep / 2), of the last queries (snapkv's; default 16, at most the
+  // queries), 0 for a policy without a window.
   int64_t recentWindow(int64_t keep, int64_t queries) const;
 };
 

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
+#include "core/model/causal_lm.h"
 
 namespace kvscope {
 namespace {
@@ -30,6 +32,25 @@ double storeError(const std::vector<at::Tensor>& stored_k, const std::vector<at:
   }
   return torch::stack(errors).max().item<double>();
 }
+
+// Passes probes through to the caller's sink and keeps every layer's K and V
+// as computed, to compare with what the cache stored and to copy.
+class WriteRecorder : public ProbeSink {
+ public:
+  WriteRecorder(int64_t layers, ProbeSink* inner) : keys(layers), values(layers), inner_(inner) {}
+  bool wants(Probe probe, int64_t layer) const override {
+    return probe == Probe::Key || probe == Probe::Value || (inner_ && inner_->wants(probe, layer));
+  }
+  void record(Probe probe, int64_t layer, const at::Tensor& value) override {
+    if (probe == Probe::Key) keys[layer] = value;
+    if (probe == Probe::Value) values[layer] = value;
+    if (inner_ && inner_->wants(probe, layer)) inner_->record(probe, layer, value);
+  }
+  std::vector<at::Tensor> keys, values;  // per layer [kv_heads, n, head_dim], compute dtype
+
+ private:
+  ProbeSink* inner_;
+};
 
 }  // namespace
 
@@ -122,7 +143,40 @@ PlannedWrite TrackedCache::planWrite(Phase phase, const std::vector<int64_t>& st
   return write;
 }
 
-void TrackedCache::abandonWrite() { clearSwitches(); }
+at::Tensor TrackedCache::forward(const CausalLM& model, Phase phase, const std::vector<int64_t>& stream, int64_t round,
+                                 ProbeSink* probes, int64_t logit_rows, TrackedCache* copy_to) {
+  const PlannedWrite write = planWrite(phase, stream);
+  WriteRecorder computed(numLayers(), probes);
+  const auto ids = torch::tensor(write.tokens, torch::kInt64);  // [fed]
+  at::Tensor logits;
+  try {
+    // A fault's feed may not match the cache's length: only the unchecked
+    // forward lets it happen, so that the audit can see it.
+    logits = faults_.active() ? model.forwardUnchecked(ids, write.rope_start, storage_.get(), &computed, logit_rows)
+                              : model.forward(ids, write.rope_start, storage_.get(), &computed, logit_rows);  // [rows, vocab]
+  } catch (...) {
+    clearSwitches();  // the forward failed: nothing written, nothing logged
+    throw;
+  }
+  logWrite(write, round, computed.keys, computed.values);
+  if (copy_to) copy_to->copyRows(phase, stream, round, computed.keys, computed.values);
+  return logits;
+}
+
+void TrackedCache::copyRows(Phase phase, const std::vector<int64_t>& stream, int64_t round,
+                            const std::vector<at::Tensor>& keys, const std::vector<at::Tensor>& values) {
+  const PlannedWrite write = planWrite(phase, stream);
+  try {
+    require(static_cast<int64_t>(keys.size()) == numLayers() && keys.size() == values.size() && keys.front().defined() &&
+                static_cast<int64_t>(write.tokens.size()) == keys.front().size(1),
+            "tracked cache: copied rows must be the rows of the tokens the cache does not hold yet, in every layer");
+    for (int64_t l = 0; l < numLayers(); ++l) storage_->append(l, keys[l], values[l]);  // [kv_heads, fed, head_dim]
+  } catch (...) {
+    clearSwitches();
+    throw;
+  }
+  logWrite(write, round, keys, values);
+}
 
 void TrackedCache::logWrite(const PlannedWrite& write, int64_t round, const std::vector<at::Tensor>& computed_k,
                             const std::vector<at::Tensor>& computed_v) {
@@ -249,10 +303,20 @@ void TrackedCache::slideWindows(const Moment& moment) {
   }
 }
 
-void TrackedCache::logPolicyEviction(const Moment& moment, const std::string& policy,
-                                     const std::vector<RemovedRow>& removed) {
-  if (removed.empty()) return;  // within budget: nothing happened, nothing to log
-  logCompression(moment, policy, removed);
+std::vector<RemovedRow> TrackedCache::evict(const Moment& moment, const std::string& policy,
+                                            const EvictionDecision& decision) {
+  std::vector<RemovedRow> removed = applyEviction(*storage_, decision, /*demote_bits=*/0).removed;
+  if (!removed.empty()) logMasked(moment, policy, removed);  // within budget: nothing happened, nothing to log
+  return removed;
+}
+
+CompressionOutcome TrackedCache::compress(const Moment& moment, const std::string& name,
+                                          const CompressionRequest& request) {
+  CompressionOutcome done = compressCache(*storage_, request);
+  // Demoted rows stay visible (as low-precision copies): no kv head stops reading them.
+  const bool masked = request.eviction && request.eviction->demote_bits == 0;
+  logMasked(moment, name, masked ? done.removed : std::vector<RemovedRow>());
+  return done;
 }
 
 void TrackedCache::moveRows(const std::function<int64_t(KvCache&)>& gather) {
@@ -260,13 +324,13 @@ void TrackedCache::moveRows(const std::function<int64_t(KvCache&)>& gather) {
   rows_moved_ = true;
 }
 
-void TrackedCache::logCompression(const Moment& moment, const std::string& policy,
-                                  const std::vector<RemovedRow>& removed) {
+void TrackedCache::logMasked(const Moment& moment, const std::string& policy, const std::vector<RemovedRow>& removed) {
   CacheEvent event = eventAt(moment, CacheEventKind::Evict);
   event.reason = DeathReason::Eviction;
   event.policy = policy;
   event.rows_after = event.rows_before;
   std::set<int64_t> touched;
+  std::set<std::tuple<int64_t, int64_t, int64_t>> masked_now;  // (entry, layer, kv head)
   for (const RemovedRow& r : removed) {
     // The layout mirrors the storage row for row: the entry the masked row holds.
     const auto& rows = layout_.layers.at(static_cast<size_t>(r.layer));
@@ -274,16 +338,20 @@ void TrackedCache::logCompression(const Moment& moment, const std::string& polic
     if (row < 0 || row >= static_cast<int64_t>(rows.size())) continue;
     event.masked.push_back({rows[static_cast<size_t>(row)], r.layer, r.kv_head, r.score});
     touched.insert(rows[static_cast<size_t>(row)]);
+    masked_now.emplace(rows[static_cast<size_t>(row)], r.layer, r.kv_head);
   }
-  // An entry no head of any layer holding it reads any more is gone for attention: it dies now.
-  EvictionMasks after = masks_;
-  after.apply(event, 0);
+  // An entry no head of any layer holding it reads any more is gone for
+  // attention: it dies now. (The masks before this event plus its own; no
+  // copy of every mask per TOVA step.)
+  const auto masked_after = [&](int64_t entry, int64_t layer, int64_t head) {
+    return masks_.masked(entry, layer, head) || masked_now.count({entry, layer, head}) > 0;
+  };
   for (int64_t entry : touched) {
     bool read = false;
     for (size_t l = 0; l < layout_.layers.size() && !read; ++l) {
       const auto& rows = layout_.layers[l];
       if (std::find(rows.begin(), rows.end(), entry) == rows.end()) continue;
-      for (int64_t h = 0; h < storage_->kvHeads() && !read; ++h) read = !after.masked(entry, static_cast<int64_t>(l), h);
+      for (int64_t h = 0; h < storage_->kvHeads() && !read; ++h) read = !masked_after(entry, static_cast<int64_t>(l), h);
     }
     if (read) continue;
     ledger_.recordDeath(entry, moment.round, moment.phase, DeathReason::Eviction);

@@ -3,11 +3,16 @@
 // physical row of each layer holds, the rows the exact bookkeeping requires,
 // the tokens the engine believes the cache holds, and the operation log.
 //
-// It is the only way an engine changes a cache. A forward's write, a crop, a
-// reset, a re-feed, a sliding window's eviction and an eviction policy's
-// masking each go through one method here, which performs it on the storage,
-// logs it once (CacheEventLog) with the rows it removed and the rows the
-// contract required afterwards, and records births and deaths in the ledger.
+// It is the only way an engine changes a cache, as llama.cpp's memory owns
+// seq_rm / seq_add / seq_keep and nobody outside edits its cells. A forward's
+// write (forward: the cache runs the model into its storage), a copy of
+// computed rows, a crop, a reset, a re-feed, a sliding window's eviction, an
+// eviction policy's keep decision and a compression each go through one
+// method here, which performs it on the storage, logs it once
+// (CacheEventLog) with the rows it removed and the rows the contract
+// required afterwards, and records births and deaths in the ledger. Nobody
+// else holds the storage mutably: callers read it (storage()) and policies
+// decide from what they read (core/cache/cache_compression.h).
 // A fault acts through the FaultPolicy the cache is given: the policy answers
 // what each operation physically does; the books say what was required.
 //
@@ -30,8 +35,11 @@
 
 namespace kvscope {
 
+class CausalLM;
+class ProbeSink;
+
 // A forward's write into a tracked cache, planned before the forward runs
-// (TrackedCache::planWrite) and logged after it (TrackedCache::logWrite).
+// and logged after it (inside TrackedCache::forward and copyRows).
 struct PlannedWrite {
   Phase phase = Phase::Prefill;
   int64_t start = 0;       // the position of the first token fed
@@ -61,10 +69,9 @@ class TrackedCache {
                const FaultPolicy& faults, KvLedger& ledger, CacheEventLog& log);
 
   CacheRole role() const { return role_; }
+  // What the cache holds, to read (policies decide from it); every change is
+  // a method below.
   const KvCache& storage() const { return *storage_; }
-  // The storage a forward reads and appends to (the model writes through it;
-  // planWrite has set the fault's switches for that forward).
-  KvCache* storageForForward() { return storage_.get(); }
   int64_t numLayers() const { return storage_->numLayers(); }
   const std::vector<int64_t>& believedTokens() const { return believed_; }
   // The physical rows of every layer now: layout().layers[l][r] is a ledger entry.
@@ -81,17 +88,22 @@ class TrackedCache {
   bool rowsMoved() const { return rows_moved_; }
 
   // --- a forward's write ------------------------------------------------------
-  // Plans feeding `stream` (the tokens the cache should hold followed by the
-  // new ones): only the tokens not yet held are fed, at explicit positions,
-  // unless the fault says otherwise. Sets the storage's fault switches.
-  PlannedWrite planWrite(Phase phase, const std::vector<int64_t>& stream);
-  // After the forward: clears the switches, records the written rows in the
-  // ledger (computed_k/v: per layer [kv_heads, fed, head_dim] as the forward
-  // computed them) and logs the write (Append, or Refeed after a cut on purpose).
-  void logWrite(const PlannedWrite& write, int64_t round, const std::vector<at::Tensor>& computed_k,
-                const std::vector<at::Tensor>& computed_v);
-  // The forward failed: clears the switches, logs nothing.
-  void abandonWrite();
+  // Runs `model` on `stream` (the tokens the cache should hold followed by
+  // the new ones) into the storage: only the tokens not yet held are fed, at
+  // explicit positions, unless the fault says otherwise (then unchecked, so
+  // the fault shows). Records the written rows in the ledger and logs the
+  // write (Append, or Refeed after a cut on purpose) at `round`; a forward
+  // that throws logs nothing. `probes` sees the forward's probe points;
+  // `copy_to`, a second empty cache, takes the rows this forward computed
+  // (copyRows). Returns the logits, [logit_rows or fed, vocab].
+  at::Tensor forward(const CausalLM& model, Phase phase, const std::vector<int64_t>& stream, int64_t round,
+                     ProbeSink* probes, int64_t logit_rows, TrackedCache* copy_to = nullptr);
+  // Writes rows computed elsewhere, as a forward on `stream` would: the rows
+  // of the tokens not yet held (keys/values: per layer [kv_heads, fed,
+  // head_dim] in the order fed), logged like a forward's write. Used when one
+  // forward fills two caches (a drafter that shares the target's prefill).
+  void copyRows(Phase phase, const std::vector<int64_t>& stream, int64_t round, const std::vector<at::Tensor>& keys,
+                const std::vector<at::Tensor>& values);
   // A bonus token whose row is written by the next forward that feeds it.
   void expectBonusAt(int64_t position) { bonus_position_ = position; }
 
@@ -101,14 +113,19 @@ class TrackedCache {
   // Sliding-window layers drop the rows the next query can no longer see;
   // one Evict event per group of layers that lose the same rows.
   void slideWindows(const Moment& moment);
-  // An eviction policy masked `removed` (rows by layer, kv head and
-  // position); one Evict event. Entries no head reads any more die.
-  void logPolicyEviction(const Moment& moment, const std::string& policy, const std::vector<RemovedRow>& removed);
-  // A compression of the cache (a prefill's, core/compress/prefill_compression.h):
-  // one Evict event named `name` with the rows kv heads stop reading
-  // (`removed`, may be empty: element pruning and demotion change entries in
-  // place and remove none), logged even when it removed nothing.
-  void logCompression(const Moment& moment, const std::string& name, const std::vector<RemovedRow>& removed);
+  // Takes an eviction policy's keep decision (decided from storage(),
+  // core/cache/cache_compression.h): the rows each kv head still reads and
+  // the decision drops are masked, and one Evict event named `policy` lists
+  // them; entries no head reads any more die. Nothing dropped: nothing
+  // logged. Returns the rows masked.
+  std::vector<RemovedRow> evict(const Moment& moment, const std::string& policy, const EvictionDecision& decision);
+  // A compression of the cache just prefilled (a prefill's,
+  // core/compress/prefill_compression.h): the eviction's decision taken,
+  // demoted rows rewritten, pruned entries zeroed (compressCache), then one
+  // Evict event named `name` with the rows kv heads stop reading (none when
+  // rows were demoted or only entries pruned: those change entries in place),
+  // logged even when it removed nothing.
+  CompressionOutcome compress(const Moment& moment, const std::string& name, const CompressionRequest& request);
   // Lets `gather` move the storage's rows without changing what attention
   // reads through the books: compaction (KvCache::compact) and re-rotation of
   // the kept keys. `gather` returns how far the storage's positions then sit
@@ -120,6 +137,15 @@ class TrackedCache {
   void moveRows(const std::function<int64_t(KvCache&)>& gather);
 
  private:
+  // Plans feeding `stream`; sets the storage's fault switches.
+  PlannedWrite planWrite(Phase phase, const std::vector<int64_t>& stream);
+  // After the write: clears the switches, records the written rows in the
+  // ledger (computed_k/v: per layer [kv_heads, fed, head_dim] as computed)
+  // and logs the write.
+  void logWrite(const PlannedWrite& write, int64_t round, const std::vector<at::Tensor>& computed_k,
+                const std::vector<at::Tensor>& computed_v);
+  // One Evict event named `policy` for the rows kv heads stopped reading.
+  void logMasked(const Moment& moment, const std::string& policy, const std::vector<RemovedRow>& removed);
   void logEvent(CacheEvent event);
   CacheEvent eventAt(const Moment& moment, CacheEventKind kind) const;
   // Entries `before` held that no layer of `after` holds, in first-seen order.

@@ -9,6 +9,7 @@
 #include <torch/types.h>
 
 #include "core/cache/row_demotion.h"
+#include "core/cache/tracked_cache.h"
 #include "core/decode/autoregressive.h"
 #include "core/error.h"
 #include "core/model/probe_recorder.h"
@@ -149,37 +150,58 @@ void recordCompression(CompressionResult& result, const PrefillCompression& done
   std::tie(result.bytes_full, result.bytes_kept) = cacheBytes(compressed, done, demote_bits);
 }
 
-// The two caches of the lab and the running sums its summary needs.
+std::vector<int64_t> slidingWindows(const ModelConfig& config) {
+  std::vector<int64_t> windows;
+  for (int64_t layer = 0; layer < config.num_layers; ++layer) windows.push_back(config.windowOf(layer));
+  return windows;
+}
+
+// The two caches of the lab, tracked as a self-speculating session tracks
+// its own: the compressed cache is the drafting copy's (CacheRole::Drafter),
+// the full one the target's, sharing one ledger and one event log. The
+// prefill is round 0; step i is round i + 1, in which the compressed cache
+// is fed at its Draft phase, the full one at Verify, and a policy that
+// evicts per step (tova) evicts at Prune. Plus the running sums the summary needs.
 struct ShadowedCaches {
-  std::unique_ptr<KvCache> full;
-  std::unique_ptr<KvCache> compressed;
+  explicit ShadowedCaches(const CausalLM& model)
+      : full(CacheRole::Target, model.makeCache(), slidingWindows(model.config()), faults, ledger, events),
+        compressed(CacheRole::Drafter, model.makeCache(), slidingWindows(model.config()), faults, ledger, events) {}
+
+  FaultPolicy faults;  // none: the lab measures a correct cache
+  KvLedger ledger;
+  CacheEventLog events;
+  TrackedCache full;
+  TrackedCache compressed;
+  std::vector<int64_t> held;  // the tokens both caches hold
   double nll_full = 0;
   double nll_compressed = 0;
   int64_t scored = 0;  // steps with a known next token
 };
 
 // Feeds stream[i] at step i to both caches and compares them; a greedy run
-// appends the full cache's top-1 to the stream. TOVA then evicts from the
-// compressed cache by this step's own attention.
+// appends the full cache's top-1 to the stream. A policy that evicts per
+// step (tova) then evicts from the compressed cache by this step's own attention.
 CompressionStep compareStep(const CausalLM& model, ShadowedCaches& caches, std::vector<int64_t>& stream, int64_t i,
                             bool greedy, const CompressionSpec& spec, CompressionResult& result) {
-  const bool tova = spec.eviction && spec.eviction->policy == EvictionPolicy::Tova;
+  const bool per_step = spec.eviction && evictsPerStep(spec.eviction->policy);
+  const bool step_weights = per_step && needsAttention(spec.eviction->policy);
+  const int64_t round = i + 1;
   CompressionStep step;
   step.position = result.prefill_rows + i;
   step.token = stream[i];
-  const auto token = idsTensor({step.token});  // [1]
+  caches.held.push_back(step.token);
   ProbeRecorder full_probes({Probe::AttentionWeights, Probe::AttentionOutput});
-  ProbeRecorder compressed_probes(tova ? std::vector<Probe>{Probe::AttentionWeights, Probe::AttentionOutput}
-                                           : std::vector<Probe>{Probe::AttentionOutput});
-  const auto p_logits = model.forward(token, step.position, caches.full.get(), &full_probes, 1)[0];  // [vocab]
+  ProbeRecorder compressed_probes(step_weights ? std::vector<Probe>{Probe::AttentionWeights, Probe::AttentionOutput}
+                                               : std::vector<Probe>{Probe::AttentionOutput});
   const auto q_logits =
-      model.forward(token, step.position, caches.compressed.get(), &compressed_probes, 1)[0];  // [vocab]
+      caches.compressed.forward(model, Phase::Draft, caches.held, round, &compressed_probes, 1)[0];      // [vocab]
+  const auto p_logits = caches.full.forward(model, Phase::Verify, caches.held, round, &full_probes, 1)[0];  // [vocab]
   const auto log_p = torch::log_softmax(p_logits.to(torch::kFloat64), -1);  // [vocab]
   const auto log_q = torch::log_softmax(q_logits.to(torch::kFloat64), -1);  // [vocab]
   step.kl = klDivergence(log_p, log_q);
   step.top1_full = log_p.argmax().item<int64_t>();
   step.top1_compressed = log_q.argmax().item<int64_t>();
-  step.attention_mass = keptAttentionMass(*caches.compressed, full_probes.perLayer(Probe::AttentionWeights));
+  step.attention_mass = keptAttentionMass(caches.compressed.storage(), full_probes.perLayer(Probe::AttentionWeights));
   result.output_error += outputError(full_probes.perLayer(Probe::AttentionOutput),
                                      compressed_probes.perLayer(Probe::AttentionOutput));
   if (greedy) stream.push_back(step.top1_full);
@@ -189,12 +211,27 @@ CompressionStep compareStep(const CausalLM& model, ShadowedCaches& caches, std::
     caches.nll_compressed -= log_q[step.next].item<double>();
     ++caches.scored;
   }
-  if (tova) {
-    const auto removed = tovaStep(*caches.compressed, compressed_probes.perLayer(Probe::AttentionWeights),
-                                  spec.eviction->budget, i);
+  if (per_step) {
+    // The policy decides from the compressed cache; the cache takes the decision and logs it.
+    const EvictionDecision decision = decideDecodeStep(
+        caches.compressed.storage(), *spec.eviction, compressed_probes.perLayer(Probe::AttentionWeights), i);
+    const auto removed =
+        caches.compressed.evict({round, Phase::Prune}, evictionPolicyName(spec.eviction->policy), decision);
     result.removed.insert(result.removed.end(), removed.begin(), removed.end());
   }
   return step;
+}
+
+// Prefills both caches with `prefill` (round 0) and compresses one as `spec`
+// says, scoring with what its prefill forward recorded.
+PrefillCompression prefillBoth(const CausalLM& model, ShadowedCaches& caches, std::vector<int64_t> prefill,
+                              const CompressionSpec& spec) {
+  caches.held = std::move(prefill);
+  caches.full.forward(model, Phase::Prefill, caches.held, 0, nullptr, 0);
+  ProbeRecorder evidence(compressionEvidence(spec));
+  caches.compressed.forward(model, Phase::Prefill, caches.held, 0, &evidence, 0);
+  if (!spec.eviction && !spec.pruning) return {};
+  return caches.compressed.compress({0, Phase::Prefill}, compressionEventName(spec), compressionRequest(spec, evidence));
 }
 
 }  // namespace
@@ -202,17 +239,16 @@ CompressionStep compareStep(const CausalLM& model, ShadowedCaches& caches, std::
 CompressionResult runCompressionLab(const CausalLM& model, const CompressionInput& input,
                                     const CompressionSpec& spec) {
   checkInput(model, input, spec);
+  checkCompressible(model.config(), spec);
   c10::InferenceMode guard;
   CompressionResult result;
   result.prefill_rows = static_cast<int64_t>(input.prompt.size()) - 1;
 
   // Prefill both caches with the prompt minus its last token; compress one.
-  const auto prefill = idsTensor({input.prompt.begin(), input.prompt.end() - 1});  // [prefill_rows]
-  ShadowedCaches caches{model.makeCache(), model.makeCache()};
-  model.forward(prefill, 0, caches.full.get(), nullptr, 0);
-  const PrefillCompression done = prefillAndCompress(model, prefill, *caches.compressed, spec);
-  recordCompression(result, done, *caches.compressed, spec);
-  if (input.record_cache) recordCache(result, done, *caches.compressed);
+  ShadowedCaches caches(model);
+  const PrefillCompression done = prefillBoth(model, caches, {input.prompt.begin(), input.prompt.end() - 1}, spec);
+  recordCompression(result, done, caches.compressed.storage(), spec);
+  if (input.record_cache) recordCache(result, done, caches.compressed.storage());
 
   // The tokens both caches are fed: the last prompt token, then the continuation or greedy tokens.
   std::vector<int64_t> stream{input.prompt.back()};
@@ -225,6 +261,7 @@ CompressionResult runCompressionLab(const CausalLM& model, const CompressionInpu
     result.steps.push_back(compareStep(model, caches, stream, i, greedy, spec, result));
   }
   summarise(result, caches.nll_full, caches.nll_compressed, caches.scored);
+  result.events = std::move(caches.events);
   return result;
 }
 

@@ -11,14 +11,18 @@
 // attention mass the kept rows held in the full cache's attention, and the
 // attention outputs per layer and head.
 //
-// Self-contained: the removals are recorded in the result (layer, kv head,
-// position, score, step), not yet in a Session's cache event log.
+// Both caches are tracked caches (core/cache/tracked_cache.h), as a
+// self-speculating session's are: every write, the prefill's compression and
+// every per-step eviction (tova) goes through them and is logged in one cache
+// event log, which the result keeps (CompressionResult::events); the
+// removals are also listed in the result (layer, kv head, position, score, step).
 #include <cstdint>
 #include <optional>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "core/cache/cache_event_log.h"
 #include "core/compress/prefill_compression.h"
 
 namespace kvscope {
@@ -72,6 +76,12 @@ struct CompressionResult {
   std::vector<at::Tensor> values;  // per layer [kv_heads, prefill_rows, head_dim]
   std::vector<at::Tensor> k_keep;  // per layer [kv_heads, prefill_rows, head_dim] bool: entries element pruning left; empty without pruning
   std::vector<at::Tensor> v_keep;  // per layer [kv_heads, prefill_rows, head_dim] bool
+  // What happened to both caches, as a session logs it: the full cache is
+  // the target's, the compressed one the drafting copy's (CacheRole::Drafter).
+  // Round 0 is the prefill (both writes, then the compression's Evict event);
+  // step i is round i + 1 (the compressed cache's write at Draft, the full
+  // one's at Verify, a per-step eviction at Prune).
+  CacheEventLog events;
 };
 
 // Runs the lab under InferenceMode. Throws Error for a prompt shorter than 2

@@ -39,19 +39,24 @@ std::vector<Probe> compressionEvidence(const CompressionSpec& spec) {
   return points;
 }
 
+CompressionRequest compressionRequest(const CompressionSpec& spec, const ProbeRecorder& evidence) {
+  CompressionRequest request;
+  request.eviction = spec.eviction;
+  request.pruning = spec.pruning;
+  request.attention = evidence.perLayer(Probe::AttentionWeights);  // [heads, n, T] per layer
+  if (spec.pruning) request.queries = evidence.perLayer(Probe::Query);  // [heads, n, D] per layer
+  return request;
+}
+
+std::string compressionEventName(const CompressionSpec& spec) {
+  std::string name = spec.eviction ? evictionPolicyName(spec.eviction->policy) : "";
+  if (spec.eviction && spec.eviction->demote_bits > 0) name += " (demoted to " + std::to_string(spec.eviction->demote_bits) + " bits)";
+  if (spec.pruning) name += std::string(name.empty() ? "" : " + ") + "element pruning";
+  return name;
+}
+
 PrefillCompression compressPrefilled(KvCache& cache, const CompressionSpec& spec, const ProbeRecorder& evidence) {
-  const auto attention = evidence.perLayer(Probe::AttentionWeights);  // [heads, n, T] per layer
-  PrefillCompression done;
-  if (spec.eviction) {
-    done.layer_budgets = layerBudgets(*spec.eviction, cache.numLayers(), cache.length(0));
-    PolicyEviction eviction = evictByPolicy(cache, *spec.eviction, attention, done.layer_budgets);
-    done.removed = std::move(eviction.removed);
-    done.scores = std::move(eviction.scores);
-    done.demoted = std::move(eviction.demoted);
-    done.demote_max_error = eviction.demote_max_error;
-  }
-  if (spec.pruning) done.pruned = pruneElements(cache, *spec.pruning, evidence.perLayer(Probe::Query), attention);
-  return done;
+  return compressCache(cache, compressionRequest(spec, evidence));
 }
 
 PrefillCompression prefillAndCompress(const CausalLM& model, const at::Tensor& tokens, KvCache& cache,

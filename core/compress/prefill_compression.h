@@ -3,9 +3,11 @@
 // lab and compressed-cache self-speculation (whose drafter compresses its
 // tracked cache after the session's prefill, core/compress/self_speculation_drafter.h):
 // the forward records what the policies score with (attention weights,
-// queries), then eviction and/or element pruning act on the cache.
+// queries), then eviction and/or element pruning act on the cache (a tracked
+// cache's through TrackedCache::compress, which logs them).
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -28,14 +30,8 @@ struct CompressionSpec {
   void validate() const;
 };
 
-struct PrefillCompression {
-  std::vector<int64_t> layer_budgets;  // rows kept per kv head, per layer (eviction)
-  std::vector<RemovedRow> removed;
-  std::vector<at::Tensor> scores;   // per layer [kv_heads, rows]: the eviction policy's score of every row
-  std::vector<at::Tensor> demoted;  // per layer [kv_heads, rows] bool: rows kept as low-precision copies
-  double demote_max_error = 0;      // max |x - q(x)| over the demoted K and V entries
-  PrunedElements pruned;
-};
+// What a prefill's compression did (core/cache/cache_compression.h).
+using PrefillCompression = CompressionOutcome;
 
 // Throws Error for bad settings (naming the option and its range), or for
 // token eviction on a model with sliding-window layers (not supported yet).
@@ -44,9 +40,17 @@ void checkCompressible(const ModelConfig& config, const CompressionSpec& spec);
 // The probe points a prefill must record for spec's policies to score with.
 std::vector<Probe> compressionEvidence(const CompressionSpec& spec);
 
-// Compresses a cache just prefilled (rows at positions 0..n-1 in every
-// layer) as spec says, scoring with what the prefill forward recorded into
-// `evidence` (a ProbeRecorder of compressionEvidence(spec)).
+// The compression spec asks for, scoring with what the prefill forward
+// recorded into `evidence` (a ProbeRecorder of compressionEvidence(spec)):
+// what TrackedCache::compress and compressPrefilled take.
+CompressionRequest compressionRequest(const CompressionSpec& spec, const ProbeRecorder& evidence);
+
+// The name a compression's Evict event carries: "h2o", "h2o (demoted to 8
+// bits) + element pruning", "element pruning".
+std::string compressionEventName(const CompressionSpec& spec);
+
+// Compresses an untracked cache just prefilled (rows at positions 0..n-1 in
+// every layer) as spec says (compressCache of compressionRequest).
 PrefillCompression compressPrefilled(KvCache& cache, const CompressionSpec& spec, const ProbeRecorder& evidence);
 
 // Feeds tokens ([n] ids at positions 0..n-1) into the empty `cache` and

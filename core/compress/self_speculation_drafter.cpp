@@ -4,24 +4,6 @@
 #include "core/model/probe_recorder.h"
 
 namespace kvscope {
-namespace {
-
-// The name the compression's Evict event carries.
-std::string compressionName(const CompressionSpec& spec) {
-  std::string name = spec.eviction ? evictionPolicyName(spec.eviction->policy) : "";
-  if (spec.eviction && spec.eviction->demote_bits > 0) name += " (demoted to " + std::to_string(spec.eviction->demote_bits) + " bits)";
-  if (spec.pruning) name += std::string(name.empty() ? "" : " + ") + "element pruning";
-  return name;
-}
-
-// The rows a kv head stops reading: an eviction's, not a demotion's (its
-// rows stay visible, as low-precision copies).
-std::vector<RemovedRow> rowsNoLongerRead(const CompressionSpec& spec, const PrefillCompression& done) {
-  if (!spec.eviction || spec.eviction->demote_bits > 0) return {};
-  return done.removed;
-}
-
-}  // namespace
 
 CompressedCacheDrafter::CompressedCacheDrafter(std::shared_ptr<const CausalLM> model, CompressionSpec spec,
                                                DraftCacheLayout layout, std::string name)
@@ -31,7 +13,7 @@ CompressedCacheDrafter::CompressedCacheDrafter(std::shared_ptr<const CausalLM> m
 }
 
 std::string CompressedCacheDrafter::describe() const {
-  const std::string compression = compressionName(spec_);
+  const std::string compression = compressionEventName(spec_);
   return name_ + " over its cache compressed by " + (compression.empty() ? std::string("nothing") : compression) + " (" +
          draftCacheLayoutName(layout_) + ")";
 }
@@ -40,9 +22,8 @@ void CompressedCacheDrafter::prefill(TrackedCache& cache, const Moment& moment,
                                      const std::function<void(ProbeSink*)>& feed_prefix) const {
   ProbeRecorder evidence(compressionEvidence(spec_));
   feed_prefix(&evidence);
-  KvCache& storage = *cache.storageForForward();
-  const PrefillCompression done = compressPrefilled(storage, spec_, evidence);
-  if (spec_.eviction || spec_.pruning) cache.logCompression(moment, compressionName(spec_), rowsNoLongerRead(spec_, done));
+  // The cache takes the compression and logs it as one Evict event.
+  if (spec_.eviction || spec_.pruning) cache.compress(moment, compressionEventName(spec_), compressionRequest(spec_, evidence));
   if (layout_ == DraftCacheLayout::Masked) return;
   // Compaction gathers the rows each kv head still reads (attention over them
   // equals attention over the masked layer); re-rotation then moves the kept

@@ -107,29 +107,6 @@ const std::vector<int64_t>& Session::believedCacheTokens(CacheRole role) const {
 
 Moment Session::removalMoment() const { return {round_index_, round_index_ == 0 ? Phase::Prefill : Phase::Prune}; }
 
-namespace {
-
-// Passes probes through to the caller's sink and keeps every layer's K and V
-// as computed, to compare with what the cache stored.
-class WriteRecorder : public ProbeSink {
- public:
-  WriteRecorder(int64_t layers, ProbeSink* inner) : keys(layers), values(layers), inner_(inner) {}
-  bool wants(Probe probe, int64_t layer) const override {
-    return probe == Probe::Key || probe == Probe::Value || (inner_ && inner_->wants(probe, layer));
-  }
-  void record(Probe probe, int64_t layer, const at::Tensor& value) override {
-    if (probe == Probe::Key) keys[layer] = value;
-    if (probe == Probe::Value) values[layer] = value;
-    if (inner_ && inner_->wants(probe, layer)) inner_->record(probe, layer, value);
-  }
-  std::vector<at::Tensor> keys, values;  // per layer [kv_heads, n, head_dim], compute dtype
-
- private:
-  ProbeSink* inner_;
-};
-
-}  // namespace
-
 at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Phase phase, ProbeSink* probes,
                          int64_t logit_rows, TrackedCache* copy_to) {
   const CausalLM& model = role == CacheRole::Target ? *target_ : *drafter_->model();
@@ -137,34 +114,8 @@ at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Pha
   RoundRecord& record = record_.rounds.back();
   (role == CacheRole::Target ? record.target_forwards : record.drafter_forwards) += 1;
   if (cache == nullptr) return model.forward(idsTensor(tokens), 0, nullptr, probes, logit_rows);  // [rows, vocab]
-
-  // Feed only the tokens the cache does not hold yet, at explicit positions.
-  const PlannedWrite write = cache->planWrite(phase, tokens);
-  WriteRecorder computed(cache->numLayers(), probes);
-  const auto ids = idsTensor(write.tokens);
-  at::Tensor logits;
-  try {
-    logits = faults_.active()
-                 ? model.forwardUnchecked(ids, write.rope_start, cache->storageForForward(), &computed, logit_rows)
-                 : model.forward(ids, write.rope_start, cache->storageForForward(), &computed, logit_rows);  // [rows, vocab]; invariant asserted
-  } catch (...) {
-    cache->abandonWrite();
-    throw;
-  }
-  cache->logWrite(write, round_index_, computed.keys, computed.values);
-  if (copy_to) copyRows(*copy_to, phase, tokens, computed.keys, computed.values);
-  return logits;
-}
-
-void Session::copyRows(TrackedCache& cache, Phase phase, const std::vector<int64_t>& tokens,
-                       const std::vector<at::Tensor>& keys, const std::vector<at::Tensor>& values) {
-  const PlannedWrite write = cache.planWrite(phase, tokens);
-  // Both caches were empty: the same tokens at the same positions.
-  require(!keys.empty() && keys.front().defined() && static_cast<int64_t>(write.tokens.size()) == keys.front().size(1),
-          "session: a copied write must feed the rows the forward computed");
-  KvCache& storage = *cache.storageForForward();
-  for (int64_t l = 0; l < storage.numLayers(); ++l) storage.append(l, keys[l], values[l]);  // [kv_heads, n, head_dim]
-  cache.logWrite(write, round_index_, keys, values);
+  // The cache feeds only the tokens it does not hold yet, and logs the write.
+  return cache->forward(model, phase, tokens, round_index_, probes, logit_rows, copy_to);  // [rows, vocab]
 }
 
 bool Session::drafterSharesTargetPrefill() const {
@@ -187,7 +138,7 @@ bool Session::recompressDue(bool any_round) const {
 }
 
 void Session::compressTarget() {
-  KvCache& storage = *target_cache_->storageForForward();
+  const KvCache& storage = target_cache_->storage();
   EvictionSettings settings = options_.eviction->settings;
   const bool scored = needsAttention(settings.policy);
   const std::vector<int64_t> rows = target_cache_->rowsPerLayer();
@@ -196,12 +147,13 @@ void Session::compressTarget() {
   evidence_.clear();
   if (rows.empty() || rows.front() == 0 || (scored && attention.empty())) return;  // nothing to score or remove
   // snapkv's observation window: at most the queries seen since the last compression.
-  if (settings.window > queries && (settings.policy == EvictionPolicy::SnapKV || settings.policy == EvictionPolicy::Pyramid)) {
+  if (settings.window > queries && evictionPolicyInfo(settings.policy).window == PolicyWindow::LastQueries) {
     settings.window = queries;
   }
   const std::vector<int64_t> budgets = layerBudgets(settings, storage.numLayers(), rows.front());
-  const std::vector<RemovedRow> removed = evictByPolicy(storage, settings, attention, budgets).removed;
-  target_cache_->logPolicyEviction(removalMoment(), evictionPolicyName(settings.policy), removed);
+  // The policy decides from what the cache holds; the cache takes the decision and logs it.
+  const EvictionDecision decision = decideEviction(storage, settings, attention, budgets);
+  const std::vector<RemovedRow> removed = target_cache_->evict(removalMoment(), evictionPolicyName(settings.policy), decision);
   // The log says what a policy did, as it says what a fault does: rows it
   // masks stay in the cache, so no row count shows it.
   spdlog::info("round {}: eviction {} masked {} (row, layer, kv head) entries of the target's cache ({} rows per layer held)",

@@ -89,13 +89,9 @@ class Session {
   // Feeds sequence[cache_length..] (+ extra tokens) to a model through its
   // tracked cache (which logs the write). Returns the logits of the last
   // `logit_rows` fed tokens [logit_rows, vocab] (all of them with kAllRows).
-  // copy_to: a second cache that takes the same rows (copyRows).
+  // copy_to: a second cache that takes the same rows (TrackedCache::copyRows).
   at::Tensor feed(CacheRole role, const std::vector<int64_t>& tokens_after_cache, Phase phase,
                   ProbeSink* probes = nullptr, int64_t logit_rows = CausalLM::kAllRows, TrackedCache* copy_to = nullptr);
-  // Writes the rows another cache's forward computed (keys/values per layer
-  // [kv_heads, n, head_dim]) for the same tokens into `cache`, logged as its write.
-  void copyRows(TrackedCache& cache, Phase phase, const std::vector<int64_t>& tokens,
-                const std::vector<at::Tensor>& keys, const std::vector<at::Tensor>& values);
   // Whether the drafter is the target itself, so that its prefill rows are
   // the target's (copied, not recomputed; no fault, which may act on one cache).
   bool drafterSharesTargetPrefill() const;

@@ -3,10 +3,12 @@
 // a masked forward equals a forward over a cache where those rows are really
 // absent (Llama and GPT-2 fixtures, one and several new tokens, per kv head);
 // budget 1.0 gives KL exactly 0 for every policy; the removal records match
-// the kept sets; element pruning zeroes exactly what it says.
+// the kept sets and the lab's event log; element pruning zeroes exactly what
+// it says.
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "core/cache/cache_compression.h"
+#include "core/cache/eviction_masks.h"
 #include "core/cache/row_demotion.h"
 #include "core/cache/row_selection.h"
 #include "core/compress/compression_lab.h"
@@ -213,6 +216,73 @@ TEST(CompressionLab, TovaKeepsItsBudgetWhileDecoding) {
   }
   ASSERT_EQ(heads_at_step.size(), 9u);
   for (const auto& [step, heads] : heads_at_step) EXPECT_EQ(heads.size(), 4u) << "step " << step;
+}
+
+// The lab's caches are tracked: its event log holds both prefill writes, the
+// compression, and at every step both writes and the step's TOVA eviction,
+// whose masked rows are exactly the removals the result lists for that step.
+TEST(CompressionLab, ItsWritesAndEvictionsAreLoggedStepByStep) {
+  const auto model = fixtureModel("llama-tiny");
+  const auto input = labInput(*model, 21, 8);  // prefill 20 rows, 9 steps
+  CompressionSpec spec = CompressionSpec::evicting(EvictionPolicy::Tova, 0.5);
+  spec.eviction->budget.rows = 10;
+  const auto r = runCompressionLab(*model, input, spec);
+  const auto& events = r.events.events();
+  const int64_t layers = model->config().num_layers;
+  ASSERT_EQ(events.size(), 3u + 3u * r.steps.size());
+
+  // The (layer, kv head, position) rows an Evict event masked: positions from
+  // the drafting copy's layout just before it (row r holds position r).
+  const auto maskedRows = [&](size_t index) {
+    const CacheLayout before = r.events.layoutAfterEvents(CacheRole::Drafter, layers, index);
+    std::set<std::tuple<int64_t, int64_t, int64_t>> rows;
+    for (const MaskedRow& m : events[index].masked) {
+      const auto& held = before.layers[m.layer];
+      const auto row = std::find(held.begin(), held.end(), m.entry) - held.begin();
+      rows.insert({m.layer, m.kv_head, row});
+    }
+    return rows;
+  };
+  const auto removedAt = [&](int64_t step) {
+    std::set<std::tuple<int64_t, int64_t, int64_t>> rows;
+    for (const RemovedRow& row : r.removed) {
+      if (row.step == step) rows.insert({row.layer, row.kv_head, row.position});
+    }
+    return rows;
+  };
+
+  EXPECT_EQ(events[0].cache, CacheRole::Target);
+  EXPECT_EQ(events[0].kind, CacheEventKind::Append);
+  EXPECT_EQ(events[0].written.size(), 20u);
+  EXPECT_EQ(events[1].cache, CacheRole::Drafter);
+  EXPECT_EQ(events[1].written.size(), 20u);
+  EXPECT_EQ(events[2].policy, "tova");
+  EXPECT_EQ(events[2].moment().round, 0);
+  EXPECT_EQ(maskedRows(2), removedAt(-1));
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    const size_t first = 3 + 3 * i;
+    const int64_t round = static_cast<int64_t>(i) + 1;
+    EXPECT_EQ(events[first].cache, CacheRole::Drafter) << i;
+    EXPECT_EQ(events[first].phase, Phase::Draft) << i;
+    EXPECT_EQ(events[first + 1].cache, CacheRole::Target) << i;
+    EXPECT_EQ(events[first + 1].phase, Phase::Verify) << i;
+    for (size_t k : {first, first + 1}) {
+      EXPECT_EQ(events[k].kind, CacheEventKind::Append) << i;
+      EXPECT_EQ(events[k].round, round) << i;
+      EXPECT_EQ(events[k].written.size(), 1u) << i;
+    }
+    const CacheEvent& evict = events[first + 2];
+    EXPECT_EQ(evict.cache, CacheRole::Drafter) << i;
+    EXPECT_EQ(evict.moment().round, round) << i;
+    EXPECT_EQ(evict.phase, Phase::Prune) << i;
+    EXPECT_EQ(evict.policy, "tova") << i;
+    const auto step_rows = removedAt(static_cast<int64_t>(i));
+    EXPECT_EQ(step_rows.size(), 4u) << i;  // one per layer and kv head
+    EXPECT_EQ(maskedRows(first + 2), step_rows) << i;
+  }
+  // Replayed, the log masks every row the result says was removed.
+  EXPECT_EQ(masksAfterEvents(r.events, CacheRole::Drafter, events.size()).size(),
+            static_cast<int64_t>(r.removed.size()));
 }
 
 TEST(CompressionLab, DemotionKeepsRowsAsLowPrecisionCopies) {

@@ -5,9 +5,11 @@
 #include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QSpinBox>
+#include <QStringList>
 
 #include <exception>
 
+#include "core/cache/eviction_policy_table.h"
 #include "core/error.h"
 
 namespace kvscope::ui {
@@ -46,12 +48,13 @@ CompressionSettingsForm::CompressionSettingsForm(const QString& slot, bool optio
   policy_ = new QComboBox;
   policy_->setObjectName(QStringLiteral("policy"));
   policy_->addItem(tr("none (pruning only)"), kNoPolicy);
-  for (EvictionPolicy policy : allEvictionPolicies()) {
-    policy_->addItem(QString::fromUtf8(evictionPolicyName(policy)), QString::fromUtf8(evictionPolicyName(policy)));
+  QStringList descriptions;
+  for (const EvictionPolicyInfo& info : evictionPolicyTable()) {
+    const QString name = QString::fromUtf8(info.name);
+    policy_->addItem(name, name);
+    descriptions << name + QStringLiteral(": ") + QString::fromUtf8(info.description);
   }
-  policy_->setToolTip(tr("token eviction: which rows each kv head keeps (streaming: sinks + recent; h2o: attention "
-                         "received; snapkv: attention of the last queries; tova: evicts at every decode step; knorm: "
-                         "lowest key norm; random; pyramid: per-layer budgets)"));
+  policy_->setToolTip(tr("token eviction: which rows each kv head keeps (%1)").arg(descriptions.join(QStringLiteral("; "))));
   budget_ = fractionBox(0.25, tr("fraction of the prefill rows each kv head keeps, in (0, 1]"));
   budget_->setObjectName(QStringLiteral("budget"));
   window_ = countBox(-1, -1, tr("h2o: recent rows always kept (default half the budget); snapkv / pyramid: the last "
@@ -121,20 +124,23 @@ void CompressionSettingsForm::setEnabledSlot(bool enabled) {
 }
 
 // Only the fields the chosen policy and pruning read can be edited (as the
-// CLI refuses the others).
+// CLI refuses the others; which policy reads which option is the policy
+// table's, core/cache/eviction_policy_table.h).
 void CompressionSettingsForm::updateEnabledFields() {
   const bool on = enabledSlot();
   const QString policy = policyName();
   const bool evicting = policy != kNoPolicy;
-  const bool snapkv = policy == QStringLiteral("snapkv") || policy == QStringLiteral("pyramid");
+  const auto reads = [&](EvictionOption option) {
+    return evicting && evictionPolicyInfo(parseEvictionPolicy(policy.toStdString())).reads(option);
+  };
   const bool pruning = elementName() != kNoPruning;
   const bool output_aware = pruning && score_->currentData().toString() == QStringLiteral("output-aware");
   policy_->setEnabled(on);
   budget_->setEnabled(on && evicting);
-  window_->setEnabled(on && (snapkv || policy == QStringLiteral("h2o") || output_aware));
-  sinks_->setEnabled(on && policy == QStringLiteral("streaming"));
-  kernel_->setEnabled(on && snapkv);
-  seed_->setEnabled(on && policy == QStringLiteral("random"));
+  window_->setEnabled(on && (reads(EvictionOption::Window) || output_aware));
+  sinks_->setEnabled(on && reads(EvictionOption::Sinks));
+  kernel_->setEnabled(on && reads(EvictionOption::Kernel));
+  seed_->setEnabled(on && reads(EvictionOption::Seed));
   element_->setEnabled(on);
   for (QWidget* field : std::initializer_list<QWidget*>{score_, k_sparsity_, v_sparsity_, dense_window_}) {
     field->setEnabled(on && pruning);
