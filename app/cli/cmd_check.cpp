@@ -84,7 +84,7 @@ int runCheck(Args& args) {
   const CaptureCheckReport report = checkCapture(*file, timeline, options, text);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!json) printReport(report, *file, dirs);
-  printJson({{"ok", report.ok()},
+  if (json) printJson({{"ok", report.ok()},
              {"calls", {{"target", report.calls[0]}, {"drafter", report.calls[1]}}},
              {"root_cause", report.root_cause ? toJson(*report.root_cause) : nlohmann::json()},
              {"first_divergence", report.first_divergence ? toJson(*report.first_divergence) : nlohmann::json()},
