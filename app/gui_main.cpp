@@ -339,7 +339,7 @@ int runScreenshot(const CommandLine& cl, MainWindowOptions options) {
     }
     // --self-speculate: the self-speculation views are what the picture is for.
     if (cl.parser.isSet(cl.compression) && options.compression_speculate_gamma > 0) window.compressionPanel()->scrollToSpeculation();
-    if (cl.parser.isSet(cl.steps_panel)) window.findChild<QDockWidget*>(QStringLiteral("attentionStepsDock"))->raise();
+    if (cl.parser.isSet(cl.steps_panel)) window.dock(kvscope::ui::Panel::AttentionSteps)->raise();
   };
   // Runs the event loop while `pending` holds, up to 10 minutes or until a start-up step fails.
   const auto waitWhile = [&window](const std::function<bool()>& pending) {
@@ -364,13 +364,31 @@ int runScreenshot(const CommandLine& cl, MainWindowOptions options) {
   return 0;
 }
 
+// --help, --help-all, -h, -?, --version, -v among the arguments.
+bool asksForHelpOrVersion(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "--help-all" || arg == "-h" || arg == "-?" || arg == "--version" || arg == "-v") return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  QCoreApplication::setOrganizationName(QStringLiteral("kvscope"));
+  QCoreApplication::setApplicationName(QStringLiteral("kvscope"));
+  QCoreApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+  // The usage needs no display, but a QApplication aborts without one: read
+  // the command line under a QCoreApplication first, which prints the help or
+  // the version and exits 0 (an argument that only looked like one, the
+  // value of --prompt say, falls through to the window).
+  if (asksForHelpOrVersion(argc, argv)) {
+    QCoreApplication core(argc, argv);
+    CommandLine cl;
+    cl.parser.process(core);
+  }
   QApplication app(argc, argv);
-  QApplication::setOrganizationName(QStringLiteral("kvscope"));
-  QApplication::setApplicationName(QStringLiteral("kvscope"));
-  QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
   kvscope::useMachineThreads();
   kvscope::keepTensorMemoryForReuse();
 

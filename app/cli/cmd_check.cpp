@@ -80,17 +80,17 @@ int runCheck(Args& args) {
   if (!json) printReport(report, *file, dirs);
   // Format 2: root_cause is the one form `diff` and traces use too
   // (docs/engine-captures.md); format 1's operation (forward / between) is its step.
-  printJson({{"format", 2},
-             {"ok", report.ok()},
-             {"calls", {{"target", report.calls[0]}, {"drafter", report.calls[1]}}},
-             {"root_cause", report.root_cause ? toJson(*report.root_cause) : nlohmann::json()},
-             {"first_divergence", report.first_divergence ? toJson(*report.first_divergence) : nlohmann::json()},
-             {"committed", report.committed_inferred ? "inferred" : "recorded"},
-             {"rows_value_checked", report.rows_value_checked},
-             {"max_value_error", report.max_value_error},
-             {"logit_rows_checked", report.logit_rows_checked},
-             {"notes", report.notes},
-             {"seconds", seconds}});
+  if (json) printJson({{"format", 2},
+                       {"ok", report.ok()},
+                       {"calls", {{"target", report.calls[0]}, {"drafter", report.calls[1]}}},
+                       {"root_cause", report.root_cause ? toJson(*report.root_cause) : nlohmann::json()},
+                       {"first_divergence", report.first_divergence ? toJson(*report.first_divergence) : nlohmann::json()},
+                       {"committed", report.committed_inferred ? "inferred" : "recorded"},
+                       {"rows_value_checked", report.rows_value_checked},
+                       {"max_value_error", report.max_value_error},
+                       {"logit_rows_checked", report.logit_rows_checked},
+                       {"notes", report.notes},
+                       {"seconds", seconds}});
   return report.ok() ? 0 : 1;
 }
 

@@ -330,7 +330,7 @@ const CommandRegistrar kRegister{"compress",
     "           | --text-file F] [--max-new N] --policy " + evictionPolicyNames("|") + "\n"
     "           [--budget FRACTION (default 0.5) | --budget-rows N] [--sinks N] [--window N] [--kernel K] [--seed S]\n"
     "           [--demote 8|4 (keep dropped rows as int8/int4 copies instead of evicting them)]\n"
-    "           [--element per-token|per-channel --k-sparsity X --v-sparsity X --score magnitude|output-aware\n"
+    "           [--element (or --prune) per-token|per-channel --k-sparsity X --v-sparsity X --score magnitude|output-aware\n"
     "           --dense-window N] [--gamma G [--draft-cache compacted|masked|rerotated]] [--json]\n"
     "           compresses the prompt's cache and compares every next step with a full-cache shadow (KL,\n"
     "           top-1, attention mass, perplexity, bytes); --gamma G also drafts with the compressed cache and\n"

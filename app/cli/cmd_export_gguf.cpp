@@ -29,14 +29,16 @@ int runExportGguf(Args& args) {
               << dtype << "), tokenizer " << r.tokenizer << " with " << r.tokens << " tokens, " << r.bytes << " bytes\n";
     for (const auto& note : r.notes) std::cout << "  " << note << "\n";
   }
-  printJson({{"out", out},
-             {"architecture", r.architecture},
-             {"dtype", dtype},
-             {"tensors", r.tensors},
-             {"tokenizer", r.tokenizer},
-             {"tokens", r.tokens},
-             {"bytes", r.bytes},
-             {"notes", r.notes}});
+  if (json) {
+    printJson({{"out", out},
+               {"architecture", r.architecture},
+               {"dtype", dtype},
+               {"tensors", r.tensors},
+               {"tokenizer", r.tokenizer},
+               {"tokens", r.tokens},
+               {"bytes", r.bytes},
+               {"notes", r.notes}});
+  }
   return 0;
 }
 

@@ -29,7 +29,7 @@ int runLogits(Args& args) {
   return 0;
 }
 
-const CommandRegistrar kRegister{"logits", "logits [--model DIR] --ids 1,2,3 --mode nocache|cached|prefill_then_step [--weights stored|fp32]", runLogits};
+const CommandRegistrar kRegister{"logits", "logits [--model DIR] --ids 1,2,3 --mode nocache|cached|prefill_then_step [--weights stored|fp32] [--json]", runLogits};
 
 }  // namespace
 }  // namespace kvscope::cli

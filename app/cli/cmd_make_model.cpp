@@ -78,8 +78,10 @@ int runMakeModel(Args& args) {
     std::cout << "wrote " << out << ": " << shape << " shape, " << parameters << " parameters (random weights, seed "
               << seed << "), " << dtype << ", no tokenizer (use --prompt-ids), " << seconds << " s\n";
   }
-  printJson({{"out", out}, {"shape", shape}, {"parameters", parameters}, {"dtype", dtype}, {"seed", seed},
-             {"seconds", seconds}});
+  if (json) {
+    printJson({{"out", out}, {"shape", shape}, {"parameters", parameters}, {"dtype", dtype}, {"seed", seed},
+               {"seconds", seconds}});
+  }
   return 0;
 }
 

@@ -1,5 +1,6 @@
-// kvscope-cli run: speculative decoding, one JSON line per round with --json,
-// coloured text and metrics otherwise; optionally a .kvtrace of the session.
+// kvscope-cli run: speculative decoding, one JSON line per round and the
+// result as the last with --json, coloured text and metrics (no JSON)
+// otherwise; optionally a .kvtrace or a .kvcapture of the session.
 #include <unistd.h>
 
 #include <chrono>
@@ -142,7 +143,7 @@ int runRun(Args& args) {
     result["baseline_ms"] = baseline_ms;
     result["measured_speedup"] = baseline_ms / session_ms;
   }
-  printJson(result);
+  if (json) printJson(result);
   return 0;
 }
 

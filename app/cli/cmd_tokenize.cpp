@@ -50,8 +50,8 @@ int runDetokenize(Args& args) {
   return 0;
 }
 
-const CommandRegistrar kRegisterTokenize{"tokenize", "tokenize [--model DIR] (--text T | --text-file F)", runTokenize};
-const CommandRegistrar kRegisterDetokenize{"detokenize", "detokenize [--model DIR] --ids 1,2,3", runDetokenize};
+const CommandRegistrar kRegisterTokenize{"tokenize", "tokenize [--model DIR] (--text T | --text-file F) [--json]", runTokenize};
+const CommandRegistrar kRegisterDetokenize{"detokenize", "detokenize [--model DIR] --ids 1,2,3 [--json]", runDetokenize};
 
 }  // namespace
 }  // namespace kvscope::cli

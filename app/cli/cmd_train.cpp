@@ -183,6 +183,7 @@ const CommandRegistrar kRegister{"train",
     "train --corpus FILE --arch-config JSON --steps N --out DIR [--resume] [--tokenizer DIR | --vocab N]\n"
     "           [--seq-len T] [--batch B] [--lr LR] [--warmup W] [--min-lr-ratio R] [--weight-decay D]\n"
     "           [--grad-clip C] [--eval-every K] [--eval-windows K] [--checkpoint-every K] [--checkpoint-dir DIR]\n"
+    "           [--log-every K]\n"
     "           [--teacher DIR --distill W [--distill-temperature T]] [--init-from DIR] [--dtype bf16|f16|f32]\n"
     "           [--threads N] [--seed S] [--weights stored|fp32 (the teacher and the read-back)] [--json]",
     runTrain};

@@ -150,7 +150,7 @@ int runCompressedDrafting(Args& args) {
     result["measured_speedup"] = timed.baseline_ms / session_ms;
     result["matches_target_greedy"] = timed.baseline.ids == r.tokens;
   }
-  printJson(result);
+  if (json) printJson(result);
   return 0;
 }
 

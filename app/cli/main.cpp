@@ -43,14 +43,33 @@ std::map<std::string, CommandEntry>& commandRegistry() {
 namespace {
 
 // Options that never take a value.
-const std::set<std::string> kFlags = {"json", "ignore-eos", "greedy", "adaptive", "resume", "help", "no-baseline", "quick", "sweep"};
+const std::set<std::string> kFlags = {"json", "ignore-eos", "greedy", "adaptive", "resume", "no-baseline", "quick", "sweep"};
 
 void printUsage(std::ostream& out) {
-  out << "usage: kvscope-cli COMMAND [options]\n\ncommands:\n";
+  out << "usage: kvscope-cli COMMAND [options]   (kvscope-cli COMMAND --help: that command alone)\n\ncommands:\n";
   for (const auto& [name, entry] : kvscope::cli::commandRegistry()) out << "  " << entry.usage << "\n";
-  out << "\nWithout --model/--target/--drafter, commands use the bundled models. The last line of stdout\n"
-         "is always the result as one JSON object, for scripts; --json prints that line alone, without the\n"
-         "text report before it.\n";
+  out << "\nWithout --model/--target/--drafter, commands use the bundled models. --json prints the result\n"
+         "as one JSON object on the last line of stdout, for scripts, without the text report; without\n"
+         "it, run, check, make-model and export-gguf print the report alone and the other commands end\n"
+         "the report with that line.\n";
+}
+
+// `kvscope-cli COMMAND --help` (or -h): the command's usage, every option it
+// takes, from its registration (the same text `kvscope-cli --help` lists).
+void printCommandUsage(std::ostream& out, const kvscope::cli::CommandEntry& entry) {
+  const auto& registry = kvscope::cli::commandRegistry();
+  out << "usage: kvscope-cli " << entry.usage << "\n";
+  // diff and audit take run's session options: named where run names them.
+  if (entry.usage.find("<run options>") != std::string::npos) {
+    out << "\n<run options>, as for run:\n  kvscope-cli " << registry.at("run").usage << "\n";
+  }
+}
+
+bool asksForHelp(int argc, char** argv) {
+  for (int i = 2; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -58,17 +77,25 @@ void printUsage(std::ostream& out) {
 int main(int argc, char** argv) {
   spdlog::set_pattern("[%l] %v");
   spdlog::set_level(spdlog::level::warn);
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "help") {
+  const bool help = argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
+                                  std::string(argv[1]) == "help");
+  if (argc < 2 || (help && argc == 2)) {
     printUsage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? 2 : 0;
   }
-  const std::string name = argv[1];
+  // `kvscope-cli help COMMAND` as `kvscope-cli COMMAND --help`.
+  const std::string name = help ? argv[2] : argv[1];
   const auto& registry = kvscope::cli::commandRegistry();
   const auto it = registry.find(name);
   if (it == registry.end()) {
     std::cerr << "kvscope-cli: unknown command '" << name << "'\n";
     printUsage(std::cerr);
     return 2;
+  }
+  // Before the command reads anything: its help needs none of its required options.
+  if (help || asksForHelp(argc, argv)) {
+    printCommandUsage(std::cout, it->second);
+    return 0;
   }
   kvscope::useMachineThreads();
   kvscope::keepTensorMemoryForReuse();

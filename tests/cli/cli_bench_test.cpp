@@ -116,9 +116,9 @@ TEST(CliMakeModel, ModelWithoutTokenizerRunsOnIds) {
                             "--gamma", "2", "--ignore-eos", "--no-baseline", "--json"});
   EXPECT_EQ(ran["ids"].size(), 6u);
   EXPECT_DOUBLE_EQ(ran["alpha"].get<double>(), 1.0);  // the drafter is the target: every draft is kept
-  CliResult plain;
-  runJson({"run", "--target", model, "--drafter", model, "--prompt-ids", "5,6,7", "--max-new", "3", "--no-baseline"},
-          &plain);
+  const CliResult plain =
+      runCli({"run", "--target", model, "--drafter", model, "--prompt-ids", "5,6,7", "--max-new", "3", "--no-baseline"});
+  EXPECT_TRUE(plain.exited && plain.exit_code == 0) << plain.describe();
   EXPECT_NE(plain.out.find("<id "), std::string::npos) << plain.out;
 
   for (const char* command : {"generate", "run"}) {

@@ -49,10 +49,11 @@ TEST(CliCompressedDrafter, OutputIsTheTargetsGreedyOutputForEveryLayout) {
 }
 
 TEST(CliCompressedDrafter, Gpt2AndTheTextReport) {
-  CliResult full;
-  const auto j = runJson(selfDraft("gpt2-tiny", {"--drafter-compressed", "streaming:8:sinks=2"}), &full);
+  const auto j = runJson(selfDraft("gpt2-tiny", {"--drafter-compressed", "streaming:8:sinks=2", "--json"}));
   EXPECT_EQ(j["ids"], greedyIds("gpt2-tiny"));
   EXPECT_EQ(j["draft_rows"], 8);
+  const CliResult full = runCli(selfDraft("gpt2-tiny", {"--drafter-compressed", "streaming:8:sinks=2"}));  // the text report
+  EXPECT_TRUE(full.exited && full.exit_code == 0) << full.describe();
   for (const char* text : {"alpha (accepted / drafted)", "tokens/s", "measured speedup over autoregressive decoding",
                            "equals the target's greedy output", "streaming:8"}) {
     EXPECT_NE(full.out.find(text), std::string::npos) << text << "\n" << full.describe();

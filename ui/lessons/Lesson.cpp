@@ -172,7 +172,7 @@ LessonCursor readCursor(Reader& r, const QJsonObject& o, const QString& path) {
   return c;
 }
 
-LessonPage readPage(Reader& r, const QJsonObject& o, const QString& path) {
+LessonPage readPage(Reader& r, const QJsonObject& o, const QString& path, const QStringList& panels) {
   LessonPage page;
   r.unknownKeys(o, path, {"title", "text", "session", "rounds", "cursor", "panel", "step", "what_if_remove"});
   page.title = r.string(o, QStringLiteral("title"), path, QString(), true);
@@ -188,9 +188,9 @@ LessonPage readPage(Reader& r, const QJsonObject& o, const QString& path) {
     else page.cursor = readCursor(r, o.value(QStringLiteral("cursor")).toObject(), path + QStringLiteral("cursor."));
   }
   page.panel = r.string(o, QStringLiteral("panel"), path, QString());
-  if (!page.panel.isEmpty() && dockNameOfPanel(page.panel).isEmpty()) {
+  if (!page.panel.isEmpty() && !panels.contains(page.panel)) {
     r.fail(path + QStringLiteral("panel"),
-           QStringLiteral("unknown panel '%1' (known: %2)").arg(page.panel, lessonPanelNames().join(QStringLiteral(", "))));
+           QStringLiteral("unknown panel '%1' (known: %2)").arg(page.panel, panels.join(QStringLiteral(", "))));
   }
   page.step = r.string(o, QStringLiteral("step"), path, QString());
   if (!page.step.isEmpty() && !lessonStepNames(page.panel).contains(page.step)) {
@@ -246,7 +246,8 @@ LessonSession Lesson::sessionOf(int index) const {
   return LessonSession{};
 }
 
-std::optional<Lesson> parseLesson(const QByteArray& json, const QString& file, LessonError* error) {
+std::optional<Lesson> parseLesson(const QByteArray& json, const QString& file, const QStringList& panels,
+                                  LessonError* error) {
   QJsonParseError parse{};
   const QJsonDocument document = QJsonDocument::fromJson(json, &parse);
   if (parse.error != QJsonParseError::NoError) {
@@ -278,7 +279,7 @@ std::optional<Lesson> parseLesson(const QByteArray& json, const QString& file, L
       break;
     }
     const QJsonObject page = list[i].toObject();
-    lesson.pages << readPage(r, page, path);
+    lesson.pages << readPage(r, page, path, panels);
     // A page that keeps the previous page's session keeps its state too:
     // its rounds (at least) and, unless it names one, its cursor.
     if (i > 0 && !page.contains(QStringLiteral("session"))) {
@@ -292,7 +293,7 @@ std::optional<Lesson> parseLesson(const QByteArray& json, const QString& file, L
   return lesson;
 }
 
-std::optional<Lesson> readLesson(const QString& path, LessonError* error) {
+std::optional<Lesson> readLesson(const QString& path, const QStringList& panels, LessonError* error) {
   QFile file(path);
   if (!file.open(QIODevice::ReadOnly)) {
     if (error) error->message = QStringLiteral("%1: cannot read: %2").arg(path, file.errorString());
@@ -302,18 +303,7 @@ std::optional<Lesson> readLesson(const QString& path, LessonError* error) {
     if (error) error->message = QStringLiteral("%1: a lesson of %2 bytes exceeds the limit of %3 bytes").arg(path).arg(file.size()).arg(kMaxLessonBytes);
     return std::nullopt;
   }
-  return parseLesson(file.read(static_cast<qint64>(kMaxLessonBytes) + 1), path, error);
-}
-
-QStringList lessonPanelNames() {
-  return {"session", "timeline", "tokens", "kv", "attention", "attention-steps", "diff", "row-history", "log"};
-}
-
-QString dockNameOfPanel(const QString& panel) {
-  static const QStringList docks = {"sessionDock", "timelineDock", "tokensDock", "kvDock", "attentionDock",
-                                    "attentionStepsDock", "diffDock", "rowHistoryDock", "logDock"};
-  const qsizetype i = lessonPanelNames().indexOf(panel);
-  return i < 0 ? QString() : docks[i];
+  return parseLesson(file.read(static_cast<qint64>(kMaxLessonBytes) + 1), path, panels, error);
 }
 
 QStringList lessonStepNames(const QString& panel) {

@@ -48,7 +48,7 @@ struct LessonPage {
   // session of its own needs at least the previous page's rounds.
   int rounds = 0;
   LessonCursor cursor;  // a page without session or cursor: the previous page's
-  QString panel;     // a panel name (LessonPanelNames): raised and outlined
+  QString panel;     // a panel's lesson id (one of the panels the lesson was read against): raised and outlined
   QString step;      // a part of that panel to scroll into view (lessonStepNames(panel)); empty: none
   QVector<int> what_if_remove;  // Attention Step by Step: key rows ticked for "what if" (-1: the query's own row)
 };
@@ -67,13 +67,13 @@ struct LessonError {
   QString message;
 };
 
-// Parses a lesson file. Returns the lesson, or sets *error (never throws).
-std::optional<Lesson> readLesson(const QString& path, LessonError* error);
-std::optional<Lesson> parseLesson(const QByteArray& json, const QString& file, LessonError* error);
-
-// The panel names a page may highlight, and the dock objectName of each.
-QStringList lessonPanelNames();
-QString dockNameOfPanel(const QString& panel);
+// Parses a lesson file whose pages may outline the panels named `panels`
+// (the window's lesson ids: lessonPanelNames() of ui/windows/PanelTable.h,
+// which also reads a lesson against them). Returns the lesson, or sets
+// *error (never throws).
+std::optional<Lesson> readLesson(const QString& path, const QStringList& panels, LessonError* error);
+std::optional<Lesson> parseLesson(const QByteArray& json, const QString& file, const QStringList& panels,
+                                  LessonError* error);
 // The parts of `panel` a page may name as its "step" (Attention Step by Step's cards and its what-if box).
 QStringList lessonStepNames(const QString& panel);
 

@@ -1,14 +1,8 @@
 #include "ui/lessons/LessonRunner.h"
 
 #include <QDockWidget>
-#include <QPushButton>
-#include <QTableWidget>
 
 #include "ui/widgets/PanelHighlight.h"
-#include "ui/windows/AttentionStepsPanel.h"
-#include "ui/windows/DiffPanel.h"
-#include "ui/windows/MainWindow.h"
-#include "ui/windows/SessionPanel.h"
 
 namespace kvscope::ui {
 
@@ -31,18 +25,19 @@ Phase phaseOf(const QString& name) {
 }
 }  // namespace
 
-LessonRunner::LessonRunner(MainWindow& window) : QObject(&window), window_(window), highlight_(new PanelHighlight) {
-  // After the main window's own handler: the context already holds the snapshot.
-  connect(&window_.controller(), &EngineController::snapshotReady, this, &LessonRunner::onSnapshot);
-  connect(&window_.controller(), &EngineController::failed, this, [this](const QString& what, const QString&) {
+LessonRunner::LessonRunner(LessonStage& stage, QObject* parent)
+    : QObject(parent), stage_(stage), highlight_(new PanelHighlight) {
+  // Made after the stage's own handlers are connected: the context already holds the snapshot.
+  connect(&stage_.controller(), &EngineController::snapshotReady, this, &LessonRunner::onSnapshot);
+  connect(&stage_.controller(), &EngineController::failed, this, [this](const QString& what, const QString&) {
     if (state_ == State::Idle) return;
     state_ = State::Idle;
     setStatus(tr("%1 failed: the page could not set up its session.").arg(what));
   });
   // The steps panel's explanation and what-if arrive after the window's own handlers drew them.
-  connect(&window_.controller(), &EngineController::explained, this, [this] { settlePanel(); }, Qt::QueuedConnection);
-  connect(&window_.controller(), &EngineController::whatIfReady, this, [this] { settlePanel(); }, Qt::QueuedConnection);
-  connect(&window_.controller(), &EngineController::explainFailed, this, [this] { settlePanel(); }, Qt::QueuedConnection);
+  connect(&stage_.controller(), &EngineController::explained, this, [this] { settlePanel(); }, Qt::QueuedConnection);
+  connect(&stage_.controller(), &EngineController::whatIfReady, this, [this] { settlePanel(); }, Qt::QueuedConnection);
+  connect(&stage_.controller(), &EngineController::explainFailed, this, [this] { settlePanel(); }, Qt::QueuedConnection);
 }
 
 LessonRunner::~LessonRunner() {
@@ -61,17 +56,14 @@ void LessonRunner::show(const Lesson& lesson, int page) {
   emit pageStarted();
   const LessonSession session = lesson_.sessionOf(page);
   wanted_key_ = lesson_.file + QLatin1Char('|') + session.key();
-  const SessionSnapshot* snapshot = window_.context().snapshot();
+  const SessionSnapshot* snapshot = stage_.context().snapshot();
   if (snapshot && !snapshot->replay_only && live_key_ == wanted_key_) {
     proceed();
     return;
   }
-  SessionPanel* form = window_.sessionPanel();
-  form->setPrompt(session.prompt.isEmpty() ? SessionPanel::samplePrompt() : session.prompt);
-  form->setOptions(session.options);
   state_ = State::WaitingForSession;
   setStatus(session.diff ? tr("Running the diff for this page\u2026") : tr("Starting this page's session\u2026"));
-  window_.startLessonSession(session.diff);
+  stage_.startSession(session);
 }
 
 void LessonRunner::onSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
@@ -113,23 +105,23 @@ bool LessonRunner::needsMoreRounds(const SessionSnapshot& snapshot) const {
 }
 
 void LessonRunner::proceed() {
-  const SessionSnapshot* snapshot = window_.context().snapshot();
+  const SessionSnapshot* snapshot = stage_.context().snapshot();
   if (!snapshot) return;
   if (needsMoreRounds(*snapshot)) {
     state_ = State::Stepping;
     setStatus(tr("Stepping round %1 for this page\u2026").arg(snapshot->lastRound() + 1));
-    window_.controller().stepRound();
+    stage_.controller().stepRound();
     return;
   }
   // What the lesson stepped, the lesson file can step again: not unsaved work.
-  window_.markReproducible(snapshot->lastRound());
+  stage_.markReproducible(snapshot->lastRound());
   QString note;
   if (wantedRound(*snapshot) < 0) {
     note = tr("This session has no round of the kind this page looks for (%1); showing the latest.")
                .arg(page().cursor.round);
   }
   placeCursor(*snapshot);
-  page_cursor_ = window_.context().cursor();
+  page_cursor_ = stage_.context().cursor();
   highlightPanel();
   setStatus(note);
   const bool steps = page().panel == QStringLiteral("attention-steps") || !page().what_if_remove.isEmpty();
@@ -138,33 +130,32 @@ void LessonRunner::proceed() {
     return;
   }
   state_ = State::WaitingForPanel;
-  window_.attentionStepsPanel()->flushRefresh();  // ask for the cursor's explanation now
+  stage_.explainCursor();  // ask for the cursor's explanation now
   settlePanel();
 }
 
 void LessonRunner::settlePanel() {
   if (state_ != State::WaitingForPanel || page_ < 0) return;
-  AttentionStepsPanel* steps = window_.attentionStepsPanel();
-  steps->flushRefresh();  // the cursor's query asked for (a no-op when it is shown or on its way)
+  stage_.explainCursor();  // the cursor's query asked for (a no-op when it is shown or on its way)
   tickWhatIf();  // once the query's explanation is shown: tick the page's rows and recompute
-  if (!steps->settled()) return;
-  if (!page().what_if_remove.isEmpty() && !what_if_done_ && steps->explanation()) return;  // tickWhatIf did not start yet
+  if (!stage_.explanationSettled()) return;
+  if (!page().what_if_remove.isEmpty() && !what_if_done_ && stage_.explanation()) return;  // tickWhatIf did not start yet
   finish();
 }
 
 void LessonRunner::finish() {
   state_ = State::Idle;
   if (!page().step.isEmpty() && page().panel == QStringLiteral("attention-steps")) {
-    window_.attentionStepsPanel()->showStep(page().step);
+    stage_.showExplanationStep(page().step);
   }
   emit pageReady();
 }
 
 void LessonRunner::placeCursor(const SessionSnapshot& snapshot) {
-  DebuggerContext& context = window_.context();
+  DebuggerContext& context = stage_.context();
   const LessonCursor& want = page().cursor;
   if (want.round == QStringLiteral("root-cause")) {
-    if (const Cursor cause = window_.diffPanel()->rootCauseCursor(); cause.valid()) {
+    if (const Cursor cause = stage_.rootCauseCursor(); cause.valid()) {
       context.setCursor(cause);
       return;
     }
@@ -189,8 +180,7 @@ void LessonRunner::placeCursor(const SessionSnapshot& snapshot) {
 
 void LessonRunner::highlightPanel() {
   highlighted_ = nullptr;
-  const QString name = dockNameOfPanel(page().panel);
-  auto* dock = name.isEmpty() ? nullptr : window_.findChild<QDockWidget*>(name);
+  QDockWidget* dock = page().panel.isEmpty() ? nullptr : stage_.panelDock(page().panel);
   if (dock) {
     dock->show();
     dock->raise();
@@ -202,13 +192,13 @@ void LessonRunner::highlightPanel() {
 
 void LessonRunner::tickWhatIf() {
   if (state_ != State::WaitingForPanel || page_ < 0 || page().what_if_remove.isEmpty()) return;
-  AttentionStepsPanel* steps = window_.attentionStepsPanel();
-  const AttentionExplanation* shown = steps->explanation();
-  const int64_t position = window_.context().cursor().position;
+  const AttentionExplanation* shown = stage_.explanation();
+  const int64_t position = stage_.context().cursor().position;
   if (what_if_done_ || !shown || shown->request.position != position) return;  // the cursor's explanation is on its way
   what_if_done_ = true;
-  for (int row : page().what_if_remove) steps->setRemoved(row < 0 ? position : row, true);
-  steps->recomputeButton()->click();
+  QVector<int64_t> removed;
+  for (int row : page().what_if_remove) removed << (row < 0 ? position : row);
+  stage_.recomputeWithout(removed);
 }
 
 }  // namespace kvscope::ui

@@ -1,6 +1,6 @@
 #pragma once
 // Sets up what a lesson page needs, on the live engine: the session (through
-// the main window, so an unsaved session is asked about first), the rounds
+// the lesson stage, so an unsaved session is asked about first), the rounds
 // it steps, the cursor, the raised and outlined panel, and the "what if"
 // rows ticked. Setting up is a small state machine driven by the engine's
 // snapshots: start the session -> step a round per snapshot until the page's
@@ -14,16 +14,17 @@
 
 #include "ui/context/DebuggerContext.h"
 #include "ui/lessons/Lesson.h"
+#include "ui/lessons/LessonStage.h"
 
 namespace kvscope::ui {
 
-class MainWindow;
 class PanelHighlight;
 
 class LessonRunner : public QObject {
   Q_OBJECT
  public:
-  explicit LessonRunner(MainWindow& window);
+  // `stage` outlives the runner.
+  explicit LessonRunner(LessonStage& stage, QObject* parent = nullptr);
   ~LessonRunner() override;
 
   void show(const Lesson& lesson, int page);
@@ -56,7 +57,7 @@ class LessonRunner : public QObject {
   void setStatus(const QString& status);
   const LessonPage& page() const { return lesson_.pages[page_]; }
 
-  MainWindow& window_;
+  LessonStage& stage_;
   Lesson lesson_;
   int page_ = -1;
   State state_ = State::Idle;

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "core/cache/fault.h"
-#include "ui/windows/TokenStripPanel.h"
+#include "ui/widgets/DisplayToken.h"
 
 namespace kvscope::ui {
 

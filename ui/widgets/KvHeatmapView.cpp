@@ -26,7 +26,7 @@
 #include "ui/widgets/PickerItems.h"
 #include "ui/widgets/PlotExport.h"
 #include "ui/widgets/RowLabel.h"
-#include "ui/windows/TokenStripPanel.h"
+#include "ui/widgets/DisplayToken.h"
 
 namespace kvscope::ui {
 

@@ -1,6 +1,6 @@
 #include "ui/widgets/RowLabel.h"
 
-#include "ui/windows/TokenStripPanel.h"
+#include "ui/widgets/DisplayToken.h"
 
 namespace kvscope::ui {
 

@@ -12,7 +12,8 @@
 
 namespace kvscope::ui {
 
-LessonPanel::LessonPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(context, parent) {
+LessonPanel::LessonPanel(DebuggerContext& context, QStringList panels, QWidget* parent)
+    : ViewerPanel(context, parent), panels_(std::move(panels)) {
   picker_ = new QComboBox;
   picker_->setObjectName(QStringLiteral("lessonPicker"));
   picker_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
@@ -63,7 +64,7 @@ LessonPanel::LessonPanel(DebuggerContext& context, QWidget* parent) : ViewerPane
 void LessonPanel::loadBundled() {
   for (const QString& path : bundledLessonFiles()) {
     LessonError error;
-    if (std::optional<Lesson> lesson = readLesson(path, &error)) lessons_ << *lesson;
+    if (std::optional<Lesson> lesson = readLesson(path, panels_, &error)) lessons_ << *lesson;
     else errors_ << error.message;
   }
   if (lessons_.isEmpty() && errors_.isEmpty()) {
@@ -74,7 +75,7 @@ void LessonPanel::loadBundled() {
 
 bool LessonPanel::addLessonFile(const QString& path) {
   LessonError error;
-  std::optional<Lesson> lesson = readLesson(path, &error);
+  std::optional<Lesson> lesson = readLesson(path, panels_, &error);
   if (!lesson) {
     errors_ << error.message;
     return false;

@@ -22,7 +22,8 @@ namespace kvscope::ui {
 class LessonPanel : public ViewerPanel {
   Q_OBJECT
  public:
-  explicit LessonPanel(DebuggerContext& context, QWidget* parent = nullptr);
+  // `panels`: the lesson ids a page may outline (the window's panel table).
+  LessonPanel(DebuggerContext& context, QStringList panels, QWidget* parent = nullptr);
 
   // Reads the bundled lesson files; the ones that fail to read are listed in errors().
   void loadBundled();
@@ -63,6 +64,7 @@ class LessonPanel : public ViewerPanel {
   void rebuildPicker();
   void updateButtons();
 
+  QStringList panels_;
   QVector<Lesson> lessons_;
   QStringList errors_;
   Cursor page_moment_;

@@ -14,7 +14,6 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QScreen>
-#include <QScrollArea>
 #include <QSettings>
 #include <QSignalBlocker>
 #include <QSlider>
@@ -37,6 +36,7 @@
 #include "ui/windows/DockLayoutMemory.h"
 #include "ui/windows/DockTabNames.h"
 #include "ui/windows/FileCheck.h"
+#include "ui/windows/PanelLessonStage.h"
 #include "ui/windows/KvCachePanel.h"
 #include "ui/windows/LogPanel.h"
 #include "ui/windows/RowHistoryPanel.h"
@@ -61,58 +61,53 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   if (const QScreen* screen = QGuiApplication::primaryScreen()) setMinimumSize(minimumWindowSize(screen->availableGeometry().size()));
   resize(size);
 
-  session_ = new SessionPanel(context_);
-  timeline_ = new TimelinePanel(context_);
-  tokens_ = new TokenStripPanel(context_);
-  kv_ = new KvCachePanel(context_);
-  attention_ = new AttentionPanel(context_);
-  steps_ = new AttentionStepsPanel(context_);
-  compression_ = new CompressionPanel(context_);
-  diff_ = new DiffPanel(context_);
-  history_ = new RowHistoryPanel(context_);
-  log_ = new LogPanel;
-  lessons_ = new LessonPanel(context_);
-  lessons_->loadBundled();
+  QVector<QWidget*> contents;
+  for (const PanelRow& row : panelTable()) contents << row.make(context_, panels_);
 
-  buildActions();
-  buildLayout();
+  buildActions();  // the View menu the docks' toggles join
+  dockPanels(contents);
+  buildWorkspaces();
   connectEngine();
   // After connectEngine: the runner sees each snapshot once the context holds it.
-  lesson_runner_ = new LessonRunner(*this);
-  connect(lessons_, &LessonPanel::pageRequested, lesson_runner_, &LessonRunner::show);
-  connect(lesson_runner_, &LessonRunner::statusChanged, lessons_, &LessonPanel::setStatus);
+  lesson_stage_ = std::make_unique<PanelLessonStage>(
+      context_, controller_, panels_, *this,
+      PanelLessonStage::WindowCalls{[this](bool diff) { startLessonSession(diff); },
+                                    [this](int64_t rounds) { markReproducible(rounds); }});
+  lesson_runner_ = new LessonRunner(*lesson_stage_, this);
+  connect(panels_.lessons, &LessonPanel::pageRequested, lesson_runner_, &LessonRunner::show);
+  connect(lesson_runner_, &LessonRunner::statusChanged, panels_.lessons, &LessonPanel::setStatus);
   // The page's text appears with its state, bound to the page's moment.
-  connect(lesson_runner_, &LessonRunner::pageStarted, lessons_, [this] { lessons_->setPageMoment(Cursor{}); });
-  connect(lesson_runner_, &LessonRunner::pageReady, lessons_, [this] { lessons_->setPageMoment(lesson_runner_->pageCursor()); });
+  connect(lesson_runner_, &LessonRunner::pageStarted, panels_.lessons, [this] { panels_.lessons->setPageMoment(Cursor{}); });
+  connect(lesson_runner_, &LessonRunner::pageReady, panels_.lessons, [this] { panels_.lessons->setPageMoment(lesson_runner_->pageCursor()); });
 
   // Panels send requests; the context (owned here) changes.
-  connect(timeline_, &TimelinePanel::roundRequested, this, [this](qint64 round) { context_.goToRound(round); });
-  connect(tokens_, &TokenStripPanel::positionRequested, this, [this](qint64 p) { context_.selectPosition(p); });
+  connect(panels_.timeline, &TimelinePanel::roundRequested, this, [this](qint64 round) { context_.goToRound(round); });
+  connect(panels_.tokens, &TokenStripPanel::positionRequested, this, [this](qint64 p) { context_.selectPosition(p); });
   // A replayed moment names the model it needs; a live one uses the session's.
-  connect(steps_, &AttentionStepsPanel::explainRequested, this, [this](const ExplainRequest& request, bool what_if) {
+  connect(panels_.steps, &AttentionStepsPanel::explainRequested, this, [this](const ExplainRequest& request, bool what_if) {
     const SessionSnapshot* snapshot = context_.snapshot();
     if (snapshot == nullptr || !snapshot->replay_only) return controller_.explain(request, what_if);
     controller_.explain(request, what_if,
                         RecordedTarget{snapshot->target_name, snapshot->target.layers, snapshot->target.heads,
                                        snapshot->target.kv_heads, snapshot->target.head_dim});
   });
-  connect(&controller_, &EngineController::explained, steps_, &AttentionStepsPanel::showExplanation);
-  connect(&controller_, &EngineController::whatIfReady, steps_, &AttentionStepsPanel::showWhatIf);
-  connect(&controller_, &EngineController::explainFailed, steps_, &AttentionStepsPanel::showFailure);
-  connect(compression_, &CompressionPanel::compressRequested, &controller_, &EngineController::compress);
-  connect(&controller_, &EngineController::compressed, compression_, &CompressionPanel::showRun);
-  connect(&controller_, &EngineController::compressionFailed, compression_, &CompressionPanel::showFailure);
-  connect(diff_, &DiffPanel::runDiffRequested, this, &MainWindow::requestDiff);
-  connect(diff_, &DiffPanel::auditRequested, this, [this](const Moment& moment) { controller_.auditAt(moment); });
-  connect(session_, &SessionPanel::loadRequested, this, [this](const ModelSpec& spec) {
+  connect(&controller_, &EngineController::explained, panels_.steps, &AttentionStepsPanel::showExplanation);
+  connect(&controller_, &EngineController::whatIfReady, panels_.steps, &AttentionStepsPanel::showWhatIf);
+  connect(&controller_, &EngineController::explainFailed, panels_.steps, &AttentionStepsPanel::showFailure);
+  connect(panels_.compression, &CompressionPanel::compressRequested, &controller_, &EngineController::compress);
+  connect(&controller_, &EngineController::compressed, panels_.compression, &CompressionPanel::showRun);
+  connect(&controller_, &EngineController::compressionFailed, panels_.compression, &CompressionPanel::showFailure);
+  connect(panels_.diff, &DiffPanel::runDiffRequested, this, &MainWindow::requestDiff);
+  connect(panels_.diff, &DiffPanel::auditRequested, this, [this](const Moment& moment) { controller_.auditAt(moment); });
+  connect(panels_.session, &SessionPanel::loadRequested, this, [this](const ModelSpec& spec) {
     replaceSession(tr("Save the trace before loading other models?"), [this, spec] {
       start_after_load_ = true;
       requestLoad(spec);
     });
   });
-  connect(session_, &SessionPanel::startRefused, this,
+  connect(panels_.session, &SessionPanel::startRefused, this,
           [this](const QString& message) { showError(tr("Starting a session"), message); });
-  connect(session_, &SessionPanel::startRequested, this, [this](const SessionSpec& spec) {
+  connect(panels_.session, &SessionPanel::startRequested, this, [this](const SessionSpec& spec) {
     replaceSession(tr("Save the trace before starting a new session?"), [this, spec] { controller_.startSession(spec); });
   });
   connect(&context_, &DebuggerContext::cursorChanged, this, [this] {
@@ -146,11 +141,11 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   });
   showFirstStartHint();
   updateActions();
-  session_->setWeightResidency(options_.models.weights);
-  session_->setOptions(options_.session.options);
-  if (!options_.session.prompt.empty()) session_->setPrompt(QString::fromStdString(options_.session.prompt));
+  panels_.session->setWeightResidency(options_.models.weights);
+  panels_.session->setOptions(options_.session.options);
+  if (!options_.session.prompt.empty()) panels_.session->setPrompt(QString::fromStdString(options_.session.prompt));
   if (options_.load_on_start) {
-    session_->setModelDirs(QString::fromStdString(options_.models.target_dir),
+    panels_.session->setModelDirs(QString::fromStdString(options_.models.target_dir),
                            QString::fromStdString(options_.models.drafter_dir));
   }
   startup_ = StartupScript(startupSteps(options_));
@@ -170,13 +165,18 @@ MainWindow::~MainWindow() {
   docks_.clear();
 }
 
-QDockWidget* MainWindow::addPanel(QWidget* panel, const QString& title, const QString& name) {
-  auto* dock = new QDockWidget(title, this);
-  dock->setObjectName(name);
-  dock->setWidget(panel);
-  docks_.push_back(dock);
-  view_menu_->addAction(dock->toggleViewAction());
-  return dock;
+void MainWindow::dockPanels(const QVector<QWidget*>& contents) {
+  const QVector<PanelRow>& table = panelTable();
+  for (qsizetype i = 0; i < table.size(); ++i) {
+    auto* dock = new QDockWidget(tr(table[i].title), this);
+    dock->setObjectName(QString::fromLatin1(table[i].object_name));
+    dock->setWidget(contents[i]);
+    docks_.push_back(dock);
+    view_menu_->addAction(dock->toggleViewAction());
+  }
+  // These two compute only while someone can see them.
+  connect(dock(Panel::AttentionSteps), &QDockWidget::visibilityChanged, panels_.steps, &AttentionStepsPanel::setOnScreen);
+  connect(dock(Panel::Diff), &QDockWidget::visibilityChanged, panels_.diff, &DiffPanel::setOnScreen);
 }
 
 void MainWindow::buildActions() {
@@ -190,7 +190,7 @@ void MainWindow::buildActions() {
   QAction* load = file->addAction(tr("&Load Models"), this, [this] {
     replaceSession(tr("Save the trace before loading other models?"), [this] {
       start_after_load_ = true;
-      requestLoad(session_->modelSpec());
+      requestLoad(panels_.session->modelSpec());
     });
   });
   load->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
@@ -326,28 +326,6 @@ void MainWindow::buildActions() {
   statusBar()->addPermanentWidget(busy_label_);
 }
 
-void MainWindow::buildLayout() {
-  auto* session_scroll = new QScrollArea;  // the form is tall: let it scroll on small screens
-  session_scroll->setWidget(session_);
-  session_scroll->setWidgetResizable(true);
-  session_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  session_scroll->setFrameShape(QFrame::NoFrame);
-  addPanel(session_scroll, tr("Session"), QStringLiteral("sessionDock"));
-  addPanel(timeline_, tr("Round Timeline"), QStringLiteral("timelineDock"));
-  addPanel(tokens_, tr("Tokens"), QStringLiteral("tokensDock"));
-  addPanel(kv_, tr("KV Cache"), QStringLiteral("kvDock"));
-  addPanel(attention_, tr("Verify Attention"), QStringLiteral("attentionDock"));
-  QDockWidget* steps = addPanel(steps_, tr("Attention Step by Step"), QStringLiteral("attentionStepsDock"));
-  connect(steps, &QDockWidget::visibilityChanged, steps_, &AttentionStepsPanel::setOnScreen);
-  QDockWidget* diff = addPanel(diff_, tr("Cache Diff"), QStringLiteral("diffDock"));
-  connect(diff, &QDockWidget::visibilityChanged, diff_, &DiffPanel::setOnScreen);
-  addPanel(compression_, tr("Compression"), QStringLiteral("compressionDock"));
-  addPanel(history_, tr("Row History"), QStringLiteral("rowHistoryDock"));
-  addPanel(log_, tr("Log"), QStringLiteral("logDock"));
-  addPanel(lessons_, tr("Lessons"), QStringLiteral("lessonsDock"));
-  buildWorkspaces();
-}
-
 void MainWindow::resetLayout() { workspaces_->reset(); }
 
 void MainWindow::buildWorkspaces() {
@@ -389,7 +367,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 
 std::optional<SessionSpec> MainWindow::panelSession() {
   QString error;
-  auto spec = session_->sessionSpec(&error);
+  auto spec = panels_.session->sessionSpec(&error);
   if (!spec) showError(tr("Starting a session"), error);
   return spec;
 }
@@ -442,20 +420,20 @@ void MainWindow::trackUnsaved(const SessionSnapshot* snapshot, SnapshotReason re
 
 void MainWindow::connectEngine() {
   connect(&controller_, &EngineController::busyChanged, this, [this](bool busy, const QString& what) {
-    session_->setBusy(busy, what);
+    panels_.session->setBusy(busy, what);
     busy_label_->setText(busy ? what + QStringLiteral("\u2026") : tr("ready"));
     updateActions();
   });
   connect(&controller_, &EngineController::runningChanged, this, [this] { updateActions(); });
-  connect(&controller_, &EngineController::progress, session_, &SessionPanel::setProgress);
+  connect(&controller_, &EngineController::progress, panels_.session, &SessionPanel::setProgress);
   connect(&controller_, &EngineController::modelsLoaded, this,
           [this](const QString& target, const QString& drafter_dir, const QString& drafter_name, const QStringList& notes) {
-            session_->setLoadedModels(target, drafter_name);
+            panels_.session->setLoadedModels(target, drafter_name);
             loaded_dirs_ = requested_dirs_;
             for (const QString& note : notes) statusBar()->showMessage(note, 15000);
-            const ModelSpec spec = session_->modelSpec();
-            if (!spec.target_dir.empty()) session_->rememberRecent(target);
-            if (!spec.drafter_dir.empty() && !drafter_dir.isEmpty()) session_->rememberRecent(drafter_dir);
+            const ModelSpec spec = panels_.session->modelSpec();
+            if (!spec.target_dir.empty()) panels_.session->rememberRecent(target);
+            if (!spec.drafter_dir.empty() && !drafter_dir.isEmpty()) panels_.session->rememberRecent(drafter_dir);
             if (const StartupStep* step = startup_.current(); step && step->action == StartupAction::LoadModels) {
               startup_.advance();
               runStartupSteps();
@@ -467,7 +445,7 @@ void MainWindow::connectEngine() {
   connect(&controller_, &EngineController::snapshotReady, this, &MainWindow::onSnapshot);
   connect(&controller_, &EngineController::failed, this, [this](const QString& what, const QString& message) {
     // The models that failed to load are not the ones in use: the fields say what is loaded.
-    if (what == QStringLiteral("Loading models")) session_->setModelDirs(loaded_dirs_.first, loaded_dirs_.second);
+    if (what == QStringLiteral("Loading models")) panels_.session->setModelDirs(loaded_dirs_.first, loaded_dirs_.second);
     showError(what, message);
   });
   connect(&controller_, &EngineController::traceSaved, this, [this](const QString& path) {
@@ -483,10 +461,10 @@ void MainWindow::connectEngine() {
     setWindowTitle(tr("kvscope \u2014 %1 (capture)").arg(path));
     workspaces_->switchTo(Workspace::Capture);
     statusBar()->showMessage(verdict, 30000);
-    raisePanel(diff_);
+    raisePanel(panels_.diff);
     // The root cause first, as for a diffed session.
     if (const SessionSnapshot* snapshot = context_.snapshot(); snapshot && snapshot->diff && snapshot->diff->root_cause) {
-      if (const Cursor cause = diff_->rootCauseCursor(); cause.valid()) context_.setCursor(cause);
+      if (const Cursor cause = panels_.diff->rootCauseCursor(); cause.valid()) context_.setCursor(cause);
     }
   });
   connect(&controller_, &EngineController::captureSaved, this, [this](const QString& path) {
@@ -542,8 +520,8 @@ QString MainWindow::guiStateJson() const {
   GuiState state;
   state.cursor = context_.cursor();
   state.bookmarks = context_.bookmarks();
-  state.values = kv_->showingValues();
-  state.query_head = attention_->queryHead();
+  state.values = panels_.kv->showingValues();
+  state.query_head = panels_.attention->queryHead();
   return QString::fromUtf8(QJsonDocument(toJson(state)).toJson(QJsonDocument::Compact));
 }
 
@@ -559,9 +537,9 @@ void MainWindow::applyGuiState(const QString& json) {
   if (!warnings.isEmpty()) statusBar()->showMessage(tr("trace: ") + warnings.join(QStringLiteral("; ")), 15000);
   gui_state_warnings_ = warnings;
   context_.setBookmarks(state.bookmarks);
-  kv_->setShowingValues(state.values);
+  panels_.kv->setShowingValues(state.values);
   if (state.cursor.valid()) context_.setCursor(state.cursor);
-  if (state.query_head >= 0) attention_->setQueryHead(state.query_head);
+  if (state.query_head >= 0) panels_.attention->setQueryHead(state.query_head);
 }
 
 void MainWindow::showError(const QString& what, const QString& message) {
@@ -646,14 +624,14 @@ void MainWindow::onSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
     context_.setBookmarks({});
     if (snapshot && !snapshot->replay_only) setWindowTitle(tr("kvscope \u2014 KV cache debugger for speculative decoding"));
   }
-  if (snapshot && (fresh || reason == SnapshotReason::Diff)) session_->showSession(*snapshot);
+  if (snapshot && (fresh || reason == SnapshotReason::Diff)) panels_.session->showSession(*snapshot);
   if (fresh || reason == SnapshotReason::Diff) reproducible_rounds_ = 0;  // a lesson marks its own again
   trackUnsaved(snapshot.get(), reason);
   const bool finished = snapshot && snapshot->finished;
   context_.setSnapshot(std::move(snapshot), reason);
   // A diff with nowhere to stay (the first thing run): open on its root cause.
   if (reason == SnapshotReason::Diff && !had_cursor) {
-    if (const Cursor cause = diff_->rootCauseCursor(); cause.valid()) context_.setCursor(cause);
+    if (const Cursor cause = panels_.diff->rootCauseCursor(); cause.valid()) context_.setCursor(cause);
   }
   continueStartup(reason, finished);
 }
@@ -687,7 +665,7 @@ MainWindow::StepStart MainWindow::startStartupStep(const StartupStep& step) {
         controller_.startSession(*spec);
       } else {
         controller_.runDiff(*spec);
-        raisePanel(diff_);
+        raisePanel(panels_.diff);
       }
       return StepStart::Waiting;
     }
@@ -750,16 +728,16 @@ void MainWindow::selectRequestedMoment(int64_t round, int64_t position) {
 
 void MainWindow::runRequestedCompression(const QStringList& compression_slots) {
   QString error;
-  if (!compression_->applyShorthands(compression_slots, &error)) {
+  if (!panels_.compression->applyShorthands(compression_slots, &error)) {
     showError(tr("--compression"), error);
     return;
   }
   workspaces_->switchTo(Workspace::Compress);
-  raisePanel(compression_);
+  raisePanel(panels_.compression);
   if (options_.compression_speculate_gamma >= 0) {
-    compression_->speculationGammaBox()->setValue(options_.compression_speculate_gamma);
+    panels_.compression->speculationGammaBox()->setValue(options_.compression_speculate_gamma);
   }
-  compression_->runCompression();
+  panels_.compression->runCompression();
 }
 
 void MainWindow::stepBy(int delta) {
@@ -784,43 +762,45 @@ void MainWindow::rebuildBookmarkMenu() {
 
 QDockWidget* MainWindow::dock(const QString& object_name) const { return findChild<QDockWidget*>(object_name); }
 
+QDockWidget* MainWindow::dock(Panel panel) const { return dock(objectNameOf(panel)); }
+
 void MainWindow::buildLessonMenu(QMenu* menu) {
   QAction* show = menu->addAction(tr("Show Lessons"), this, [this] {
-    QDockWidget* lessons = dock(QStringLiteral("lessonsDock"));
+    QDockWidget* lessons = dock(Panel::Lessons);
     lessons->show();
     lessons->raise();
   });
   show->setObjectName(QStringLiteral("showLessons"));
-  QAction* next = menu->addAction(tr("Next Page"), this, [this] { lessons_->next(); });
+  QAction* next = menu->addAction(tr("Next Page"), this, [this] { panels_.lessons->next(); });
   next->setShortcut(QKeySequence(Qt::Key_PageDown));
-  QAction* previous = menu->addAction(tr("Previous Page"), this, [this] { lessons_->previous(); });
+  QAction* previous = menu->addAction(tr("Previous Page"), this, [this] { panels_.lessons->previous(); });
   previous->setShortcut(QKeySequence(Qt::Key_PageUp));
   menu->addSeparator();
-  for (int i = 0; i < lessons_->lessons().size(); ++i) {
-    menu->addAction(tr("%1. %2").arg(i + 1).arg(lessons_->lessons()[i].title), this, [this, i] { openLesson(i); });
+  for (int i = 0; i < panels_.lessons->lessons().size(); ++i) {
+    menu->addAction(tr("%1. %2").arg(i + 1).arg(panels_.lessons->lessons()[i].title), this, [this, i] { openLesson(i); });
   }
   menu->addSeparator();
   menu->addAction(tr("Open Lesson File\u2026"), this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open lesson"), QString(), tr("Lessons (*.json);;All files (*)"));
     if (path.isEmpty()) return;
-    if (!lessons_->addLessonFile(path)) {
-      showError(tr("Reading the lesson"), lessons_->errors().last());
+    if (!panels_.lessons->addLessonFile(path)) {
+      showError(tr("Reading the lesson"), panels_.lessons->errors().last());
       return;
     }
-    openLesson(static_cast<int>(lessons_->lessons().size()) - 1);
+    openLesson(static_cast<int>(panels_.lessons->lessons().size()) - 1);
   });
   // A bundled lesson that does not read says so once, naming file and field.
-  if (!lessons_->errors().isEmpty()) {
-    QTimer::singleShot(0, this, [this] { showError(tr("Reading the lessons"), lessons_->errors().join(QLatin1Char('\n'))); });
+  if (!panels_.lessons->errors().isEmpty()) {
+    QTimer::singleShot(0, this, [this] { showError(tr("Reading the lessons"), panels_.lessons->errors().join(QLatin1Char('\n'))); });
   }
 }
 
 void MainWindow::openLesson(int lesson, int page) {
   workspaces_->switchTo(Workspace::Teach);  // the lesson beside the stage its pages outline
-  QDockWidget* lessons = dock(QStringLiteral("lessonsDock"));
+  QDockWidget* lessons = dock(Panel::Lessons);
   lessons->show();
   lessons->raise();
-  lessons_->openPage(lesson, page);
+  panels_.lessons->openPage(lesson, page);
 }
 
 void MainWindow::startLessonSession(bool diff) {

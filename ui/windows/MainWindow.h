@@ -13,10 +13,12 @@
 #include <QStringList>
 
 #include <functional>
+#include <memory>
 
 #include "core/control/session_controller.h"
 #include "ui/context/DebuggerContext.h"
 #include "ui/engine/EngineController.h"
+#include "ui/windows/PanelTable.h"
 #include "ui/windows/StartupScript.h"
 
 class QAction;
@@ -28,20 +30,10 @@ class QSlider;
 
 namespace kvscope::ui {
 
-class AttentionPanel;
-class AttentionStepsPanel;
-class CompressionPanel;
 class DockLayoutMemory;
-class Workspaces;
-class DiffPanel;
-class KvCachePanel;
-class LessonPanel;
 class LessonRunner;
-class LogPanel;
-class RowHistoryPanel;
-class SessionPanel;
-class TimelinePanel;
-class TokenStripPanel;
+class PanelLessonStage;
+class Workspaces;
 
 struct MainWindowOptions {
   bool load_on_start = true;  // load the default (or given) models and start a session
@@ -74,21 +66,22 @@ class MainWindow : public QMainWindow {
 
   DebuggerContext& context() { return context_; }
   EngineController& controller() { return controller_; }
-  SessionPanel* sessionPanel() const { return session_; }
+  SessionPanel* sessionPanel() const { return panels_.session; }
   // What the window does as it opens (StartupScript.h), and how far it got.
   const StartupScript& startupScript() const { return startup_; }
-  TimelinePanel* timelinePanel() const { return timeline_; }
-  TokenStripPanel* tokenStripPanel() const { return tokens_; }
-  KvCachePanel* kvCachePanel() const { return kv_; }
-  AttentionPanel* attentionPanel() const { return attention_; }
-  AttentionStepsPanel* attentionStepsPanel() const { return steps_; }
-  CompressionPanel* compressionPanel() const { return compression_; }
-  DiffPanel* diffPanel() const { return diff_; }
-  RowHistoryPanel* rowHistoryPanel() const { return history_; }
-  LogPanel* logPanel() const { return log_; }
-  LessonPanel* lessonPanel() const { return lessons_; }
+  TimelinePanel* timelinePanel() const { return panels_.timeline; }
+  TokenStripPanel* tokenStripPanel() const { return panels_.tokens; }
+  KvCachePanel* kvCachePanel() const { return panels_.kv; }
+  AttentionPanel* attentionPanel() const { return panels_.attention; }
+  AttentionStepsPanel* attentionStepsPanel() const { return panels_.steps; }
+  CompressionPanel* compressionPanel() const { return panels_.compression; }
+  DiffPanel* diffPanel() const { return panels_.diff; }
+  RowHistoryPanel* rowHistoryPanel() const { return panels_.history; }
+  LogPanel* logPanel() const { return panels_.log; }
+  LessonPanel* lessonPanel() const { return panels_.lessons; }
   LessonRunner* lessonRunner() const { return lesson_runner_; }
   QDockWidget* dock(const QString& object_name) const;
+  QDockWidget* dock(Panel panel) const;
   QDoubleSpinBox* phaseDelayBox() const { return phase_delay_; }
   QLabel* firstStartHint() const { return hint_; }
   QSlider* scrubber() const { return scrubber_; }
@@ -144,12 +137,12 @@ class MainWindow : public QMainWindow {
   void closeEvent(QCloseEvent* event) override;
 
  private:
-  QDockWidget* addPanel(QWidget* panel, const QString& title, const QString& name);
+  // Docks every panel of the table (PanelTable.h), `contents` in its order.
+  void dockPanels(const QVector<QWidget*>& contents);
   void buildActions();
   void buildLessonMenu(QMenu* menu);
   void buildViewActions();
   void buildHelpMenu(QMenu* help);
-  void buildLayout();
   // "F10: step one phase ..." in the status bar until the user first steps or runs.
   void showFirstStartHint();
   void hideFirstStartHint();
@@ -203,17 +196,8 @@ class MainWindow : public QMainWindow {
   QPair<QString, QString> loaded_dirs_;     // ... of the models in use
   std::function<void()> after_save_;  // what "Save" in replaceSession() runs once the trace is written
 
-  SessionPanel* session_ = nullptr;
-  TimelinePanel* timeline_ = nullptr;
-  TokenStripPanel* tokens_ = nullptr;
-  KvCachePanel* kv_ = nullptr;
-  AttentionPanel* attention_ = nullptr;
-  AttentionStepsPanel* steps_ = nullptr;
-  CompressionPanel* compression_ = nullptr;
-  DiffPanel* diff_ = nullptr;
-  RowHistoryPanel* history_ = nullptr;
-  LogPanel* log_ = nullptr;
-  LessonPanel* lessons_ = nullptr;
+  PanelSet panels_;  // made by the panel table's factories
+  std::unique_ptr<PanelLessonStage> lesson_stage_;  // what the lesson runner acts on
   LessonRunner* lesson_runner_ = nullptr;
   QList<QDockWidget*> docks_;
   Workspaces* workspaces_ = nullptr;

@@ -3,8 +3,9 @@
 // accepted draft, correction, bonus); the cursor round's rejected drafts
 // struck through, drafts not judged yet outlined. Hover: p, q and the draw.
 // Click: selects the position in every panel.
-#include "ui/windows/ViewerPanel.h"
+#include "ui/widgets/DisplayToken.h"
 #include "ui/widgets/TokenStripWidget.h"
+#include "ui/windows/ViewerPanel.h"
 
 class QLabel;
 
@@ -32,8 +33,5 @@ class TokenStripPanel : public ViewerPanel {
 // Tooltip text for draft i of a round as of `phase` (q after draft, p after
 // verify, the draw and the verdict after accept).
 QString draftTooltip(const SessionSnapshot& snapshot, const RoundRecord& round, int64_t i, Phase phase);
-// A token's text made visible (spaces kept, newlines and empties shown),
-// elided beyond kTokenShownBytes (ui/widgets/LongText.h).
-QString displayToken(const std::string& text);
 
 }  // namespace kvscope::ui

@@ -16,9 +16,6 @@ namespace kvscope::ui {
 namespace {
 constexpr int kStateVersion = 27;  // QMainWindow::saveState's version: states of older layouts are not restored
 
-// The Teach and Compress stage: the panels a job looks at, tabbed in one large area.
-constexpr const char* kTeachStage[] = {"kvDock", "attentionDock", "attentionStepsDock", "tokensDock", "diffDock",
-                                       "rowHistoryDock"};
 }  // namespace
 
 Workspaces::Workspaces(QMainWindow* window, QList<QDockWidget*> docks)
@@ -80,9 +77,10 @@ QList<QAction*> Workspaces::actions() const {
 
 QAction* Workspaces::action(Workspace workspace) const { return actions_.value(workspace); }
 
-QDockWidget* Workspaces::dock(const char* name) const {
+QDockWidget* Workspaces::dock(Panel panel) const {
+  const QString name = objectNameOf(panel);
   for (QDockWidget* d : docks_) {
-    if (d->objectName() == QLatin1String(name)) return d;
+    if (d->objectName() == name) return d;
   }
   return nullptr;
 }
@@ -214,26 +212,29 @@ void Workspaces::arrange(Workspace workspace) {
     case Workspace::Compress: arrangeCompress(); break;
     case Workspace::Capture: arrangeCapture(); break;
   }
+  const Panel stage = stageOf(workspace);
+  tabInto(workspace, Place::Spot::Stage, stage);
+  if (const auto side = sideOf(workspace)) tabInto(workspace, Place::Spot::Side, *side);
+  for (const PanelRow& row : panelTable()) dock(row.panel)->setVisible(placeIn(row, workspace).spot != Place::Spot::Hidden);
   // A dock this job does not show still gets a place (hidden, behind the
   // stage): a saved arrangement then names every dock, and restoring it never
   // leaves one where another workspace had put it. View > its name brings it back there.
-  QDockWidget* stage = dock(workspace == Workspace::Compress ? "compressionDock" : "kvDock");
   for (QDockWidget* d : docks_) {
     if (window_->dockWidgetArea(d) != Qt::NoDockWidgetArea) continue;
-    window_->tabifyDockWidget(stage, d);
+    window_->tabifyDockWidget(dock(stage), d);
     d->hide();
   }
   // The docks in front of their tab groups.
-  QList<const char*> front;
+  QList<Panel> front;
   switch (workspace) {
-    case Workspace::Debug: front = {"sessionDock", "attentionDock", "tokensDock"}; break;
-    case Workspace::Teach: front = {"lessonsDock", kTeachStage[0]}; break;
-    case Workspace::Compress: front = {"sessionDock", "compressionDock"}; break;
-    case Workspace::Capture: front = {"sessionDock", "diffDock", "kvDock"}; break;
+    case Workspace::Debug: front = {Panel::Session, Panel::Attention, Panel::Tokens}; break;
+    case Workspace::Teach: front = {Panel::Lessons, stage}; break;
+    case Workspace::Compress: front = {Panel::Session, stage}; break;
+    case Workspace::Capture: front = {Panel::Session, Panel::Diff, stage}; break;
   }
   const bool narrow = window_->width() < 1200;
-  if (narrow && (workspace == Workspace::Debug || workspace == Workspace::Capture)) front << "rowHistoryDock";
-  for (const char* name : front) dock(name)->raise();
+  if (narrow && (workspace == Workspace::Debug || workspace == Workspace::Capture)) front << Panel::RowHistory;
+  for (Panel panel : front) dock(panel)->raise();
   applyDefaultSizes();
   // Once the layout holds the new arrangement (shown or not yet), its sizes again.
   QTimer::singleShot(0, this, [this] {
@@ -241,13 +242,54 @@ void Workspaces::arrange(Workspace workspace) {
   });
 }
 
+Place Workspaces::placeIn(const PanelRow& row, Workspace workspace) {
+  switch (workspace) {
+    case Workspace::Debug: return row.places.debug;
+    case Workspace::Teach: return row.places.teach;
+    case Workspace::Compress: return row.places.compress;
+    case Workspace::Capture: return row.places.capture;
+  }
+  return Place::hidden();
+}
+
+Panel Workspaces::stageOf(Workspace workspace) {
+  switch (workspace) {
+    case Workspace::Debug: return Panel::Attention;  // the analyses of the session, tabbed
+    case Workspace::Compress: return Panel::Compression;
+    case Workspace::Teach:
+    case Workspace::Capture: return Panel::Kv;
+  }
+  return Panel::Kv;
+}
+
+std::optional<Panel> Workspaces::sideOf(Workspace workspace) {
+  switch (workspace) {
+    case Workspace::Debug: return Panel::Session;
+    case Workspace::Teach: return Panel::Lessons;
+    case Workspace::Compress:
+    case Workspace::Capture: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+void Workspaces::tabInto(Workspace workspace, Place::Spot spot, Panel anchor) {
+  QList<const PanelRow*> rows;
+  for (const PanelRow& row : panelTable()) {
+    if (placeIn(row, workspace).spot == spot) rows << &row;
+  }
+  std::stable_sort(rows.begin(), rows.end(), [workspace](const PanelRow* a, const PanelRow* b) {
+    return placeIn(*a, workspace).tab < placeIn(*b, workspace).tab;
+  });
+  for (const PanelRow* row : rows) window_->tabifyDockWidget(dock(anchor), dock(row->panel));
+}
+
 void Workspaces::arrangeDebug() {
-  QDockWidget* session = dock("sessionDock");
-  QDockWidget* timeline = dock("timelineDock");
-  QDockWidget* tokens = dock("tokensDock");
-  QDockWidget* kv = dock("kvDock");
-  QDockWidget* history = dock("rowHistoryDock");
-  QDockWidget* attention = dock("attentionDock");
+  QDockWidget* session = dock(Panel::Session);
+  QDockWidget* timeline = dock(Panel::Timeline);
+  QDockWidget* tokens = dock(Panel::Tokens);
+  QDockWidget* kv = dock(Panel::Kv);
+  QDockWidget* history = dock(Panel::RowHistory);
+  QDockWidget* attention = dock(Panel::Attention);
   // Small screens (720p laptops): the timeline and the tokens share a tab
   // under the session form, so the caches, the diff and the row history get
   // the full height of the right side. A narrow screen (1024 wide) has no
@@ -268,69 +310,48 @@ void Workspaces::arrangeDebug() {
   // it explains whichever row either of them selects.
   if (narrow) window_->splitDockWidget(tokens, history, Qt::Vertical);
   else window_->splitDockWidget(kv, history, Qt::Horizontal);
+  // Verify Attention under the cache: the stage its analyses (the diff,
+  // the compression lab, the log) are tabbed on.
   window_->splitDockWidget(kv, attention, Qt::Vertical);
-  window_->tabifyDockWidget(attention, dock("attentionStepsDock"));
-  window_->tabifyDockWidget(dock("attentionStepsDock"), dock("diffDock"));
-  window_->tabifyDockWidget(dock("diffDock"), dock("compressionDock"));  // an analysis of the session, like the diff
-  window_->tabifyDockWidget(dock("compressionDock"), dock("logDock"));
   if (compact) window_->tabifyDockWidget(timeline, tokens);  // after the splits: a tab group cannot be split
   if (narrow) window_->tabifyDockWidget(tokens, history);
-  window_->tabifyDockWidget(session, dock("lessonsDock"));  // opened by the Lessons menu; the session form stays in front
-  for (QDockWidget* d : docks_) d->show();
 }
 
 void Workspaces::arrangeTeach() {
   // The lesson on the left, the whole height (the session form and the
-  // timeline behind it: at presenter zoom a third of the column is too small
-  // for a plot); every panel a page outlines on one stage.
-  QDockWidget* lessons = dock("lessonsDock");
-  QDockWidget* stage = dock(kTeachStage[0]);
-  window_->addDockWidget(Qt::LeftDockWidgetArea, lessons);
-  window_->tabifyDockWidget(lessons, dock("sessionDock"));
-  window_->tabifyDockWidget(lessons, dock("timelineDock"));
-  window_->addDockWidget(Qt::RightDockWidgetArea, stage);
-  for (size_t i = 1; i < std::size(kTeachStage); ++i) window_->tabifyDockWidget(stage, dock(kTeachStage[i]));
-  for (QDockWidget* d : docks_) d->setVisible(d != dock("compressionDock") && d != dock("logDock"));
+  // timeline tabbed behind it: at presenter zoom a third of the column is
+  // too small for a plot); every panel a page outlines on one stage.
+  window_->addDockWidget(Qt::LeftDockWidgetArea, dock(Panel::Lessons));
+  window_->addDockWidget(Qt::RightDockWidgetArea, dock(stageOf(Workspace::Teach)));
 }
 
 void Workspaces::arrangeCompress() {
   // The session form (prompt, models) and the log on the left; the
   // Compression panel on the stage, the cache views behind it.
-  QDockWidget* session = dock("sessionDock");
-  QDockWidget* compression = dock("compressionDock");
+  QDockWidget* session = dock(Panel::Session);
   window_->addDockWidget(Qt::LeftDockWidgetArea, session);
-  window_->splitDockWidget(session, dock("logDock"), Qt::Vertical);
-  window_->addDockWidget(Qt::RightDockWidgetArea, compression);
-  for (const char* behind : {"kvDock", "attentionDock", "rowHistoryDock", "tokensDock"}) {
-    window_->tabifyDockWidget(compression, dock(behind));
-  }
-  const QList<QDockWidget*> hidden = {dock("lessonsDock"), dock("timelineDock"), dock("attentionStepsDock"),
-                                      dock("diffDock")};
-  for (QDockWidget* d : docks_) d->setVisible(!hidden.contains(d));
+  window_->splitDockWidget(session, dock(Panel::Log), Qt::Vertical);
+  window_->addDockWidget(Qt::RightDockWidgetArea, dock(Panel::Compression));
 }
 
 void Workspaces::arrangeCapture() {
   // The diff's report (verdict, root cause, audit grid) is what a capture is
-  // opened for: large, the KV cache under it, the row history beside both.
-  QDockWidget* session = dock("sessionDock");
-  QDockWidget* diff = dock("diffDock");
-  QDockWidget* kv = dock("kvDock");
-  QDockWidget* history = dock("rowHistoryDock");
+  // opened for: large, the KV cache under it (the stage the other views are
+  // tabbed on), the row history beside both.
+  QDockWidget* session = dock(Panel::Session);
+  QDockWidget* timeline = dock(Panel::Timeline);
+  QDockWidget* diff = dock(Panel::Diff);
+  QDockWidget* history = dock(Panel::RowHistory);
   const bool narrow = window_->width() < 1200;
   window_->addDockWidget(Qt::LeftDockWidgetArea, session);
-  window_->splitDockWidget(session, dock("timelineDock"), Qt::Vertical);
+  window_->splitDockWidget(session, timeline, Qt::Vertical);
   window_->addDockWidget(Qt::RightDockWidgetArea, diff);
-  window_->splitDockWidget(diff, kv, Qt::Vertical);
+  window_->splitDockWidget(diff, dock(Panel::Kv), Qt::Vertical);
   if (narrow) {
-    window_->tabifyDockWidget(dock("timelineDock"), history);
+    window_->tabifyDockWidget(timeline, history);
   } else {
     window_->splitDockWidget(diff, history, Qt::Horizontal);
   }
-  window_->tabifyDockWidget(kv, dock("attentionDock"));
-  window_->tabifyDockWidget(kv, dock("tokensDock"));
-  window_->tabifyDockWidget(kv, dock("logDock"));
-  const QList<QDockWidget*> hidden = {dock("lessonsDock"), dock("attentionStepsDock"), dock("compressionDock")};
-  for (QDockWidget* d : docks_) d->setVisible(!hidden.contains(d));
 }
 
 void Workspaces::applyDefaultSizes() {
@@ -341,43 +362,43 @@ void Workspaces::applyDefaultSizes() {
   switch (current_) {
     case Workspace::Debug: {
       // The arrangement's own shape (made at the size the window had then), not today's width.
-      const bool narrow = window_->tabifiedDockWidgets(dock("rowHistoryDock")).contains(dock("tokensDock"));
-      const bool compact = window_->tabifiedDockWidgets(dock("tokensDock")).contains(dock("timelineDock"));
+      const bool narrow = window_->tabifiedDockWidgets(dock(Panel::RowHistory)).contains(dock(Panel::Tokens));
+      const bool compact = window_->tabifiedDockWidgets(dock(Panel::Tokens)).contains(dock(Panel::Timeline));
       const int session = compact ? 280 : 380;
       const int rest = std::max(width - session, 400);
-      window_->resizeDocks({dock("sessionDock"), dock("kvDock")}, {session, rest}, Qt::Horizontal);
+      window_->resizeDocks({dock(Panel::Session), dock(Panel::Kv)}, {session, rest}, Qt::Horizontal);
       if (!narrow) {
-        window_->resizeDocks({dock("kvDock"), dock("rowHistoryDock")}, {share(rest, 64), share(rest, 36)}, Qt::Horizontal);
+        window_->resizeDocks({dock(Panel::Kv), dock(Panel::RowHistory)}, {share(rest, 64), share(rest, 36)}, Qt::Horizontal);
       }
       if (compact) {
-        window_->resizeDocks({dock("sessionDock"), dock("tokensDock")}, {share(tall, 62), share(tall, 38)}, Qt::Vertical);
+        window_->resizeDocks({dock(Panel::Session), dock(Panel::Tokens)}, {share(tall, 62), share(tall, 38)}, Qt::Vertical);
         // The cache gets the larger share: thousands of rows want pixel lines, five verify queries do not.
-        window_->resizeDocks({dock("kvDock"), dock("attentionDock")}, {share(tall, 58), share(tall, 42)}, Qt::Vertical);
+        window_->resizeDocks({dock(Panel::Kv), dock(Panel::Attention)}, {share(tall, 58), share(tall, 42)}, Qt::Vertical);
       } else {
-        window_->resizeDocks({dock("timelineDock"), dock("tokensDock"), dock("kvDock"), dock("attentionDock")},
+        window_->resizeDocks({dock(Panel::Timeline), dock(Panel::Tokens), dock(Panel::Kv), dock(Panel::Attention)},
                              {share(tall, 18), share(tall, 9), share(tall, 43), share(tall, 30)}, Qt::Vertical);
       }
       break;
     }
     case Workspace::Teach:
       // The stage gets 70% of the width: a lesson page's panel is at least half the window.
-      window_->resizeDocks({dock("lessonsDock"), dock(kTeachStage[0])}, {share(width, 30), share(width, 70)}, Qt::Horizontal);
+      window_->resizeDocks({dock(Panel::Lessons), dock(stageOf(Workspace::Teach))}, {share(width, 30), share(width, 70)}, Qt::Horizontal);
       break;
     case Workspace::Compress:
-      window_->resizeDocks({dock("sessionDock"), dock("compressionDock")}, {share(width, 26), share(width, 74)},
+      window_->resizeDocks({dock(Panel::Session), dock(Panel::Compression)}, {share(width, 26), share(width, 74)},
                            Qt::Horizontal);
-      window_->resizeDocks({dock("sessionDock"), dock("logDock")}, {share(tall, 72), share(tall, 28)}, Qt::Vertical);
+      window_->resizeDocks({dock(Panel::Session), dock(Panel::Log)}, {share(tall, 72), share(tall, 28)}, Qt::Vertical);
       break;
     case Workspace::Capture: {
-      const bool narrow = window_->tabifiedDockWidgets(dock("rowHistoryDock")).contains(dock("timelineDock"));
+      const bool narrow = window_->tabifiedDockWidgets(dock(Panel::RowHistory)).contains(dock(Panel::Timeline));
       const int session = narrow ? share(width, 25) : share(width, 21);
-      window_->resizeDocks({dock("sessionDock"), dock("diffDock")}, {session, width - session}, Qt::Horizontal);
+      window_->resizeDocks({dock(Panel::Session), dock(Panel::Diff)}, {session, width - session}, Qt::Horizontal);
       if (!narrow) {
         const int rest = width - session;
-        window_->resizeDocks({dock("diffDock"), dock("rowHistoryDock")}, {share(rest, 68), share(rest, 32)}, Qt::Horizontal);
+        window_->resizeDocks({dock(Panel::Diff), dock(Panel::RowHistory)}, {share(rest, 68), share(rest, 32)}, Qt::Horizontal);
       }
-      window_->resizeDocks({dock("diffDock"), dock("kvDock")}, {share(tall, 60), share(tall, 40)}, Qt::Vertical);
-      window_->resizeDocks({dock("sessionDock"), dock("timelineDock")}, {share(tall, 62), share(tall, 38)}, Qt::Vertical);
+      window_->resizeDocks({dock(Panel::Diff), dock(Panel::Kv)}, {share(tall, 60), share(tall, 40)}, Qt::Vertical);
+      window_->resizeDocks({dock(Panel::Session), dock(Panel::Timeline)}, {share(tall, 62), share(tall, 38)}, Qt::Vertical);
       break;
     }
   }

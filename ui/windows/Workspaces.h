@@ -21,6 +21,8 @@
 #include <QObject>
 #include <QSize>
 
+#include "ui/windows/PanelTable.h"
+
 class QAction;
 class QActionGroup;
 class QDockWidget;
@@ -34,7 +36,8 @@ enum class Workspace { Debug, Teach, Compress, Capture };
 class Workspaces : public QObject {
   Q_OBJECT
  public:
-  // `docks` are the window's panels, found by their objectName.
+  // `docks` are the window's panels, found by their objectName (the panel
+  // table's, which also says where each goes in each workspace).
   Workspaces(QMainWindow* window, QList<QDockWidget*> docks);
 
   static QList<Workspace> all();
@@ -73,11 +76,18 @@ class Workspaces : public QObject {
   bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
-  QDockWidget* dock(const char* name) const;
+  QDockWidget* dock(Panel panel) const;
+  static Place placeIn(const PanelRow& row, Workspace workspace);
+  // The workspace's main tab group and its side column (the table's Stage and Side places).
+  static Panel stageOf(Workspace workspace);
+  static std::optional<Panel> sideOf(Workspace workspace);
+  // The table's panels at `spot` in `workspace`, tabbed onto `anchor` in their tab order.
+  void tabInto(Workspace workspace, Place::Spot spot, Panel anchor);
   // "teach/1280x720@150": the workspace at a window size (default: the window's) and zoom.
   QString key(Workspace workspace, int zoom, QSize size = QSize()) const;
   void keep();  // the current arrangement under its key
   void arrange(Workspace workspace);
+  // Each workspace's frame: the panels the table places as Frame.
   void arrangeDebug();
   void arrangeTeach();
   void arrangeCompress();
