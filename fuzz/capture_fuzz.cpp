@@ -1,5 +1,5 @@
 // Fuzzes CaptureFile::open: a .kvcapture's safetensors container, its
-// manifest JSON and every cross-reference between the two (issue 23).
+// manifest JSON and every cross-reference between the two.
 #include "core/capture/capture_file.h"
 #include "core/error.h"
 #include "fuzz/fuzz_support.h"

@@ -1,5 +1,5 @@
-// Fuzzes readGguf: a .gguf's header, metadata, tensor infos and vocabulary
-// (issue 28), then what kvscope's users of a GGUF touch: typed metadata
+// Fuzzes readGguf: a .gguf's header, metadata, tensor infos and vocabulary,
+// then what kvscope's users of a GGUF touch: typed metadata
 // look-ups, the vocabulary's strings as they are printed, and the first
 // elements of every tensor decoded to float32.
 #include <algorithm>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the hand-made hostile GGUF files of fuzz/regression/gguf/ (issue 28).
+"""Writes the hand-made hostile GGUF files of fuzz/regression/gguf/.
 
 Each file is a small valid GGUF (the layout kvscope's exporter writes:
 core/gguf/gguf_file.h) with one thing wrong: the header, a count, a length,

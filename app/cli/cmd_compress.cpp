@@ -83,7 +83,7 @@ std::optional<EvictionSettings> evictionSettings(Args& args) {
 
 std::optional<PruneSettings> pruneSettings(Args& args) {
   auto axis = args.value("element");
-  if (auto prune = args.value("prune")) {  // the name for the same option
+  if (auto prune = args.value("prune")) {  // another name for the same option (element pruning)
     if (axis) throw Error("give either --element or --prune, not both");
     axis = prune;
   }

@@ -57,7 +57,7 @@ struct CacheEvent {
   std::vector<int64_t> rows_before;  // per layer
   std::vector<int64_t> rows_after;   // per layer
   // The rows the session's bookkeeping requires after this operation
-  // (DESIGN.md, "Speculative round bookkeeping").
+  // (docs/architecture.md, "Speculative rounds, exactly").
   int64_t expected_rows = 0;
   // Per layer, the first position the bookkeeping requires (a sliding window
   // drops the positions before it); empty when every layer starts at 0. Layer

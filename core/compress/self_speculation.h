@@ -8,7 +8,7 @@
 // It is a greedy Session (core/decode/session.h) whose drafter is the target
 // over the compressed copy (core/compress/self_speculation_drafter.h): the
 // session's loop drafts, verifies, accepts and prunes, and every operation on
-// both caches is logged by their tracked caches. Bookkeeping as in DESIGN.md.
+// both caches is logged by their tracked caches. Bookkeeping as in docs/architecture.md.
 //
 // The drafting cache is compressed once, after the prefill; rows written
 // while decoding are kept. By default it then compacts (KvCache::compact):

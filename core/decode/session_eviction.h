@@ -1,5 +1,5 @@
 #pragma once
-// Token eviction inside a running session (issue 11): a policy
+// Token eviction inside a running session: a policy
 // (core/cache/eviction_policy.h) compresses the target's cache after the
 // prefill and, optionally, after every N-th round's prune. It acts through
 // the cache's keep mask (rows stay where they are, masked per layer and kv

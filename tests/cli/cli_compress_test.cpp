@@ -1,4 +1,4 @@
-// kvscope-cli compress (issue 11) end to end: the JSON the issue specifies
+// kvscope-cli compress end to end: the JSON docs/compression-lab.md describes
 // (kept positions per layer and kv head, KL, top-1, attention mass, bytes,
 // steps), budget 1.0 giving KL 0, the text report, element pruning, the
 // sweep table, and named errors for bad parameters (never a crash).

@@ -1,4 +1,4 @@
-// kvscope-cli run --drafter-compressed POLICY:BUDGET (issue 11) end to end:
+// kvscope-cli run --drafter-compressed POLICY:BUDGET end to end:
 // the target drafts for itself over its compressed cache and the output is
 // the target's greedy output (compared with `generate`), for the compacted,
 // masked and re-rotated layouts; alpha, tokens/s and the speedup are

@@ -1,4 +1,4 @@
-// kvscope-cli run --evict POLICY:BUDGET[:every=N] (issue 11), end to end: the
+// kvscope-cli run --evict POLICY:BUDGET[:every=N], end to end: the
 // run reports its Evict events, the trace it writes carries them (policy and
 // masked rows, format version 3), budget 1.0 logs none and changes no token,
 // the diff calls the drift an intended eviction (exit 0), and a bad --evict

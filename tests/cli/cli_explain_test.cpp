@@ -1,5 +1,5 @@
-// kvscope-cli explain (issue 10) end to end: the JSON object the issue
-// specifies, its shapes, weights summing to 1, the text form, the what-if
+// kvscope-cli explain end to end: the JSON object docs/teaching.md
+// describes, its shapes, weights summing to 1, the text form, the what-if
 // options, and named errors for a bad layer, head, position or edit.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Issue 13 through the CLI: `kvscope-cli trace FILE` validates and summarises
+// Hostile traces through the CLI: `kvscope-cli trace FILE` validates and summarises
 // a trace without models, refuses hostile traces with a named error (exit 2,
 // never a crash or "internal error"), and token id lists are parsed strictly.
 #include <chrono>
@@ -173,7 +173,7 @@ TEST(CliArgs, IdListsAreStrict) {
   }
 }
 
-// Issue 29: std::stoll took " 5" and "+5", std::stod took "nan" and "inf".
+// std::stoll took " 5" and "+5", std::stod took "nan" and "inf".
 TEST(CliArgs, IntegersAndNumbersAreStrict) {
   const auto args = [](const std::string& name, const std::string& value) {
     return cli::Args({"--" + name, value}, {});

@@ -1,4 +1,4 @@
-// kvscope-cli export-gguf and import-llamacpp end to end (issue 26), without
+// kvscope-cli export-gguf and import-llamacpp end to end, without
 // llama.cpp: the exported file read back by kvscope's GGUF reader, refusals
 // with exit 2 and no file left, and a llama.cpp state written here byte by
 // byte (llama_state_seq_save_file's layout) imported and checked: rows that

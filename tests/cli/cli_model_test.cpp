@@ -1,4 +1,4 @@
-// kvscope-cli's model commands (issue 2) end to end against the fixtures:
+// kvscope-cli's model commands end to end against the fixtures:
 // tokenize / detokenize, logits, inspect, generate.
 #include <gtest/gtest.h>
 
@@ -141,7 +141,7 @@ TEST(CliGenerate, IgnoreEosGivesExactlyMaxNewTokens) {
 }
 
 }  // namespace
-// Issue 12: a model whose vocabulary is padded past its tokenizer (qwen3-tiny:
+// A model whose vocabulary is padded past its tokenizer (qwen3-tiny:
 // 512 ids, tokenizer 448) runs on padded ids and shows them as "<id N>".
 TEST(CliModel, PaddedVocabularyNeverFailsARun) {
   const std::string model = modelDir("qwen3-tiny");

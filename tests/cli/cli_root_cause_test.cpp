@@ -1,4 +1,4 @@
-// kvscope-cli diff / audit / faults, end to end: the JSON contracts of issue 9
+// kvscope-cli diff / audit / faults, end to end: the JSON contracts docs/cli.md describes
 // (root_cause in diff, audit of a recorded moment, faults with explanations).
 #include "tests/cli/cli_test_support.h"
 

@@ -1,4 +1,4 @@
-// Issue 29 through the CLI: inputs that used to validate and then compute
+// Through the CLI: inputs that used to validate and then compute
 // garbage (NaN logits, then token 0 forever) or die in the allocator with
 // "internal error" are refused by name: exit 2, the field, tensor or layer in
 // stderr, never "internal error", quickly and without a large allocation.

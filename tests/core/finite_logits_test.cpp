@@ -1,7 +1,7 @@
 // A forward whose logits are NaN or Inf stops with an error naming
 // the layer and step where values first became non-finite and the config
 // fields involved, instead of handing NaN to a sampler that then picks token
-// 0 forever. The configs of the issue are refused by the parser now; here
+// 0 forever. Such configs are refused by the parser now; here
 // they are set on the parsed config directly, as the old parser let them
 // through, to show what the guard says when something else gets through.
 #include <gtest/gtest.h>

@@ -266,7 +266,7 @@ class HostileCaptures(CheckCaptures):
 
 class Speed(CheckCaptures):
     def test_check_of_the_48_token_pair_capture_prints_its_time(self):
-        """Prints the ratio for docs; the bound is the issue's 5x, kept loose for a shared machine."""
+        """Prints the ratio for docs; the bound of 5x is kept loose for a shared machine."""
         started = time.perf_counter()
         path, _ = self.capture("speculative", "dynamic", new_tokens=48)
         capture_seconds = time.perf_counter() - started

@@ -1,6 +1,6 @@
-"""The hostile-input regression corpus of issue 29, generated and replayed.
+"""The hostile-input regression corpus, generated and replayed.
 
-Every input class the issue's hostile testing found accepted and then
+Every input class hostile testing found accepted and then
 computing nonsense (or failing as an "internal error") is a table of cases
 here: model configs that made NaN logits or silently read the wrong thing,
 configs with fewer layers than the checkpoint, ids beyond the vocabulary,

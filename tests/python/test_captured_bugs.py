@@ -1,5 +1,5 @@
 """The recorded states show exactly what each loop did to its caches: the
-correct loops keep DESIGN.md's bookkeeping, each buggy loop leaves its own
+correct loops keep docs/architecture.md's bookkeeping, each buggy loop leaves its own
 trace, and a capture that missed a between-call change would be caught."""
 import copy
 import os

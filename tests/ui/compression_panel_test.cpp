@@ -1,4 +1,4 @@
-// The Compression panel (issue 11) on the bundled target: what it draws is
+// The Compression panel on the bundled target: what it draws is
 // read back from its plots and compared with runCompressionLab run here on a
 // model this test loads itself (not with the panel's own copy of the
 // result): the removed rows of the cursor's layer and kv head, in the mask

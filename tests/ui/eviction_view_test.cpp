@@ -1,4 +1,4 @@
-// Issue 11 in the views: a session whose target cache an eviction policy
+// In the views: a session whose target cache an eviction policy
 // compressed. The KV heatmap marks, for the shown layer and kv head, exactly
 // the rows the policy masked (grey, cross-hatched; the hover names policy and
 // round), heads differ, a trace round trip shows the same marks, and the row

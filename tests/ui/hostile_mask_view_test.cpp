@@ -1,6 +1,6 @@
 // Verify Attention on a mask from a file: a checkerboard of 400 x 400
 // (consistent shapes, so the validator accepts it) must not become one plot
-// item per mask edge (issue 28); a causal mask is still outlined.
+// item per mask edge; a causal mask is still outlined.
 #include <QtTest>
 
 #include <qcustomplot.h>

@@ -1,4 +1,4 @@
-// Traces from strangers, in the GUI (issue 28): a 2 MB one-line prompt and
+// Traces from strangers, in the GUI: a 2 MB one-line prompt and
 // token text open within 5 s and 1 GB and are shown elided with the full
 // text on demand; 5,000 nested <table>s in every free-text field open as
 // plain text; a "gui" block whose cursor and bookmarks lie outside the trace
@@ -219,7 +219,7 @@ class HostileTraceViewTest : public QObject {
 
   void investigationNamingRowsTheTraceNeverHadOpensWithinBudget() {
     // A real investigation first (prune-short's diff), then made hostile the
-    // way issue 28's sender did: a row of 400,000,000 sized the audit map by it
+    // way a hostile trace did: a row of 400,000,000 sized the audit map by it
     // (3.2 GB), a layer of 1,000 overflowed it.
     const QString real = tracePath("diffed");
     {

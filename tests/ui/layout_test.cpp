@@ -1,4 +1,4 @@
-// Layouts that hold (issue 10): at a projector's 1024x768 and 1280x720 the
+// Layouts that hold: at a projector's 1024x768 and 1280x720 the
 // main window shows every dock with a real size (each tab raised in turn),
 // no plot painted over another, every plot with room for its axes and their
 // labels; and shrinking the window then growing it back restores the dock

@@ -1,4 +1,4 @@
-// Lessons (issue 10): every bundled lesson page loads on the bundled models
+// Lessons: every bundled lesson page loads on the bundled models
 // (else the fixture pair), sets up the session it names (settings, rounds,
 // cursor), outlines its panel, fills its text from the running session and
 // leaves nothing unsaved; Page Down / Page Up walk the pages; a malformed
@@ -193,7 +193,7 @@ class LessonsTest : public QObject {
     QVERIFY2(readLesson(good, &error).has_value(), qPrintable(error.message));
   }
 
-  // Issue 29: QJsonValue::toInt() reads 2.5 and 1e300 as 0, so a what_if_remove
+  // QJsonValue::toInt() reads 2.5 and 1e300 as 0, so a what_if_remove
   // of 1e300 ticked row 0; a key written twice kept one value silently.
   void numbersThatAreNotWholeOrInRangeAreRefusedByField() {
     QTemporaryDir dir;

@@ -1,4 +1,4 @@
-// Issue 29 in the GUI: a verify whose logits turn NaN mid-session shows the
+// In the GUI: a verify whose logits turn NaN mid-session shows the
 // error dialog naming the layer, and the session stays as it was before the
 // failing step (same rounds, same tokens, still browsable), instead of a
 // run that carries on with NaN and picks token 0 forever.

@@ -1,4 +1,4 @@
-// Presenter mode and explanations in the app (issue 10): the presenter zoom
+// Presenter mode and explanations in the app: the presenter zoom
 // scales the window's fonts, plot labels and markers (and 100% gives them
 // back exactly); Run's playback speed pauses after every phase (a lower
 // bound on the time, measured); the toolbar says its keys and a first start

@@ -1,5 +1,5 @@
-// Closing the main window never loses a session the user ran without asking
-// (issue 13): "Save the trace before closing?" with Save / Discard / Cancel
+// Closing the main window never loses a session the user ran without asking:
+// "Save the trace before closing?" with Save / Discard / Cancel
 // once any phase ran past the prefill and nothing was saved since. On the
 // fixture model pair, offscreen; the modal dialogs are answered by a timer.
 #include <QApplication>

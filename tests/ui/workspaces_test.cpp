@@ -1,4 +1,4 @@
-// Workspaces for each job (issue 27), on a 1280x720 projector screen
+// Workspaces for each job, on a 1280x720 projector screen
 // (offscreen, configured in main): at 1024x768 and 1280x720, at 100% and
 // 150%, every lesson page opened in Teach gives the panel it outlines at
 // least 45% of the window, scrolls the step it names into the visible part

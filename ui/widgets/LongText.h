@@ -1,7 +1,7 @@
 #pragma once
 // Text from a file can be any length, and Qt lays out a line of text in one
 // piece on the GUI thread: a 2 MB one-line prompt or token text stalled the
-// window for seconds (issue 28). Views show at most a stated number of bytes
+// window for seconds. Views show at most a stated number of bytes
 // of such text; the full text stays available on demand (a copy action).
 #include <QString>
 

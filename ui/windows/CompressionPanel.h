@@ -1,5 +1,5 @@
 #pragma once
-// The Compression panel (issue 11): the KV compression lab on the live
+// The Compression panel: the KV compression lab on the live
 // session's prompt and target, for a researcher comparing eviction and
 // pruning policies and a teacher showing what a policy throws away.
 //

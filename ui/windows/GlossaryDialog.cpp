@@ -16,7 +16,7 @@ struct Term {
   const char* meaning;
 };
 
-// In the order a class meets them. Numbers follow DESIGN.md's exact bookkeeping.
+// In the order a class meets them. Numbers follow the exact bookkeeping of docs/architecture.md.
 const Term kTerms[] = {
     {"target", "The large model whose output we want. It checks the drafts in one forward pass (verify)."},
     {"drafter", "The small, fast model (or an n-gram lookup) that guesses the next gamma tokens."},

@@ -1,6 +1,6 @@
 #pragma once
 // Help > Glossary: the terms the panels use, each in a sentence or two, in
-// the words of DESIGN.md's bookkeeping; and Help > About's text.
+// the words of docs/architecture.md's bookkeeping; and Help > About's text.
 #include <QString>
 
 class QWidget;

@@ -529,7 +529,7 @@ void MainWindow::applyGuiState(const QString& json) {
   const QJsonObject object = QJsonDocument::fromJson(json.toUtf8()).object();
   if (object.isEmpty()) return;
   // From the file: each field held against the trace; what does not fit is
-  // named in the log and the status bar, never clamped in silence (issue 28).
+  // named in the log and the status bar, never clamped in silence.
   QStringList warnings;
   GuiState state = guiStateFromJson(object, &warnings);
   if (context_.snapshot()) warnings << fitGuiState(state, *context_.snapshot());

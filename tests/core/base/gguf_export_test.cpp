@@ -1,4 +1,4 @@
-// export-gguf (issue 26): every exported family read back with kvscope's own
+// export-gguf: every exported family read back with kvscope's own
 // GGUF reader and checked against the checkpoint it came from: header,
 // architecture metadata, tokenizer metadata, tensor names, shapes, types,
 // offsets, and the bytes of the tensors the exporter transforms (Llama's Q/K

@@ -1,4 +1,4 @@
-// Hostile config.json and generation_config.json files (issue 13), read from
+// Hostile config.json and generation_config.json files, read from
 // disk the way a model load reads them: deep nesting, numbers no double
 // holds, sizes whose products would overflow, fields of the wrong kind.
 // Each is refused by name within a second and a bounded amount of memory.

@@ -1,4 +1,4 @@
-// Hostile GGUF files (issue 28): every file of fuzz/regression/gguf/ (made by
+// Hostile GGUF files: every file of fuzz/regression/gguf/ (made by
 // fuzz/make_gguf_regression.py, plus what the fuzzer found) is refused with
 // an Error naming the file and the field, within the CPU and memory budgets,
 // or, for the few valid ones, read with its strings kept as they are.

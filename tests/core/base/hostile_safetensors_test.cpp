@@ -1,4 +1,4 @@
-// Hostile safetensors headers (issue 13): deep nesting, huge key counts,
+// Hostile safetensors headers: deep nesting, huge key counts,
 // nested duplicates. Every model load and trace open goes through this reader.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 #pragma once
-// Helpers for the hostile-input tests (issue 13): every hostile file must be
+// Helpers for the hostile-input tests: every hostile file must be
 // refused with a kvscope::Error that names the file and the problem, within
 // a second, without a large allocation. The inputs are generated here, never
 // committed.

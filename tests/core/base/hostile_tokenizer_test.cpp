@@ -1,4 +1,4 @@
-// Hostile tokenizer.json files (issue 13): deep component chains, deep
+// Hostile tokenizer.json files: deep component chains, deep
 // patterns and merges, integers that are not integers, special ids outside
 // the vocabulary, and components that blow up at encode/decode time.
 #include <gtest/gtest.h>
@@ -200,7 +200,7 @@ TEST_F(HostileTokenizerTest, TokenizerConfigDeep) {
                 {config, "nested deeper than 64 levels", "tokenizer_config.json"});
 }
 
-// Issue 29: a key written twice kept the last value (a vocabulary giving
+// A key written twice kept the last value (a vocabulary giving
 // "a" two ids loaded as whichever came last); refused with the key's name and
 // the object's path, in tokenizer.json and tokenizer_config.json alike.
 TEST_F(HostileTokenizerTest, DuplicateKeysRefusedByName) {

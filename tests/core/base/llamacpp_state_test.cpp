@@ -1,4 +1,4 @@
-// llama.cpp's sequence-state layout (issue 26): the reader on states built
+// llama.cpp's sequence-state layout: the reader on states built
 // here byte by byte as llama_state_seq_save_file writes them, and on hostile
 // ones. Real states written by llama.cpp are read in the llamacpp_capture_*
 // tests (node-llama-cpp's saveStateToFile).

@@ -116,7 +116,7 @@ TEST(ModelConfig, MissingFileIsNamed) {
 namespace kvscope {
 namespace {
 
-// Issue 13: numbers from a stranger's config.json are range-checked before
+// Numbers from a stranger's config.json are range-checked before
 // any conversion or allocation, and the error names the field.
 TEST(ModelConfigHostile, FloatsAreRangeChecked) {
   const std::vector<std::pair<std::string, nlohmann::json>> cases = {

@@ -1,4 +1,4 @@
-// Issue 29, config.json side: fields that parsed before but made every logit
+// config.json, the parser's side: fields that parsed before but made every logit
 // NaN or zero, ids the vocabulary lacks, keys written twice and integers
 // written as floats are refused by name, within a second and without a large
 // allocation. The neighbouring values that real models use still load, so

@@ -190,7 +190,7 @@ TEST_F(TokenizerErrorTest, DirectoryWithoutTokenizerJson) {
   }
 }
 
-// Issue 12: ids past the tokenizer (a model's padded vocabulary rows, as in
+// Ids past the tokenizer (a model's padded vocabulary rows, as in
 // real Qwen2/Qwen3 checkpoints) never fail a decode: they show as "<id N>".
 TEST(TokenizerDecodeErrors, PaddedIdsShowAsPlaceholders) {
   const auto tok = Tokenizer::fromDirectory(std::string(KVSCOPE_FIXTURES) + "/tokenizers/gpt2-tiny");
