@@ -80,7 +80,7 @@ CaptureAttention replayVerifyAttention(const CaptureFile& file, const CaptureTim
     verify.logits = logits.to(torch::kFloat32);
     for (const at::Tensor& w : recorder.weights) verify.attention.push_back(w.to(torch::kFloat32));
     for (const at::Tensor& m : recorder.masks) verify.masks.push_back(m);
-    out.verify[step.stream] = std::move(verify);
+    out.verify[step.round] = std::move(verify);
   }
   if (skipped > 0) {
     out.notes.push_back("Verify Attention: " + std::to_string(skipped) +

@@ -16,19 +16,19 @@ bool momentBefore(const Moment& a, const Moment& b) { return !atOrBefore(b, a); 
 // the previous round's prune, one inside the drafting stays in the drafting.
 std::vector<Moment> stepMoments(const CaptureTimeline& timeline) {
   std::vector<Moment> moments;
-  std::vector<int64_t> drafter_stream_seen;  // streams the drafter has had a step in
+  std::vector<int64_t> drafter_rounds_seen;  // rounds the drafter has had a step in
   for (const CaptureStep& step : timeline.steps) {
-    const int64_t stream = step.stream;
+    const int64_t round = step.round;
     const bool forward = step.operation == CaptureOperation::Forward;
-    Moment m{stream, Phase::Draft};
-    if (stream == 0) {
+    Moment m{round, Phase::Draft};
+    if (round == 0) {
       m = {0, Phase::Prefill};
     } else if (step.role == CaptureRole::Target) {
-      m = forward ? Moment{stream, Phase::Verify} : Moment{stream - 1, Phase::Prune};
-    } else if (!forward && std::find(drafter_stream_seen.begin(), drafter_stream_seen.end(), stream) == drafter_stream_seen.end()) {
-      m = {stream - 1, Phase::Prune};
+      m = forward ? Moment{round, Phase::Verify} : Moment{round - 1, Phase::Prune};
+    } else if (!forward && std::find(drafter_rounds_seen.begin(), drafter_rounds_seen.end(), round) == drafter_rounds_seen.end()) {
+      m = {round - 1, Phase::Prune};
     }
-    if (step.role == CaptureRole::Drafter) drafter_stream_seen.push_back(stream);
+    if (step.role == CaptureRole::Drafter) drafter_rounds_seen.push_back(round);
     moments.push_back(m);
   }
   return moments;
@@ -77,7 +77,7 @@ void inferRounds(const CaptureTimeline& timeline, SessionRecord& record) {
   for (int64_t k = 1; k < target_calls; ++k) record.rounds.push_back(inferredRound(timeline, k));
   // Drafter calls after the target's last: a round that drafted and never verified.
   const bool drafted_after = std::any_of(timeline.steps.begin(), timeline.steps.end(),
-                                         [&](const CaptureStep& s) { return s.stream == target_calls && target_calls > 0; });
+                                         [&](const CaptureStep& s) { return s.round == target_calls && target_calls > 0; });
   if (drafted_after) {
     RoundRecord open;
     open.index = target_calls;
@@ -86,7 +86,7 @@ void inferRounds(const CaptureTimeline& timeline, SessionRecord& record) {
   }
   for (RoundRecord& r : record.rounds) {
     for (const CaptureStep& s : timeline.steps) {
-      if (s.stream != r.index || s.operation != CaptureOperation::Forward) continue;
+      if (s.round != r.index || s.operation != CaptureOperation::Forward) continue;
       ++(s.role == CaptureRole::Target ? r.target_forwards : r.drafter_forwards);
     }
   }

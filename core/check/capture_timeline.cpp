@@ -3,6 +3,7 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <map>
 #include <unordered_set>
 
 #include "core/capture/capture_change.h"
@@ -167,6 +168,33 @@ int64_t alignInputs(const std::vector<int64_t>& stream, const std::vector<int64_
   return best >= 0 ? best : claimed;
 }
 
+// Where a drafter call's inputs belong in the drafter's own stream of the
+// round, which grows by the drafts it feeds: inputs that read on from where
+// the engine put them and run past the stream's end are its new drafts (the
+// stream takes them); inputs found elsewhere in the stream (a prefix fed
+// again, a token fed twice) are placed there; a first input fed where the
+// last committed token belongs, which is not that token, is a draft fed
+// before it: that token was skipped. Anything else stays where the engine
+// put it, to be named as a wrong token.
+int64_t placeDrafterInputs(std::vector<int64_t>& stream, const std::vector<int64_t>& ids, int64_t claimed) {
+  const auto size = static_cast<int64_t>(stream.size());
+  const auto n = static_cast<int64_t>(ids.size());
+  const auto runsOnFrom = [&](int64_t at) {
+    return at >= 0 && at <= size && at + n > size &&
+           std::equal(ids.begin(), ids.begin() + (size - at), stream.begin() + at);
+  };
+  const auto extendFrom = [&](int64_t at) {
+    stream.insert(stream.end(), ids.begin() + (size - at), ids.end());
+    return at;
+  };
+  if (matchesAt(stream, claimed, ids, ids.size())) return claimed;
+  if (runsOnFrom(claimed)) return extendFrom(claimed);
+  const int64_t found = alignInputs(stream, ids, claimed);
+  if (found != claimed) return found;
+  if (claimed == size - 1 && size > 0) return extendFrom(size);
+  return claimed;
+}
+
 // The slots a static or ring layer's call attends: up to its highest cache
 // position (its inputs), or before its first (the rows it receives).
 int64_t staticLimit(const CaptureCall& call, bool for_inputs) {
@@ -183,6 +211,7 @@ class TimelineBuilder {
     out_.record.sequence = manifest_.committed ? *manifest_.committed : inferCommitted(manifest_);
     placements_ = placeTargetCalls(manifest_, out_.record.sequence);
     out_.streams = roundStreams(manifest_, out_.record.sequence, placements_, file_.path());
+    for (const auto& stream : out_.streams) stream_tokens_ += static_cast<int64_t>(stream.size());
     for (const TargetPlacement& p : placements_) out_.frontiers.push_back(p.frontier);
     out_.frontiers.push_back(placements_.empty() ? 0 : std::max(placements_.back().frontier, placements_.back().start + placements_.back().matched));
     for (int r = 0; r < kCaptureRoles; ++r) {
@@ -375,7 +404,7 @@ class TimelineBuilder {
   void record(CaptureStep step, CacheEvent e, std::vector<std::vector<int64_t>> layout) {
     RoleState& s = state(step.role);
     e.cache = cacheRoleOf(step.role);
-    e.round = step.stream;
+    e.round = step.round;
     e.call = std::string(captureRoleName(step.role)) + " call " + std::to_string(step.call) +
              (step.operation == CaptureOperation::Between ? ", between calls" : "");
     e.rows_before = s.last_rows;
@@ -387,7 +416,7 @@ class TimelineBuilder {
   }
 
   void addBetween(const CaptureCall& call, const Slots& before, const std::vector<CaptureLayerKind>& kinds,
-                  int64_t stream_index, int64_t target_start) {
+                  int64_t round, int64_t stream_index, int64_t target_start) {
     RoleState& s = state(call.role);
     CaptureStep step;
     step.role = call.role;
@@ -399,6 +428,7 @@ class TimelineBuilder {
     if (step.change == CaptureBetweenKind::Crop && call.between && call.between->kind == CaptureBetweenKind::Slice) {
       step.change = CaptureBetweenKind::Slice;
     }
+    step.round = round;
     step.stream = stream_index;
     step.static_cache = kinds.front() == CaptureLayerKind::Static;
     step.manifest_call = call_index_;
@@ -460,18 +490,21 @@ class TimelineBuilder {
   }
 
   void addForward(const CaptureCall& call, const Slots& before, const Slots& after,
-                  const std::vector<CaptureLayerKind>& kinds, int64_t stream_index, int64_t target_start) {
+                  const std::vector<CaptureLayerKind>& kinds, int64_t round, int64_t stream_index, int64_t target_start) {
     RoleState& s = state(call.role);
-    const auto& stream = out_.streams[static_cast<size_t>(stream_index)];
+    auto& stream = out_.streams[static_cast<size_t>(stream_index)];
     CaptureStep step;
+    step.round = round;
     step.role = call.role;
     step.call = call.index;
     step.operation = CaptureOperation::Forward;
     step.stream = stream_index;
     step.inputs = static_cast<int64_t>(call.input_ids.size());
     step.claimed_start = call.positions.front();
+    const auto stream_was = static_cast<int64_t>(stream.size());
     step.true_start = call.role == CaptureRole::Target ? target_start
-                                                       : alignInputs(stream, call.input_ids, step.claimed_start);
+                                                       : placeDrafterInputs(stream, call.input_ids, step.claimed_start);
+    addStreamTokens(static_cast<int64_t>(stream.size()) - stream_was);
     step.static_cache = kinds.front() == CaptureLayerKind::Static;
     step.landed_row = kinds.front() == CaptureLayerKind::Append ? static_cast<int64_t>(before.front().size())
                                                                  : staticLimit(call, false);
@@ -501,7 +534,7 @@ class TimelineBuilder {
     e.kind = CacheEventKind::Append;
     e.phase = phase;
     if (!identities.empty()) {
-      const int64_t first = birth(call.role, identities, written_rows, stream_index, phase);
+      const int64_t first = birth(call.role, identities, written_rows, round, phase);
       for (int64_t i = 0; i < static_cast<int64_t>(identities.size()); ++i) e.written.push_back(first + i);
     }
     if (call.attention_mask) {
@@ -517,24 +550,54 @@ class TimelineBuilder {
 
   void addCall(const CaptureCall& call, int64_t targets_seen) {
     RoleState& s = state(call.role);
-    const int64_t stream_index = targets_seen;
+    const int64_t round = targets_seen;
     const bool target = call.role == CaptureRole::Target;
+    const int64_t stream_index = target ? round : drafterStream(round);
     const TargetPlacement placement = target ? placements_[static_cast<size_t>(targets_seen)] : TargetPlacement{};
     const Slots before = slotsOf(call.before, s.layers);
     const auto before_kinds = kindsOf(call.before, s.layers, s.kinds);
-    adoptUnknownRows(call.role, before, stream_index);
+    adoptUnknownRows(call.role, before, round);
     const bool held_something = std::any_of(before.begin(), before.end(), [](const auto& l) { return heldRows(l) > 0; });
-    if (call.index > 0 || held_something) addBetween(call, before, before_kinds, stream_index, placement.required);
+    if (call.index > 0 || held_something) addBetween(call, before, before_kinds, round, stream_index, placement.required);
     const Slots after = slotsOf(call.after, s.layers);
     const auto after_kinds = kindsOf(call.after, s.layers, before_kinds);
-    addForward(call, before, after, after_kinds, stream_index, placement.start);
+    addForward(call, before, after, after_kinds, round, stream_index, placement.start);
     s.returned = after;
     s.kinds = after_kinds;
+  }
+
+  // The drafter's own stream of `round` (made on its first call of the
+  // round): what the target decided before it, C[0:F + 1] (C after the last
+  // target call); its drafts join as it feeds them.
+  int64_t drafterStream(int64_t round) {
+    const auto it = drafter_stream_.find(round);
+    if (it != drafter_stream_.end()) return it->second;
+    const std::vector<int64_t>& committed = out_.record.sequence;
+    const auto target_calls = static_cast<int64_t>(placements_.size());
+    const int64_t known = round < target_calls ? std::min<int64_t>(out_.frontiers[static_cast<size_t>(round)] + 1,
+                                                                   static_cast<int64_t>(committed.size()))
+                                               : static_cast<int64_t>(committed.size());
+    addStreamTokens(known);
+    out_.streams.emplace_back(committed.begin(), committed.begin() + known);
+    const auto index = static_cast<int64_t>(out_.streams.size()) - 1;
+    drafter_stream_.emplace(round, index);
+    return index;
+  }
+
+  // Every stream's tokens, held against the same bound as the round streams.
+  void addStreamTokens(int64_t added) {
+    stream_tokens_ += added;
+    if (stream_tokens_ > kMaxStreamTokens) {
+      throw Error(file_.path() + ": too large to check: its token streams exceed " + std::to_string(kMaxStreamTokens) +
+                  " tokens");
+    }
   }
 
   const CaptureFile& file_;
   const CaptureManifest& manifest_;
   CaptureTimeline out_;
+  std::map<int64_t, int64_t> drafter_stream_;  // round -> index of the drafter's own stream
+  int64_t stream_tokens_ = 0;                  // tokens of every stream so far
   RoleState roles_[kCaptureRoles];
   std::vector<TargetPlacement> placements_;  // per target call, where its inputs belong
   size_t call_index_ = 0;        // the manifest call being added

@@ -14,9 +14,12 @@
 // are C[0:F_k], its first input must be C[F_k] (the prompt, or the token the
 // previous verify chose), the rest are drafts; the accepted inputs move the
 // frontier on. Round k's stream is C[0:F_k + 1] followed by target call k's
-// drafts: the target's verify and the drafter calls before it (which produced
-// those drafts) are checked against it. Drafter calls after the last target
-// call are checked against C.
+// drafts: the target's verify is checked against it. The drafter is judged
+// against its own history, not against a call that came after it: its round-k
+// stream is C[0:F_k + 1] (what the target decided before) followed by the
+// drafts the drafter itself fed that round. So a verify that breaks the
+// sequence cannot make the drafter calls before it look wrong. Drafter calls
+// after the last target call start from C.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -39,7 +42,8 @@ struct CaptureStep {
   int64_t call = 0;
   CaptureOperation operation = CaptureOperation::Forward;
   CaptureBetweenKind change = CaptureBetweenKind::None;  // Between: derived from the two states
-  int64_t stream = 0;  // index into CaptureTimeline::streams
+  int64_t round = 0;   // the target call whose round it belongs to (target calls after the last: their count)
+  int64_t stream = 0;  // index into CaptureTimeline::streams: what the step is judged against
   // Forward: the position the inputs belong at in the stream, the position
   // the engine's rotary embedding gave the first, and the row the first
   // landed in (the rows the call attends before its inputs).
@@ -63,7 +67,9 @@ struct CaptureTimeline {
   // with its layout given outright.
   SessionRecord record;
   std::vector<CaptureStep> steps;             // parallel to record.events.events()
-  std::vector<std::vector<int64_t>> streams;  // [target calls + 1]
+  // [0, T]: round k's stream for the target (T = target calls; T: C itself);
+  // then, per round the drafter drafted in, the drafter's own stream.
+  std::vector<std::vector<int64_t>> streams;
   // [target calls + 1]: the committed tokens decided before each target call
   // (its frontier), then after the last one.
   std::vector<int64_t> frontiers;

@@ -9,6 +9,7 @@
 #include "core/audit/cache_audit.h"
 #include "core/audit/cache_diff.h"
 #include "core/audit/root_cause.h"
+#include "core/audit/row_history.h"
 #include "core/cache/fault.h"
 #include "core/decode/session.h"
 #include "core/model/bundled_models.h"
@@ -222,6 +223,46 @@ TEST(AuditAtMoment, PastMomentsUnderPruneShort) {
   const CacheAudit identities = auditAt(session->record(), CacheRole::Target, {cause->round, Phase::Prune}, nullptr);
   EXPECT_FALSE(identities.values_checked);
   EXPECT_EQ(identities.rows.size(), after.rows.size());
+}
+
+// A row's history relates every operation to the root cause: the stale row
+// the faulty prune kept is wrong after it, and so follows from it; the
+// operation itself is named the root cause; rows written later say they came
+// after it. Earlier operations say nothing.
+TEST(RowHistoryAndRootCause, LaterOperationsFollowFromIt) {
+  const Pair p = pair("fixture");
+  auto session = makeSession(p, Fault::PruneShort, 4, true);
+  session->runToEnd();
+  const SessionRecord& record = session->record();
+  const auto cause = findRootCause(record, {});
+  ASSERT_TRUE(cause.has_value());
+  const CacheLayout after = record.events.layoutAfterEvents(cause->cache, record.layers(cause->cache),
+                                                            static_cast<size_t>(cause->event_index) + 1);
+  const int64_t stale = after.layers[0][static_cast<size_t>(cause->rows.front())];
+  const RoundStream stream = [&record](int64_t round) { return record.streamOfRound(round); };
+  const auto history = rowHistory(record.ledger.entries(), record.events, stale, 0, stream, &*cause);
+  ASSERT_FALSE(history.empty());
+  bool named = false, followed = false;
+  for (const RowHistoryItem& item : history) {
+    if (item.event_index < cause->event_index) EXPECT_EQ(item.root_cause_relation, "") << item.what;
+    if (item.event_index == cause->event_index) {
+      named = true;
+      EXPECT_EQ(item.root_cause_relation, "root cause");
+      EXPECT_NE(item.what.find("this operation is the root cause"), std::string::npos) << item.what;
+    }
+    if (item.event_index > cause->event_index && item.state != RowState::Ok) {
+      followed = true;
+      EXPECT_EQ(item.root_cause_relation, "after the root cause");
+      EXPECT_NE(item.what.find("follows from the root cause, round " + std::to_string(cause->round)), std::string::npos)
+          << item.what;
+    }
+  }
+  EXPECT_TRUE(named);
+  EXPECT_TRUE(followed) << "the stale row stays wrong after the faulty prune";
+  // Without the root cause the history is the same, without the relation.
+  for (const RowHistoryItem& item : rowHistory(record.ledger.entries(), record.events, stale, 0, stream)) {
+    EXPECT_EQ(item.root_cause_relation, "");
+  }
 }
 
 // The verify mask recorded is the mask the model applied.
