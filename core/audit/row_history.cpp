@@ -132,15 +132,16 @@ void relateToRootCause(RowHistoryItem& item, const CacheEventLog& log, const Roo
   if (item.event_index < cause.event_index) return;
   if (item.event_index == cause.event_index) {
     item.root_cause_relation = "root cause";
-    item.what += "; this operation is the root cause";
-    return;
+    item.root_cause_note = "this operation is the root cause";
+  } else {
+    item.root_cause_relation = "after the root cause";
+    if (item.state != RowState::Ok) {
+      item.root_cause_note = "follows from the root cause, " + rootCauseName(log, cause) + ", not a cause of its own";
+    } else if (item.effect == RowEffect::Born) {
+      item.root_cause_note = "written after the root cause, " + rootCauseName(log, cause) + ": its sequence may follow from it";
+    }
   }
-  item.root_cause_relation = "after the root cause";
-  if (item.state != RowState::Ok) {
-    item.what += "; follows from the root cause, " + rootCauseName(log, cause) + ", not a cause of its own";
-  } else if (item.effect == RowEffect::Born) {
-    item.what += "; written after the root cause, " + rootCauseName(log, cause) + ": its sequence may follow from it";
-  }
+  if (!item.root_cause_note.empty()) item.what += "; " + item.root_cause_note;
 }
 
 }  // namespace

@@ -57,6 +57,7 @@ struct RowHistoryItem {
   // Where the operation stands to the root cause: it is the root cause, or it
   // came after it (what it did may follow from it); empty without one.
   std::string root_cause_relation;  // "", "root cause", "after the root cause"
+  std::string root_cause_note;      // that in words ("follows from the root cause, ..."); also ends `what`
 };
 
 // The token stream the bookkeeping of `round` refers to (streamOfRound).

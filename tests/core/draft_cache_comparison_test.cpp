@@ -8,6 +8,9 @@
 // states attended to the compressed context); the round log adds up.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <vector>
 
@@ -86,8 +89,19 @@ TEST(DraftCacheComparison, EveryLayoutShowsTheSameHeldRows) {
     EXPECT_EQ(other.draft_holds, compacted.draft_holds) << draftCacheLayoutName(layout);
   }
   // Masked holds the same numbers as compacted: the mask only hides rows.
+  // Attention over the kept rows alone, or over every row with the hidden
+  // ones weighted 0, adds the same terms; the matrix products may group them
+  // differently with another count of rows (by CPU), so the keys written
+  // after the compression agree to float32 rounding, not bit for bit.
   const auto masked = recorded(*model, spec, DraftCacheLayout::Masked).caches;
-  EXPECT_EQ(masked.draft_keys, compacted.draft_keys);
+  ASSERT_EQ(masked.draft_keys.size(), compacted.draft_keys.size());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < masked.draft_keys.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(masked.draft_keys[i]) - compacted.draft_keys[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(compacted.draft_keys[i])));
+  }
+  std::printf("masked vs compacted drafting keys: max |d| %.3g over max |k| %.3g\n", worst, scale);
+  EXPECT_LE(worst, 1e-5 * std::max(1.0, scale));
 }
 
 TEST(DraftCacheComparison, AFullBudgetHoldsEverythingAndMatches) {

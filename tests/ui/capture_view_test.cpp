@@ -65,6 +65,8 @@ class CaptureViewTest : public QObject {
     QVERIFY(window.kvCachePanel()->targetView()->rowCount() > 0);
     const QString history = window.rowHistoryPanel()->text()->toPlainText();
     QVERIFY2(history.contains(QStringLiteral(" call ")), qPrintable(history));
+    // The wrong row's history names the operation that is the root cause.
+    QVERIFY2(history.contains(QStringLiteral("this operation is the root cause")), qPrintable(history));
     // The timeline names the engine's calls of the cursor's round.
     const QString calls = TimelinePanel::callsOfRound(snapshot, cause.round);
     QVERIFY2(calls.contains(QStringLiteral("call")), qPrintable(calls));

@@ -125,13 +125,19 @@ QString RowHistoryPanel::eventsHtml(const Cursor& cursor) const {
     const bool at_cursor = e.moment.round == cursor.round && e.moment.phase == cursor.phase;
     const QString background = at_cursor ? QStringLiteral("#fff2c0") : (e.state != RowState::Ok ? QStringLiteral("#fde8e8") : QStringLiteral("#ffffff"));
     const QString where = e.row_after >= 0 ? tr("row %1, %2").arg(e.row_after).arg(stateHtml(e.state)) : tr("gone");
+    // Once a root cause is known, each later operation says it follows from it.
+    const QString relation = e.root_cause_note.empty()
+                                 ? QString()
+                                 : QStringLiteral("<br><i style='color:#a00'>%1</i>")
+                                       .arg(QString::fromStdString(e.root_cause_note).toHtmlEscaped());
     html += QStringLiteral("<table width='100%' cellspacing=0 cellpadding=2 style='background:%1'><tr><td>"
-                           "%2: <b>%3</b> &rarr; %4<br><span style='color:#555'>%5</span>%6</td></tr></table>")
+                           "%2: <b>%3</b> &rarr; %4<br><span style='color:#555'>%5</span>%6%7</td></tr></table>")
                 .arg(background, momentLink(e.moment.round, e.moment.phase), QString::fromUtf8(rowEffectName(e.effect)), where,
                      QString::fromStdString(e.event_text).toHtmlEscaped(),
                      e.fault_action.empty() ? QString()
                                             : QStringLiteral("<br><b style='color:#c00'>fault: %1</b>")
-                                                  .arg(QString::fromStdString(e.fault_action).toHtmlEscaped()));
+                                                  .arg(QString::fromStdString(e.fault_action).toHtmlEscaped()),
+                     relation);
   }
   return html;
 }
