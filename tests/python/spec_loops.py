@@ -191,13 +191,7 @@ def draft(drafter, x, k, bug):
         feed = list(x)
     elif bug == "bonus-not-fed" and drafter.length == len(x) - 2:
         feed = x[drafter.length:-1]  # d_gamma only: the bonus token is never fed
-    logits = drafter.feed(feed)
-    drafts = []
-    for i in range(k):
-        drafts.append(int(logits[-1].argmax()))
-        if i < k - 1:
-            logits = drafter.feed([drafts[-1]])
-    return drafts
+    return propose(drafter, feed, k)
 
 
 def prune(target, drafter, keep, n, k, bug):
