@@ -23,7 +23,10 @@ namespace kvscope::hostile {
 // is checked against the process's peak RSS, which only a new peak moves:
 // an input that made kvscope allocate gigabytes fails it.
 #ifdef KVSCOPE_SANITIZE
-constexpr double kTimeScale = 5.0;  // ASan + UBSan builds run several times slower
+// ASan + UBSan builds run several times slower: 5.5x on 100,000 tensors'
+// header here (0.47 -> 2.6 s, Intel Xeon), which a 5x budget failed under load.
+// The budgets catch blow-ups of orders of magnitude, which 8x still does.
+constexpr double kTimeScale = 8.0;
 #else
 constexpr double kTimeScale = 1.0;
 #endif
