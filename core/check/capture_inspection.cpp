@@ -3,6 +3,7 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "core/check/capture_models.h"
 #include "core/check/capture_snapshot.h"
@@ -77,7 +78,7 @@ CaptureInspection inspectCapture(const std::string& path, const std::array<Loade
 
   source.target = references[0].model.get();
   const CaptureTimeline timeline = buildCaptureTimeline(*file);
-  const CaptureRecordView view = captureRecordView(timeline);
+  CaptureRecordView view = captureRecordView(timeline);
   out.report = checkCapture(*file, timeline, view, options, text);
   // The check's own "no model" notes say less than referenceFor's: keep those.
   for (int r = 0; r < kCaptureRoles; ++r) {
@@ -87,7 +88,7 @@ CaptureInspection inspectCapture(const std::string& path, const std::array<Loade
     notes.erase(std::remove_if(notes.begin(), notes.end(), [&](const std::string& n) { return n.rfind(generic, 0) == 0; }),
                 notes.end());
   }
-  out.snapshot = captureSnapshot(*file, timeline, view, out.report, source, builder);
+  out.snapshot = captureSnapshot(*file, timeline, std::move(view), out.report, source, builder);  // no copy of the rows
   return out;
 }
 

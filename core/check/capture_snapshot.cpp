@@ -96,9 +96,8 @@ DiffReport captureDiffReport(const CaptureTimeline& timeline, const CaptureRecor
 }
 
 std::shared_ptr<SessionSnapshot> captureSnapshot(const CaptureFile& file, const CaptureTimeline& timeline,
-                                                 const CaptureRecordView& checked, const CaptureCheckReport& report,
+                                                 CaptureRecordView view, const CaptureCheckReport& report,
                                                  const CaptureSnapshotSource& source, SnapshotBuilder& builder) {
-  CaptureRecordView view = checked;  // its record gains the verify attention
   std::vector<std::string> attention_notes;
   if (source.target) {
     CaptureAttention attention = replayVerifyAttention(file, timeline, *source.target);

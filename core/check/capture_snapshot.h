@@ -36,9 +36,10 @@ struct CaptureSnapshotSource {
   const CausalLM* target = nullptr;
 };
 
-// The snapshot of a checked capture (replay only: nothing to step).
+// The snapshot of a checked capture (replay only: nothing to step). Takes the
+// record the check walked (`view`, moved in: its record gains the verify attention).
 std::shared_ptr<SessionSnapshot> captureSnapshot(const CaptureFile& file, const CaptureTimeline& timeline,
-                                                 const CaptureRecordView& view, const CaptureCheckReport& report, const CaptureSnapshotSource& source,
-                                                 SnapshotBuilder& builder);
+                                                 CaptureRecordView view, const CaptureCheckReport& report,
+                                                 const CaptureSnapshotSource& source, SnapshotBuilder& builder);
 
 }  // namespace kvscope
