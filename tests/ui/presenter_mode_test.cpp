@@ -180,11 +180,17 @@ class PresenterModeTest : public QObject {
         stepRound(window);  // verify attention exists from round 1
         window.dock(QStringLiteral("attentionDock"))->raise();
       }
-      plot->replot();
-      const QPoint cell(static_cast<int>(plot->xAxis->coordToPixel(2)), static_cast<int>(plot->yAxis->coordToPixel(1)));
-      QTest::mouseMove(plot, cell);
-      QTRY_VERIFY(pointer->shown());
-      QCOMPARE(pointer->outline()->topLeft->coords(), QPointF(1.5, 0.5));
+      QTRY_VERIFY(plot->isVisible());
+      // A raised dock is laid out after the raise returns: the cell's pixel is
+      // taken again on every try, so a resize between the two cannot move it.
+      const auto hoverCell = [&] {
+        plot->replot();
+        QTest::mouseMove(plot, QPoint(1, 1));
+        QTest::mouseMove(plot, QPoint(static_cast<int>(plot->xAxis->coordToPixel(2)),
+                                      static_cast<int>(plot->yAxis->coordToPixel(1))));
+        return pointer->shown() && pointer->outline()->topLeft->coords() == QPointF(1.5, 0.5);
+      };
+      QTRY_VERIFY(hoverCell());
       QCOMPARE(pointer->outline()->bottomRight->coords(), QPointF(2.5, 1.5));
       QEvent leave(QEvent::Leave);
       QApplication::sendEvent(plot, &leave);
