@@ -2,7 +2,8 @@
 // replays it against kvscope's reference forward of the same checkpoints and
 // names the first cache operation that broke the contract, and the first
 // call whose logits differ. Exit 0 clean, 1 on a breach or a divergence, 2
-// on an unusable file or models that do not match the capture.
+// on an unusable file or models that do not match the capture. A capture of
+// a model kvscope cannot load is checked on its bookkeeping alone.
 #include <chrono>
 #include <iostream>
 
@@ -11,32 +12,70 @@
 #include "core/capture/capture_file.h"
 #include "core/check/capture_check.h"
 #include "core/check/capture_models.h"
-#include "core/check/capture_timeline.h"
+#include "core/check/sequence_check.h"
 #include "core/error.h"
+#include "core/model/model_config.h"
 
 namespace kvscope::cli {
 namespace {
 
-// --target / --drafter, else the directory the capture names (as given, or
-// beside the capture file).
-std::string roleDirectory(Args& args, const CaptureFile& file, CaptureRole role) {
+// The reference checkpoint of `role`: --target / --drafter DIR (it must load
+// and match the capture, else exit 2); else the directory the capture names,
+// as given or beside the capture file, when it is one here and of a family
+// kvscope implements. Else none (nullopt, `why` says why): the bookkeeping is
+// checked without values or logits; with --require-model that is exit 2.
+std::optional<std::string> referenceDirectory(Args& args, const CaptureFile& file, CaptureRole role, bool require,
+                                              std::string& why) {
   const std::string option = captureRoleName(role);
   if (auto dir = args.value(option)) return *dir;
-  if (auto named = namedModelDirectory(file, role)) return *named;
-  throw Error("the capture's " + option + " ran '" + file.manifest().model(role)->name_or_path +
-              "', which is not a model directory here: pass --" + option + " DIR with that checkpoint");
+  const CaptureModel& captured = *file.manifest().model(role);
+  const auto& type = captured.config.model_type;
+  if (type && !implementedModelType(*type)) {
+    why = "its model type '" + *type + "' is no family kvscope implements";
+  } else if (auto named = namedModelDirectory(file, role)) {
+    return *named;
+  } else {
+    why = "the capture ran '" + captured.name_or_path + "', which is not a model directory here";
+  }
+  if (require) throw Error("the capture's " + option + ": " + why + ": pass --" + option + " DIR with that checkpoint");
+  return std::nullopt;
 }
 
 nlohmann::json toJson(const CaptureDivergence& d) {
-  return {{"role", captureRoleName(d.role)}, {"call", d.call}, {"input", d.input}, {"position", d.position},
+  return {{"role", captureRoleName(d.role)}, {"call", d.call}, {"sequence", d.sequence}, {"input", d.input}, {"position", d.position},
           {"max_abs_delta", d.max_abs_delta}, {"kl", d.kl ? nlohmann::json(*d.kl) : nlohmann::json()},
           {"engine_top1", d.engine_top1}, {"reference_top1", d.reference_top1}, {"what", d.what}};
 }
 
-void printReport(const CaptureCheckReport& r, const CaptureFile& file, const std::vector<std::string>& dirs) {
+// Per sequence of a batch: its own verdict, so a user sees which rows broke.
+nlohmann::json sequencesJson(const std::vector<SequenceVerdict>& sequences) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const SequenceVerdict& v : sequences) {
+    out.push_back({{"sequence", v.sequence},
+                   {"ok", v.ok()},
+                   {"root_cause", v.root_cause ? nlohmann::json(v.root_cause->what) : nlohmann::json()},
+                   {"first_divergence", v.first_divergence ? nlohmann::json(v.first_divergence->what) : nlohmann::json()}});
+  }
+  return out;
+}
+
+std::string brokenSequences(const std::vector<SequenceVerdict>& sequences) {
+  std::string out;
+  for (const SequenceVerdict& v : sequences) {
+    if (!v.ok()) out += (out.empty() ? "" : ", ") + std::to_string(v.sequence);
+  }
+  return out.empty() ? "none" : out;
+}
+
+void printReport(const SequenceCheck& check, const CaptureFile& file, const std::vector<std::string>& dirs) {
+  const CaptureCheckReport& r = check.report;
   std::cout << "capture " << file.path() << ": target " << r.calls[0] << " calls (" << dirs[0] << ")";
   if (file.manifest().models[1]) std::cout << ", drafter " << r.calls[1] << " calls (" << dirs[1] << ")";
   std::cout << "\n";
+  if (file.sequences() > 1) {
+    std::cout << "a batch of " << file.sequences() << " sequences, each checked as its own run; sequences with a breach "
+              << "or a divergence: " << brokenSequences(check.sequences) << "\n";
+  }
   if (r.root_cause) std::cout << "root cause: " << r.root_cause->what << "\n";
   if (r.first_divergence) std::cout << "symptom: " << r.first_divergence->what << "\n";
   if (!r.root_cause && r.first_divergence) {
@@ -54,30 +93,37 @@ int runCheck(Args& args) {
   const bool json = args.flag("json");
   if (args.positional().size() != 1) throw Error("check takes one capture file: check CAPTURE [--target DIR] [--drafter DIR]");
   const auto file = CaptureFile::open(args.positional().front());
-  requireOneSequence(*file);  // before loading models: the refusal is the news
   std::vector<ModelBundle> bundles;
   std::vector<std::string> dirs;
   CaptureCheckOptions options;
   const WeightResidency weights = weightResidency(args);
+  const bool require_model = args.flag("require-model");
   for (int r = 0; r < kCaptureRoles; ++r) {
     const auto role = static_cast<CaptureRole>(r);
     if (!file->manifest().models[r]) {
       if (args.value(captureRoleName(role))) throw Error("the capture has no " + std::string(captureRoleName(role)));
       continue;
     }
-    dirs.push_back(roleDirectory(args, *file, role));
-    bundles.push_back(loadCaptureModel(dirs.back(), *file->manifest().models[r], computeOptions(), weights));
+    std::string why;
+    const auto dir = referenceDirectory(args, *file, role, require_model, why);
+    if (!dir) {
+      dirs.push_back("no reference model: bookkeeping only");
+      options.no_model_reason[static_cast<size_t>(r)] = why;
+      continue;
+    }
+    dirs.push_back(*dir);
+    bundles.push_back(loadCaptureModel(*dir, *file->manifest().models[r], computeOptions(), weights));
     options.models[r] = bundles.back().model.get();
   }
   args.finish();
   const auto started = std::chrono::steady_clock::now();
-  const CaptureTimeline timeline = buildCaptureTimeline(*file);
-  const CaptureRecordView view = captureRecordView(timeline);
-  const Tokenizer& tokenizer = *bundles.front().tokenizer;
-  const TokenText text = [&tokenizer](int64_t id) { return tokenizer.tokenText(id); };
-  const CaptureCheckReport report = checkCapture(*file, timeline, view, options, text);
+  const Tokenizer* tokenizer = bundles.empty() ? nullptr : bundles.front().tokenizer.get();
+  TokenText text;
+  if (tokenizer) text = [tokenizer](int64_t id) { return tokenizer->tokenText(id); };
+  const SequenceCheck check = checkEverySequence(*file, options, text);
+  const CaptureCheckReport& report = check.report;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (!json) printReport(report, *file, dirs);
+  if (!json) printReport(check, *file, dirs);
   // Format 2: root_cause is the one form `diff` and traces use too
   // (docs/engine-captures.md); format 1's operation (forward / between) is its step.
   if (json) printJson({{"format", 2},
@@ -85,6 +131,8 @@ int runCheck(Args& args) {
                        {"calls", {{"target", report.calls[0]}, {"drafter", report.calls[1]}}},
                        {"root_cause", report.root_cause ? toJson(*report.root_cause) : nlohmann::json()},
                        {"first_divergence", report.first_divergence ? toJson(*report.first_divergence) : nlohmann::json()},
+                       {"batch", file->sequences()},
+                       {"sequences", sequencesJson(check.sequences)},
                        {"committed", report.committed_inferred ? "inferred" : "recorded"},
                        {"rows_value_checked", report.rows_value_checked},
                        {"max_value_error", report.max_value_error},
@@ -96,8 +144,10 @@ int runCheck(Args& args) {
 
 const CommandRegistrar kRegisterCheck{
     "check",
-    "check CAPTURE [--target DIR] [--drafter DIR] [--weights stored|fp32] [--json]   (another engine's capture against kvscope's reference "
-    "forward: the root cause of a cache bug; exit 1 on a breach, 2 on an unusable file or models that do not match)",
+    "check CAPTURE [--target DIR] [--drafter DIR] [--require-model] [--weights stored|fp32] [--json]   (another engine's "
+    "capture against kvscope's reference forward: the root cause of a cache bug; exit 1 on a breach, 2 on an unusable "
+    "file or models that do not match. Without a model kvscope implements, the bookkeeping alone is checked and a note "
+    "says so; --require-model makes that exit 2)",
     runCheck};
 
 }  // namespace

@@ -43,7 +43,7 @@ std::map<std::string, CommandEntry>& commandRegistry() {
 namespace {
 
 // Options that never take a value.
-const std::set<std::string> kFlags = {"json", "ignore-eos", "greedy", "adaptive", "resume", "no-baseline", "quick", "sweep"};
+const std::set<std::string> kFlags = {"json", "ignore-eos", "greedy", "adaptive", "resume", "no-baseline", "quick", "sweep", "require-model"};
 
 void printUsage(std::ostream& out) {
   out << "usage: kvscope-cli COMMAND [options]   (kvscope-cli COMMAND --help: that command alone)\n\ncommands:\n";

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/capture/capture_parse.h"
+#include "core/capture/capture_sequence.h"
 #include "core/error.h"
 
 namespace kvscope {
@@ -106,7 +107,28 @@ std::shared_ptr<const CaptureFile> CaptureFile::open(const std::string& path) {
   return capture;
 }
 
+std::shared_ptr<const CaptureFile> CaptureFile::sequence(int64_t sequence) const {
+  CaptureSequenceView view = captureSequenceView(manifest_, sequence, path());
+  auto out = std::shared_ptr<CaptureFile>(new CaptureFile(*this));
+  out->manifest_ = std::move(view.manifest);
+  out->sequence_index_ = sequence;
+  for (const CaptureSlice& slice : view.slices) {
+    const StTensorInfo& whole = *file_->find(slice.of);  // [B, R, ...]: validated at open
+    uint64_t row_bytes = stDTypeSize(whole.dtype);
+    for (size_t d = 2; d < whole.shape.size(); ++d) row_bytes *= static_cast<uint64_t>(whole.shape[d]);
+    StTensorInfo info = whole;
+    info.name = slice.name;
+    info.shape.erase(info.shape.begin());
+    info.shape.front() = slice.rows;
+    info.begin = whole.begin + static_cast<uint64_t>(slice.sequence * whole.shape[1] + slice.first_row) * row_bytes;
+    info.end = info.begin + static_cast<uint64_t>(slice.rows) * row_bytes;
+    out->slices_[slice.name] = std::move(info);
+  }
+  return out;
+}
+
 CaptureTensor CaptureFile::tensor(const std::string& name) const {
+  if (const auto it = slices_.find(name); it != slices_.end()) return {&it->second, file_->data(it->second)};
   const StTensorInfo* info = file_->find(name);
   if (info == nullptr) fail(path(), "no tensor '" + name + "' in the capture");
   return {info, file_->data(*info)};

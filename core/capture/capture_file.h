@@ -3,6 +3,7 @@
 // and the tensors as raw bytes, every check of the spec's section 7 done
 // before open() returns. Torch-free: the core turns the bytes into tensors.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,15 @@ class CaptureFile {
   // [kv_heads, count, head_dim], converted from F16 / BF16 when stored so.
   std::vector<float> rowsFloat32(CaptureRole role, int64_t layer, CaptureKV part, int64_t first, int64_t count) const;
 
+  // The sequences the capture holds (B of a batch, 1 otherwise).
+  int64_t sequences() const { return manifest_.batch; }
+  // Sequence `sequence` as a capture of that sequence alone, sharing this
+  // file's tensors (capture_sequence.h); this capture itself for version 1.
+  // Throws Error for what a one-sequence view cannot hold yet.
+  std::shared_ptr<const CaptureFile> sequence(int64_t sequence) const;
+  // Which sequence of the file this capture is (0 for the file itself).
+  int64_t sequenceIndex() const { return sequence_index_; }
+
  private:
   CaptureFile(std::shared_ptr<const SafetensorsFile> file);
   const CaptureRowTensors& rowTensors(CaptureRole role, int64_t layer) const;
@@ -49,6 +59,8 @@ class CaptureFile {
   std::shared_ptr<const SafetensorsFile> file_;
   CaptureManifest manifest_;
   std::vector<CaptureRowTensors> rows_[kCaptureRoles];
+  std::map<std::string, StTensorInfo> slices_;  // a sequence's tensors: slices of the file's
+  int64_t sequence_index_ = 0;
 };
 
 }  // namespace kvscope

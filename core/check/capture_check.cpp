@@ -167,8 +167,11 @@ CaptureCheckReport checkCapture(const CaptureFile& file, const CaptureTimeline& 
   for (int r = 0; r < kCaptureRoles; ++r) {
     if (const CaptureModel* m = file.manifest().model(static_cast<CaptureRole>(r))) report.calls[r] = m->calls;
     if (file.manifest().models[r] && !options.models[r]) {
-      report.notes.push_back(std::string("no ") + captureRoleName(static_cast<CaptureRole>(r)) +
-                             " model: its rows' values and logits were not compared with a reference");
+      const std::string& why = options.no_model_reason[static_cast<size_t>(r)];
+      report.notes.push_back(std::string("no ") + captureRoleName(static_cast<CaptureRole>(r)) + " model" +
+                             (why.empty() ? "" : " (" + why + ")") +
+                             ": its rows' values and logits were not compared with a reference; its bookkeeping "
+                             "(rows, positions, tokens, what each change kept) was checked");
     }
   }
   report.committed_inferred = timeline.committed_inferred;

@@ -23,6 +23,7 @@ namespace kvscope {
 struct CaptureDivergence {
   CaptureRole role = CaptureRole::Target;
   int64_t call = 0;
+  int64_t sequence = 0;  // the batch row (0 for one sequence)
   int64_t input = 0;     // the input whose logits differ first
   int64_t position = 0;  // where that input belongs
   double max_abs_delta = 0;          // of log-probabilities, over the vocabulary (top-k: the captured ids)
@@ -40,6 +41,8 @@ struct CaptureCheckOptions {
   // The reference models per role (CaptureRole as index); null: that role's
   // values and logits are not checked, only the structure.
   std::array<const CausalLM*, kCaptureRoles> models{nullptr, nullptr};
+  // Why a role has no model, for the note that says what was not checked ("": no reason given).
+  std::array<std::string, kCaptureRoles> no_model_reason;
 };
 
 struct CaptureCheckReport {

@@ -8,6 +8,7 @@
 #include "core/check/capture_models.h"
 #include "core/check/capture_snapshot.h"
 #include "core/check/capture_timeline.h"
+#include "core/check/sequence_check.h"
 #include "core/error.h"
 #include "core/snapshot/snapshot_builder.h"
 
@@ -49,6 +50,26 @@ RoleReference referenceFor(const CaptureFile& file, CaptureRole role, const Load
   return {};
 }
 
+// The views draw one sequence of a batch: the report they show is that
+// sequence's, and a note says which one and which others broke.
+CaptureCheckReport shownSequenceReport(const SequenceCheck& check, int64_t sequences) {
+  CaptureCheckReport report = check.report;
+  if (sequences <= 1) return report;
+  const SequenceVerdict& shown = check.sequences[static_cast<size_t>(check.shown_sequence)];
+  report.root_cause = shown.root_cause;
+  report.first_divergence = shown.first_divergence;
+  std::string broken;
+  for (const SequenceVerdict& v : check.sequences) {
+    if (!v.ok()) broken += (broken.empty() ? "" : ", ") + std::to_string(v.sequence);
+  }
+  report.notes.insert(report.notes.begin(),
+                      "a batch of " + std::to_string(sequences) + " sequences, each checked as its own run; shown: sequence " +
+                          std::to_string(check.shown_sequence) +
+                          (shown.root_cause ? " (the first breach in the run)" : "") +
+                          "; sequences with a breach or a divergence: " + (broken.empty() ? "none" : broken));
+  return report;
+}
+
 }  // namespace
 
 CaptureInspection inspectCapture(const std::string& path, const std::array<LoadedCaptureModel, kCaptureRoles>& loaded,
@@ -77,9 +98,8 @@ CaptureInspection inspectCapture(const std::string& path, const std::array<Loade
   if (tokenizer) text = [tokenizer](int64_t id) { return tokenizer->tokenText(id); };
 
   source.target = references[0].model.get();
-  const CaptureTimeline timeline = buildCaptureTimeline(*file);
-  CaptureRecordView view = captureRecordView(timeline);
-  out.report = checkCapture(*file, timeline, view, options, text);
+  SequenceCheck check = checkEverySequence(*file, options, text);
+  out.report = shownSequenceReport(check, file->sequences());
   // The check's own "no model" notes say less than referenceFor's: keep those.
   for (int r = 0; r < kCaptureRoles; ++r) {
     if (options.models[static_cast<size_t>(r)] || !file->manifest().models[r]) continue;
@@ -88,7 +108,8 @@ CaptureInspection inspectCapture(const std::string& path, const std::array<Loade
     notes.erase(std::remove_if(notes.begin(), notes.end(), [&](const std::string& n) { return n.rfind(generic, 0) == 0; }),
                 notes.end());
   }
-  out.snapshot = captureSnapshot(*file, timeline, std::move(view), out.report, source, builder);  // no copy of the rows
+  out.snapshot = captureSnapshot(*check.view, *check.timeline, std::move(*check.record), out.report, source,
+                                 builder);  // no copy of the rows
   return out;
 }
 

@@ -616,11 +616,12 @@ CacheRole cacheRoleOf(CaptureRole role) { return role == CaptureRole::Target ? C
 void requireOneSequence(const CaptureFile& file) {
   const CaptureManifest& manifest = file.manifest();
   if (manifest.batch > 1) {
-    throw Error(file.path() + ": batched captures (" + std::to_string(manifest.batch) + " sequences) are not checked yet");
+    throw Error(file.path() + ": a batch of " + std::to_string(manifest.batch) +
+                " sequences is replayed one sequence at a time (CaptureFile::sequence)");
   }
   if (manifest.version != 1) {
-    throw Error(file.path() + ": format version " + std::to_string(manifest.version) +
-                " captures of one sequence are not checked yet (kvscope_capture writes a batch of one as version 1)");
+    throw Error(file.path() + ": a format version " + std::to_string(manifest.version) +
+                " capture is replayed through its sequence view (CaptureFile::sequence)");
   }
 }
 

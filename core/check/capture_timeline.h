@@ -85,11 +85,12 @@ struct CaptureTimeline {
 };
 
 // Throws Error for a capture of more than one sequence (a batch, format
-// version 2): the timeline replays one sequence, and a verdict about
-// sequence 0 alone would pass for the whole run's.
+// version 2) given whole: the timeline replays one sequence, and a verdict
+// about sequence 0 alone would pass for the whole run's. A batch is checked
+// one sequence at a time (CaptureFile::sequence, sequence_check.h).
 void requireOneSequence(const CaptureFile& file);
 
-// Builds the timeline of a validated capture (requireOneSequence first). Throws Error for what the
+// Builds the timeline of one sequence (requireOneSequence first). Throws Error for what the
 // format allows but the timeline cannot represent yet (layers of one role
 // with different kv heads or head dims).
 CaptureTimeline buildCaptureTimeline(const CaptureFile& file);

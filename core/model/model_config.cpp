@@ -1,5 +1,6 @@
 #include "core/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <sstream>
@@ -370,6 +371,11 @@ void mergeGenerationConfig(ModelConfig& config, const std::string& path) {
   auto bos = tokenIdList(j, "bos_token_id", path);
   checkIdsInVocabulary(bos, "bos_token_id", config.vocab_size, path);
   if (!bos.empty()) config.bos_token_ids = bos;
+}
+
+bool implementedModelType(const std::string& model_type) {
+  static const char* const kTypes[] = {"gpt2", "llama", "qwen2", "mistral", "qwen3", "gemma2", "phi3"};
+  return std::find(std::begin(kTypes), std::end(kTypes), model_type) != std::end(kTypes);
 }
 
 std::string describe(const ModelConfig& c) {

@@ -92,4 +92,8 @@ void mergeGenerationConfig(ModelConfig& config, const std::string& generation_co
 
 std::string describe(const ModelConfig& config);
 
+// Whether kvscope implements the family a config's model_type names ("llama",
+// "qwen3", ...): a checkpoint of any other type cannot be a reference.
+bool implementedModelType(const std::string& model_type);
+
 }  // namespace kvscope

@@ -28,7 +28,7 @@ std::map<std::string, std::vector<std::string>> expectedOptions() {
       {"bench", {"--target", "--drafter", "--quick", "--trials", "--warmup", "--new-tokens", "--contexts",
                  "--uncached-max-context", "--gammas", "--bound-context", "--prefill-rows", "--budget-ms", "--prompt",
                  "--prompt-ids", "--threads", "--weights", "--plot", "--json"}},
-      {"check", {"--target", "--drafter", "--weights", "--json"}},
+      {"check", {"--target", "--drafter", "--require-model", "--weights", "--json"}},
       {"compress", {"--model", "--prompt", "--prompt-ids", "--continuation", "--continuation-ids", "--text-file",
                     "--max-new", "--policy", "--budget", "--budget-rows", "--sinks", "--window", "--kernel", "--seed",
                     "--demote", "--element", "--prune", "--k-sparsity", "--v-sparsity", "--score", "--dense-window",

@@ -26,7 +26,17 @@ Loops:
 * `bug="uniform-advance"`: after verify every sequence's cache offset is
   advanced by the same block, the most accepting sequence's n + 1: the tails
   of under-accepting sequences keep rejected drafts, attended, and their
-  position counters run ahead of their sequences."""
+  position counters run ahead of their sequences.
+* `bug="keep-one-rejected"`: the target's per-row rollback keeps one row too
+  many in every sequence that rejected a draft (an off-by-one in keep).
+* `bug="positions-not-rolled-back"`: the target's per-row rollback cuts the
+  rows but leaves each sequence's position counter where the verify left it:
+  the next verify rotates its inputs as if the rejected drafts were there.
+
+Departures come from the loop's own books, not from the bug's name: after
+each rollback a sequence must hold every token of its sequence but the last
+(`len(x_b) - 1` rows), and each call must feed a sequence at the position
+that follows the rows it holds."""
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -35,7 +45,7 @@ import torch
 from hf_caches import DynamicCache
 
 PAD = 0
-BUGS = ("uniform-advance",)
+BUGS = ("uniform-advance", "keep-one-rejected", "positions-not-rolled-back")
 
 
 @dataclass
@@ -94,6 +104,9 @@ class BatchSide:
         Feeds them at each sequence's next positions; returns logits [B, n, vocab]."""
         batch, n = len(inputs), len(inputs[0])
         real = torch.ones(batch, n, dtype=torch.bool) if real is None else real
+        ahead = [b for b in range(batch) if self.positions[b] != self.lengths[b]]
+        if ahead:  # the loop feeds a sequence at a position its rows do not reach
+            note_departure(self.run, self.role, ahead[0], self.calls, "forward")
         position_ids = []
         for b in range(batch):
             row, next_position = [], self.positions[b]
@@ -116,12 +129,16 @@ class BatchSide:
         self.calls += 1
         return out.logits
 
-    def rollback(self, keep):
+    def rollback(self, keep, positions=True):
         """Sequence b keeps its first keep[b] rows: each cache row is cut at the
         least dropping sequence's end and rolled right by its extra drop, so every
-        sequence's rows end at the last slot; the rolled-in tail is padding."""
+        sequence's rows end at the last slot; the rolled-in tail is padding.
+        positions=False: the position counters stay (a bug)."""
         drop = [self.lengths[b] - keep[b] for b in range(len(keep))]
+        counters = list(self.positions)
         self.align(drop, keep)
+        if not positions:
+            self.positions = counters
         self.run.rollbacks.append(Rollback(self.role, self.calls, list(keep)))
 
     def advance_uniformly(self, drop):
@@ -207,28 +224,27 @@ def batched_speculative(target_model, drafter_model, prompts, new_tokens, gamma=
         for b in range(batch):
             x[b] += drafts[b][:accepted[b]] + [picks[b][accepted[b]]]
         keep = [lengths[b] + accepted[b] for b in range(batch)]  # L_b + n_b rows: all of x_b but its last token
-        if bug == "uniform-advance":
-            most = max(accepted)
-            note_departures(run, target, drafter, accepted, most)
-            for side in (target, drafter):
-                side.advance_uniformly(gamma - most)
-        else:
-            target.rollback(keep)
-            drafter.rollback(keep)
+        for side in (target, drafter):
+            if bug == "uniform-advance":
+                side.advance_uniformly(gamma - max(accepted))
+            elif bug == "keep-one-rejected" and side is target:
+                side.rollback([keep[b] + (accepted[b] < gamma) for b in range(batch)])
+            elif bug == "positions-not-rolled-back" and side is target:
+                side.rollback(keep, positions=False)
+            else:
+                side.rollback(keep)
+            wrong = [b for b in range(batch) if side.lengths[b] != len(x[b]) - 1]
+            if wrong:  # the rollback left a sequence with other rows than its tokens but the last
+                note_departure(run, side.role, wrong[0], side.calls, "between")
     return run
 
 
-def note_departures(run, target, drafter, accepted, most):
-    """The uniform advance departs from per-row rollback for every sequence that
-    accepted fewer than `most` drafts: its rows past L_b + n_b are kept. The
-    change shows between the round's last call of each role and its next one;
-    in run order the drafter's next call comes first."""
-    short = [b for b, n in enumerate(accepted) if n < most]
-    if not short:
+def note_departure(run, role, sequence, call, operation):
+    """The first departure of `role` from the books (sequence, the role's call
+    whose forward or `before` state shows it, forward or between); the run's
+    departure is the first in the loop's own order of operations."""
+    if role in run.departures:
         return
-    for side in (drafter, target):
-        if side.role not in run.departures:
-            run.departures[side.role] = {"sequence": short[0], "role": side.role, "call": side.calls,
-                                         "operation": "between"}
+    run.departures[role] = {"sequence": sequence, "role": role, "call": call, "operation": operation}
     if run.departure is None:
-        run.departure = dict(run.departures["drafter"])
+        run.departure = dict(run.departures[role])

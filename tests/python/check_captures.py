@@ -210,6 +210,61 @@ class UnusableInputs(CheckCaptures):
         self.assertIn("broken.kvcapture", stderr)
 
 
+class NoReferenceModel(CheckCaptures):
+    """A capture of models kvscope cannot load (not on this machine, or of a
+    family it does not implement) is checked on its bookkeeping alone: the
+    same root cause as with the model, no values compared, a note saying so;
+    --require-model makes the missing model exit 2."""
+
+    ELSEWHERE = {
+        "which is not a model directory here": lambda m: [model.update(name_or_path="/nonexistent/an-engines-own-model")
+                                                          for model in m["models"].values()],
+        "is no family kvscope implements": lambda m: [model["config"].update(model_type="an-architecture-of-its-own")
+                                                      for model in m["models"].values()],
+    }
+
+    def moved(self, loop, shape, change):
+        path, _ = self.capture(loop, shape)
+        out = os.path.join(self.directory.name, f"moved-{loop}-{shape}.kvcapture")
+        rewrite_manifest(path, out, change)
+        return path, out
+
+    def test_the_bookkeeping_alone_names_the_same_root_cause(self):
+        for (why, change), (loop, shape) in zip(self.ELSEWHERE.items(), (("keep-one-rejected", "dynamic"),
+                                                                           ("reset-not-rollback", "static"))):
+            with self.subTest(why=why, loop=loop, shape=shape):
+                path, moved = self.moved(loop, shape, change)
+                _, with_model, _ = run_check(path)
+                code, alone, stderr = run_check(moved)
+                self.assertEqual(code, 1, stderr)
+                keys = ("role", "call", "step", "operation", "kind", "sequence")
+                self.assertEqual({k: alone["root_cause"][k] for k in keys},
+                                 {k: with_model["root_cause"][k] for k in keys}, alone["root_cause"]["what"])
+                self.assertEqual(alone["rows_value_checked"], 0)
+                self.assertEqual(alone["logit_rows_checked"], 0)
+                self.assertTrue(any("no target model" in n and "bookkeeping" in n for n in alone["notes"]),
+                                alone["notes"])
+                self.assertTrue(any(why in n for n in alone["notes"]), alone["notes"])
+
+    def test_a_correct_run_checks_clean_and_says_what_was_not_checked(self):
+        _, moved = self.moved("speculative", "dynamic", self.ELSEWHERE["which is not a model directory here"])
+        code, result, stderr = run_check(moved)
+        self.assertEqual(code, 0, stderr)
+        self.assertTrue(result["ok"])
+        self.assertEqual(len([n for n in result["notes"] if "not compared with a reference" in n]), 2, result["notes"])
+        done = subprocess.run([CLI, "check", moved], capture_output=True, text=True, timeout=600)
+        self.assertIn("no reference model: bookkeeping only", done.stdout)
+
+    def test_require_model_makes_a_missing_model_exit_2(self):
+        for why, change in self.ELSEWHERE.items():
+            with self.subTest(why=why):
+                _, moved = self.moved("speculative", "dynamic", change)
+                code, _, stderr = run_check(moved, "--require-model")
+                self.assertEqual(code, 2)
+                self.assertIn("the capture's target: ", stderr)
+                self.assertIn("pass --target DIR", stderr)
+
+
 def rewrite_manifest(source, target, change):
     """Copies a capture with change(manifest) applied; the tensors are untouched."""
     with open(source, "rb") as f:

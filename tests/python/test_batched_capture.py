@@ -4,6 +4,7 @@ rows and logits the loop had, and the commits it returned. The expectations
 come from the loops' own bookkeeping (batched_loops.BatchRun) and from a spy
 that copies the caches the model saw; an independent reader
 (capture_reader.py) validates every file."""
+import itertools
 import json
 import os
 import struct
@@ -21,6 +22,7 @@ from capture_reader import Capture, CaptureFormatError  # noqa: E402
 from safetensors_io import read_header  # noqa: E402
 
 GAMMA = 4
+BUNDLED_PAIR = (os.path.join(REPO, "resources", "models", "target"), os.path.join(REPO, "resources", "models", "drafter"))
 # kvscope-cli: $KVSCOPE_CLI, else the source tree's default build directory.
 CLI = os.environ.get("KVSCOPE_CLI") or os.path.join(REPO, "build", "app", "kvscope-cli")
 
@@ -193,7 +195,7 @@ class UniformAdvanceBug(RecordedBatch):
     def test_the_departure_is_recorded(self):
         departure = self.loop.departure
         self.assertIsNotNone(departure)
-        self.assertEqual(departure, self.loop.departures["drafter"])
+        self.assertEqual(departure, self.loop.departures[departure["role"]])
         self.assertEqual(set(departure), {"sequence", "role", "call", "operation"})
         self.assertEqual(departure["operation"], "between")
         self.assertNotEqual(self.loop.sequences, self.correct.sequences)  # the bug changes the output
@@ -377,29 +379,68 @@ class ReaderRefusesBatchedBreaches(unittest.TestCase):
 
 
 @unittest.skipUnless(os.path.exists(CLI), f"needs kvscope-cli ($KVSCOPE_CLI, or {CLI})")
-class CheckRefusesBatches(unittest.TestCase):
-    """The C++ reader validates the recorder's version 2 files (the refusal
-    comes after CaptureFile::open), and check refuses them rather than judge
-    sequence 0 alone."""
+class CheckNamesTheSequence(unittest.TestCase):
+    """kvscope-cli check on batched runs: every sequence checked as its own run;
+    a correct loop checks clean, and each bug's root cause is the loop's first
+    departure from its own books: the same sequence, role, call and operation."""
 
     def check(self, path):
-        return subprocess.run([CLI, "check", path], capture_output=True, text=True, timeout=300)
+        done = subprocess.run([CLI, "check", path, "--json"], capture_output=True, text=True, timeout=300)
+        self.assertIn(done.returncode, (0, 1), done.stdout + done.stderr)
+        return done.returncode, json.loads(done.stdout)
 
-    def test_a_batched_speculative_capture_is_read_then_refused(self):
-        target, drafter = model("llama-tiny"), model("llama-tiny-draft")
+    def run_loop(self, loop, pair=("llama-tiny", "llama-tiny-draft")):
+        target, drafter = (model(name) for name in pair)
         with tempfile.TemporaryDirectory() as directory:
             path = os.path.join(directory, "batched.kvcapture")
-            record(path, lambda: batched_loops.batched_speculative(target, drafter, prompts(), 8, GAMMA), target, drafter)
-            done = self.check(path)
-        self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
-        self.assertIn("batched captures (3 sequences) are not checked yet", done.stderr)
+            run = record(path, lambda: loop(target, drafter), target, drafter)
+            code, report = self.check(path)
+        return run, code, report
+
+    def test_a_correct_speculative_batch_checks_clean(self):
+        run, code, report = self.run_loop(lambda t, d: batched_loops.batched_speculative(t, d, prompts(), 12, GAMMA))
+        self.assertTrue(any(len(set(round_)) > 1 for round_ in run.accepted), run.accepted)  # per-row acceptance
+        self.assertEqual(code, 0, report)
+        self.assertTrue(report["ok"])
+        self.assertEqual(report["batch"], 3)
+        self.assertEqual([s["sequence"] for s in report["sequences"]], [0, 1, 2])
+        self.assertTrue(all(s["ok"] for s in report["sequences"]), report["sequences"])
+        self.assertGreater(report["rows_value_checked"], 0)
+        self.assertGreater(report["logit_rows_checked"], 0)
+
+    def test_a_left_padded_greedy_batch_checks_clean(self):
+        run, code, report = self.run_loop(lambda t, d: batched_loops.batched_greedy(t, prompts(), 8))
+        self.assertEqual(code, 0, report)
+        self.assertEqual(report["batch"], 3)
+
+    def test_each_bug_is_named_by_sequence_role_call_and_operation(self):
+        """The bundled pair accepts often enough that rows differ in every
+        round; two orders of the prompts make different sequences depart first."""
+        departed = set()
+        for bug, shift in itertools.product(batched_loops.BUGS, (0, 2)):
+            with self.subTest(bug=bug, shift=shift):
+                batch = prompts()[shift:] + prompts()[:shift]
+                run, code, report = self.run_loop(
+                    lambda t, d: batched_loops.batched_speculative(t, d, batch, 12, GAMMA, bug=bug), BUNDLED_PAIR)
+                first = run.departure
+                departed.add(first["sequence"])
+                self.assertIsNotNone(first, bug)
+                self.assertEqual(code, 1, report)
+                cause = report["root_cause"]
+                self.assertIsNotNone(cause, report)
+                named = {"sequence": cause["sequence"], "role": cause["role"], "call": cause["call"],
+                         "operation": cause["step"]}
+                self.assertEqual(named, first, cause["what"])
+                self.assertTrue(cause["what"].startswith(f"sequence {first['sequence']}: "), cause["what"])
+                self.assertFalse(report["sequences"][first["sequence"]]["ok"])
+        self.assertGreater(len(departed), 1, "every bug departed in the same sequence: the test cannot tell")
 
     def test_a_batch_of_one_is_still_checked(self):
         target = model("llama-tiny")
         with tempfile.TemporaryDirectory() as directory:
             path = os.path.join(directory, "one.kvcapture")
             record(path, lambda: batched_loops.batched_greedy(target, prompts()[:1], 4), target)
-            done = self.check(path)
+            done = subprocess.run([CLI, "check", path], capture_output=True, text=True, timeout=300)
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
         self.assertIn("every call kept the cache contract", done.stdout)
 

@@ -309,5 +309,72 @@ TEST_F(BatchCaptureTest, PaddingRunsAreRefusedInVersion1) {
                          {"call 0 (target index 0): after.layers[0] run 0 first must be an integer in [-1, "});
 }
 
+// What sequence b's view holds: its floats of the file's tensor `name` [B, R, V], rows [first, first + rows).
+std::vector<float> sliceOf(const CaptureFile& file, const std::string& name, int64_t b, int64_t first, int64_t rows) {
+  const CaptureTensor whole = file.tensor(name);
+  const int64_t r = whole.shape()[1], v = whole.shape()[2];
+  std::vector<float> out(static_cast<size_t>(rows * v));
+  std::memcpy(out.data(), whole.data + 4 * (b * r + first) * v, out.size() * 4);
+  return out;
+}
+
+std::vector<float> floatsOf(const CaptureTensor& t) {
+  std::vector<float> out(t.nbytes() / 4);
+  std::memcpy(out.data(), t.data, t.nbytes());
+  return out;
+}
+
+TEST_F(BatchCaptureTest, ASequenceViewIsThatSequenceAloneWithoutPads) {
+  const auto file = CaptureFile::open(save());
+  const auto first = file->sequence(0);
+  const CaptureManifest& m = first->manifest();
+  EXPECT_EQ(first->sequenceIndex(), 0);
+  EXPECT_EQ(m.version, 1);
+  EXPECT_EQ(m.batch, 1);
+  ASSERT_EQ(m.calls.size(), 2u);
+  EXPECT_EQ(m.calls[0].input_ids, (std::vector<int64_t>{5, 6}));  // the pad in front is gone
+  EXPECT_EQ(m.calls[0].positions, (std::vector<int64_t>{0, 1}));
+  EXPECT_FALSE(m.calls[0].attention_mask.has_value());           // its work is the padding slots'
+  EXPECT_EQ(m.calls[1].before->layers[0].slotRows(), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(m.calls[1].after->layers[0].slotRows(), (std::vector<int64_t>{0, 1, 5}));
+  EXPECT_EQ(*m.committed, (std::vector<int64_t>{5, 6, 3, 11}));
+  // The prefill's logits of its two real inputs: rows 1 and 2 of sequence 0's.
+  EXPECT_EQ(m.calls[0].logits->rows, 2);
+  const CaptureTensor logits = first->tensor(m.calls[0].logits->logits);
+  EXPECT_EQ(logits.shape(), (std::vector<int64_t>{2, 16}));
+  EXPECT_EQ(floatsOf(logits), sliceOf(*file, "target.call0.logits", 0, 1, 2));
+
+  const auto second = file->sequence(1);
+  const CaptureManifest& n = second->manifest();
+  EXPECT_EQ(n.calls[0].input_ids, (std::vector<int64_t>{7, 8, 9}));
+  EXPECT_EQ(n.calls[1].after->layers[0].slotRows(), (std::vector<int64_t>{2, 3, 4, 6}));
+  EXPECT_EQ(*n.committed, (std::vector<int64_t>{7, 8, 9, 4, 12}));
+  EXPECT_EQ(floatsOf(second->tensor(n.calls[1].logits->logits)), sliceOf(*file, "target.call1.logits", 1, 0, 1));
+  EXPECT_EQ(second->rowCount(CaptureRole::Target, 0), 7);  // rows are the file's
+}
+
+TEST_F(BatchCaptureTest, AVersion1CaptureIsItsOwnOnlySequence) {
+  const auto file = CaptureFile::open(kSpeculativeV1);
+  EXPECT_EQ(file->sequences(), 1);
+  const auto view = file->sequence(0);
+  EXPECT_EQ(view->manifest().calls.size(), file->manifest().calls.size());
+  EXPECT_EQ(view->manifest().calls.back().input_ids, file->manifest().calls.back().input_ids);
+  hostile::expectRefused([&] { file->sequence(1); }, {"no sequence 1: the capture holds 1"});
+}
+
+TEST_F(BatchCaptureTest, WhatAViewCannotHoldIsRefusedNamingTheCall) {
+  const auto file = CaptureFile::open(save());
+  hostile::expectRefused([&] { file->sequence(2); }, {"no sequence 2: the capture holds 2"});
+  hostile::expectRefused([&] { file->sequence(-1); }, {"no sequence -1"});
+  // Sequence 1's prefill with a pad between its inputs.
+  call(0)["after"]["layers"][0][1] = Json::parse("[[2, 1], [-2, 1], [4, 1]]");
+  call(1)["before"]["layers"][0][1] = Json::parse("[[2, 1], [-2, 1], [4, 1]]");
+  call(1)["after"]["layers"][0][1] = Json::parse("[[2, 1], [-2, 1], [4, 1], [6, 1]]");
+  const auto gapped = CaptureFile::open(save());
+  EXPECT_NO_THROW(gapped->sequence(0));
+  hostile::expectRefused([&] { gapped->sequence(1); },
+                         {"target call 0: sequence 1 has pads between its inputs", "before or after"});
+}
+
 }  // namespace
 }  // namespace kvscope

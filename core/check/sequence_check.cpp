@@ -1,0 +1,127 @@
+#include "core/check/sequence_check.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace kvscope {
+namespace {
+
+// When something happened in the engine's run, comparable across sequences:
+// the position in the file's call order of the call it happened in or after,
+// then whether it was a change between calls (after that call), then the
+// target's before the drafter's (as the walked record orders a prune).
+using When = std::tuple<size_t, int, int>;
+
+class RunClock {
+ public:
+  explicit RunClock(const CaptureManifest& manifest) {
+    for (size_t p = 0; p < manifest.calls.size(); ++p) position_[{manifest.calls[p].role, manifest.calls[p].index}] = p;
+  }
+
+  // A sequence view's call `view_call` (an index into its manifest's calls).
+  When forward(const CaptureManifest& view, size_t view_call) const { return {positionOf(view, view_call), 0, 0}; }
+
+  // A change a sequence's cache went through before `view_call`: it happened
+  // after the role's previous call, and a drafter's opening its round after
+  // the verify that decided it (capture_record_view.h).
+  When between(const CaptureManifest& view, size_t view_call) const {
+    const CaptureRole role = view.calls[view_call].role;
+    size_t anchor = 0;
+    for (size_t c = 0; c < view_call; ++c) {
+      if (view.calls[c].role == role || view.calls[c].role == CaptureRole::Target) anchor = positionOf(view, c);
+    }
+    return {anchor, 1, role == CaptureRole::Drafter ? 1 : 0};
+  }
+
+ private:
+  size_t positionOf(const CaptureManifest& view, size_t view_call) const {
+    const CaptureCall& call = view.calls[view_call];
+    return position_.at({call.role, call.index});
+  }
+
+  std::map<std::pair<CaptureRole, int64_t>, size_t> position_;
+};
+
+When rootCauseTime(const RunClock& clock, const CaptureFile& view, const CaptureTimeline& timeline,
+                   const CaptureRecordView& record, const RootCause& cause) {
+  const CaptureStep& step = timeline.steps[record.step_of_event[static_cast<size_t>(cause.event_index)]];
+  return step.operation == CaptureOperation::Forward ? clock.forward(view.manifest(), step.manifest_call)
+                                                     : clock.between(view.manifest(), step.manifest_call);
+}
+
+When divergenceTime(const RunClock& clock, const CaptureFile& view, const CaptureDivergence& d) {
+  const auto& calls = view.manifest().calls;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    if (calls[c].role == d.role && calls[c].index == d.call) return clock.forward(view.manifest(), c);
+  }
+  return {calls.size(), 0, 0};
+}
+
+void addNotes(std::vector<std::string>& notes, const std::vector<std::string>& more) {
+  for (const std::string& note : more) {
+    if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+  }
+}
+
+std::string sequenceNamed(int64_t sequence, const std::string& what) {
+  return "sequence " + std::to_string(sequence) + ": " + what;
+}
+
+}  // namespace
+
+SequenceCheck checkEverySequence(const CaptureFile& file, const CaptureCheckOptions& options, const TokenText& text,
+                                 int64_t show) {
+  const RunClock clock(file.manifest());
+  const bool batched = file.sequences() > 1;
+  SequenceCheck out;
+  CaptureCheckReport& run = out.report;
+  std::optional<When> first_breach, first_divergence;
+  for (int64_t b = 0; b < file.sequences(); ++b) {
+    auto view = file.sequence(b);
+    CaptureTimeline timeline = buildCaptureTimeline(*view);
+    CaptureRecordView record = captureRecordView(timeline);
+    CaptureCheckReport report = checkCapture(*view, timeline, record, options, text);
+    SequenceVerdict verdict{b, report.root_cause, report.first_divergence};
+    bool earliest = false;
+    if (verdict.root_cause) {
+      verdict.root_cause->sequence = b;
+      if (batched) verdict.root_cause->what = sequenceNamed(b, verdict.root_cause->what);
+      const When when = rootCauseTime(clock, *view, timeline, record, *verdict.root_cause);
+      if (!first_breach || when < *first_breach) {
+        first_breach = when;
+        run.root_cause = verdict.root_cause;
+        earliest = true;
+      }
+    }
+    if (verdict.first_divergence) {
+      verdict.first_divergence->sequence = b;
+      if (batched) verdict.first_divergence->what = sequenceNamed(b, verdict.first_divergence->what);
+      const When when = divergenceTime(clock, *view, *verdict.first_divergence);
+      if (!first_divergence || when < *first_divergence) {
+        first_divergence = when;
+        run.first_divergence = verdict.first_divergence;
+      }
+    }
+    run.committed_inferred = run.committed_inferred || report.committed_inferred;
+    run.rows_value_checked += report.rows_value_checked;
+    run.max_value_error = std::max(run.max_value_error, report.max_value_error);
+    run.logit_rows_checked += report.logit_rows_checked;
+    addNotes(run.notes, report.notes);
+    out.sequences.push_back(std::move(verdict));
+    // Keep the timeline a viewer will draw: the one asked for, else the
+    // earliest breach's, else sequence 0's.
+    if (show >= 0 ? b == show : (b == 0 || earliest)) {
+      out.shown_sequence = b;
+      out.view = std::move(view);
+      out.timeline = std::move(timeline);
+      out.record = std::move(record);
+    }
+  }
+  for (int r = 0; r < kCaptureRoles; ++r) {
+    if (const CaptureModel* m = file.manifest().model(static_cast<CaptureRole>(r))) run.calls[static_cast<size_t>(r)] = m->calls;
+  }
+  return out;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,40 @@
+#pragma once
+// A capture checked sequence by sequence: each sequence of a batch is its
+// own run (docs/capture-format-v2.md), seen alone through
+// CaptureFile::sequence and checked by the one walk (capture_check.h). The
+// run's root cause is the breach that happened first in the engine's run,
+// whichever sequence it broke, and names that sequence; a capture of one
+// sequence is checked exactly as before.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/check/capture_check.h"
+
+namespace kvscope {
+
+// One sequence's own verdict.
+struct SequenceVerdict {
+  int64_t sequence = 0;
+  std::optional<RootCause> root_cause;
+  std::optional<CaptureDivergence> first_divergence;
+  bool ok() const { return !root_cause && !first_divergence; }
+};
+
+struct SequenceCheck {
+  CaptureCheckReport report;              // the run's: its root cause the earliest breach of any sequence
+  std::vector<SequenceVerdict> sequences;  // per sequence, in order
+  int64_t shown_sequence = 0;             // the sequence whose timeline is kept below
+  // The shown sequence's view, timeline and walked record (the GUI draws them).
+  std::shared_ptr<const CaptureFile> view;
+  std::optional<CaptureTimeline> timeline;
+  std::optional<CaptureRecordView> record;
+};
+
+// Checks every sequence and keeps the timeline of `show` (a sequence; -1:
+// the root cause's, else 0). Throws Error for what a sequence's view or
+// timeline cannot represent, naming it.
+SequenceCheck checkEverySequence(const CaptureFile& file, const CaptureCheckOptions& options, const TokenText& text = {},
+                                 int64_t show = -1);
+
+}  // namespace kvscope
