@@ -6,6 +6,7 @@
 
 #include "ui/widgets/Palette.h"
 #include "ui/widgets/PlotExport.h"
+#include "ui/widgets/WrappedLegend.h"
 
 namespace kvscope::ui {
 
@@ -58,32 +59,30 @@ TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : Viewer
   calls_->setColor(QColor(90, 60, 0));
   calls_->setVisible(false);
 
-  // The legend in its own row above the plot, laid out horizontally.
-  plot_->legend->setVisible(true);
-  plot_->legend->setFont(QFont(font().family(), 8));
-  plot_->legend->setBorderPen(Qt::NoPen);
-  plot_->legend->setWrap(3);  // two lines on a narrow (small-screen) column
-  plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
-  plot_->plotLayout()->insertRow(0);
-  plot_->plotLayout()->addElement(0, 0, plot_->legend);
-  plot_->plotLayout()->setRowStretchFactor(0, 0.001);
   installPlotExport(plot_, QStringLiteral("timeline"), [this] { return csv(); });
 
   connect(plot_, &QCustomPlot::mousePress, this, &TimelinePanel::onMousePress);
 
+  // The key under the plot, wrapped to the column's width at any zoom (the
+  // plot's own legend measured its entries narrower than it drew them, and cut them).
+  const auto swatch = [](const QColor& color, const QString& name) {
+    return QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2 ").arg(color.name(), name);
+  };
+  auto* legend = new WrappedLegend(swatch(Palette::acceptedDraft(), tr("accepted&nbsp;drafts")) +
+                                   swatch(Palette::correction(), tr("correction")) + swatch(Palette::bonus(), tr("bonus")) +
+                                   swatch(Palette::rejected(), tr("rejected&nbsp;drafts")) +
+                                   tr("<span style='color:#282828'>&#8212;&#9679;&#8212;</span>&nbsp;running&nbsp;alpha"));
+  legend->setObjectName(QStringLiteral("timelineLegend"));
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
-  layout->addWidget(plot_);
-  // Not the legend's width at its widest: resizeEvent wraps it to the width there is.
+  layout->setSpacing(0);
+  layout->addWidget(legend);
+  layout->addWidget(plot_, 1);
   plot_->setMinimumWidth(160);
 }
 
 void TimelinePanel::resizeEvent(QResizeEvent* event) {
   ViewerPanel::resizeEvent(event);
-  for (int columns = 3; columns >= 1; --columns) {
-    plot_->legend->setWrap(columns);
-    if (plot_->legend->minimumOuterSizeHint().width() <= width()) break;
-  }
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
