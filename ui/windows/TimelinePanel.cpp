@@ -71,7 +71,7 @@ TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : Viewer
   auto* legend = new WrappedLegend(swatch(Palette::acceptedDraft(), tr("accepted&nbsp;drafts")) +
                                    swatch(Palette::correction(), tr("correction")) + swatch(Palette::bonus(), tr("bonus")) +
                                    swatch(Palette::rejected(), tr("rejected&nbsp;drafts")) +
-                                   tr("<span style='color:#282828'>&#8212;&#9679;&#8212;</span>&nbsp;running&nbsp;alpha"));
+                                   tr("<nobr><span style='color:#282828'>&#8212;&#9679;&#8212;</span>&nbsp;running&nbsp;alpha</nobr>"));
   legend->setObjectName(QStringLiteral("timelineLegend"));
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
@@ -135,11 +135,18 @@ void TimelinePanel::refresh() {
   highlight_->bottomRight->setCoords(static_cast<double>(cursor.round) + 0.5, 0);
   // A capture's rounds are inferred from the engine's calls: name the calls.
   const bool capture = snapshot && snapshot->from_capture;
-  plot_->xAxis->setLabel(capture ? tr("round (one per target call: the drafter calls, then the target's)") : tr("round"));
+  plot_->xAxis->setLabel(capture ? tr("round (one per target call)") : tr("round"));
   calls_->setVisible(capture);
   if (capture) {
-    calls_->setText(callsOfRound(*snapshot, cursor.round));
+    // One call per line: the column is narrow, and a clipped call name says nothing.
+    calls_->setText(callsOfRound(*snapshot, cursor.round).replace(QStringLiteral(" \u2192 "), QStringLiteral("\n")));
     calls_->position->setCoords(static_cast<double>(cursor.round), static_cast<double>(max_height) + 0.45);
+    // Anchored on the side of the bar that has room: a centred name over the first or last bars was cut.
+    const QCPRange range = plot_->xAxis->range();
+    const double at = (static_cast<double>(cursor.round) - range.lower) / range.size();
+    const Qt::Alignment side = at < 0.34 ? Qt::AlignLeft : at > 0.66 ? Qt::AlignRight : Qt::AlignHCenter;
+    calls_->setPositionAlignment(side | Qt::AlignTop);
+    calls_->setTextAlignment(side);
   }
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
