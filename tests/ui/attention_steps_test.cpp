@@ -260,7 +260,7 @@ class AttentionStepsTest : public QObject {
                                  !second.controller().busy(), kTimeout);
     second.context().selectPosition(4);
     second.attentionStepsPanel()->flushRefresh();
-    QTRY_VERIFY_WITH_TIMEOUT(second.attentionStepsPanel()->statusText().contains(QStringLiteral("is not the trace's")), kTimeout);
+    QTRY_VERIFY_WITH_TIMEOUT(second.attentionStepsPanel()->statusText().contains(QStringLiteral("is not the model the trace ran")), kTimeout);
     const QString refused = second.attentionStepsPanel()->statusText();
     QVERIFY2(refused.contains(QStringLiteral("qwen2-tiny")) && refused.contains(QStringLiteral("llama-tiny")), qPrintable(refused));
     QVERIFY(second.attentionStepsPanel()->explanation() == nullptr);

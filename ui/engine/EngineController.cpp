@@ -10,7 +10,9 @@
 #include <spdlog/spdlog.h>
 
 #include "core/cache/fault.h"
+#include "core/capture/capture_file.h"
 #include "core/check/capture_inspection.h"
+#include "core/check/capture_models.h"
 #include "core/check/capture_writer.h"
 #include "core/decode/session.h"
 #include "core/error.h"
@@ -80,27 +82,69 @@ std::shared_ptr<const CausalLM> liveTargetFor(SessionController& engine, const s
   return model;
 }
 
+// Why the loaded target is not the checkpoint a capture's target ran (the
+// capture's config subset and embedding fingerprint, core/check/capture_models.h),
+// "" when it is. Remembered per (capture, model): every cursor move asks, and
+// the fingerprint reads the whole embedding. Engine thread only.
+std::string captureTargetMismatch(const std::string& capture, const CausalLM& model) {
+  thread_local std::string last_capture;
+  thread_local const CausalLM* last_model = nullptr;
+  thread_local std::string last_mismatch;
+  if (capture != last_capture || &model != last_model) {
+    const auto file = CaptureFile::open(capture);
+    last_mismatch = captureModelMismatch(*file->manifest().model(CaptureRole::Target), model);
+    last_capture = capture;
+    last_model = &model;
+  }
+  return last_mismatch;
+}
+
+// "6 layers, 8 heads (2 kv heads) of 32".
+std::string shapeOf(int64_t layers, int64_t heads, int64_t kv_heads, int64_t head_dim) {
+  return std::to_string(layers) + " layers, " + std::to_string(heads) + " heads (" + std::to_string(kv_heads) +
+         " kv heads) of " + std::to_string(head_dim);
+}
+
+// Why the loaded target is not the one a trace names, "" when it is: the
+// directory's name (a trace may record a path: its last part) or the
+// architecture the CLI records, and the shape; only what differs is named.
+std::string traceTargetMismatch(const RecordedTarget& recorded, const std::string& loaded_dir, const ModelConfig& config) {
+  const std::string name = std::filesystem::path(loaded_dir).filename().string();
+  const std::string recorded_name = std::filesystem::path(recorded.name).filename().string();
+  std::vector<std::string> differences;
+  if (recorded_name != name && recorded.name != config.architecture_name) {
+    differences.push_back("the trace names '" + recorded.name + "', the loaded target is '" + name + "'");
+  }
+  if (config.num_layers != recorded.layers || config.num_heads != recorded.heads ||
+      config.num_kv_heads != recorded.kv_heads || config.head_dim != recorded.head_dim) {
+    differences.push_back("the trace's target has " +
+                          shapeOf(recorded.layers, recorded.heads, recorded.kv_heads, recorded.head_dim) +
+                          ", the loaded one " +
+                          shapeOf(config.num_layers, config.num_heads, config.num_kv_heads, config.head_dim));
+  }
+  std::string out;
+  for (const std::string& d : differences) out += (out.empty() ? "" : "; ") + d;
+  return out;
+}
+
 // The loaded target, for explaining a replayed moment: only when it is the
-// model the trace names (same directory name and shape), else an error that
-// says which model to load.
+// model the trace or capture ran, else an error that names the difference
+// and says which model to load.
 std::shared_ptr<const CausalLM> loadedTargetMatching(SessionController& engine, const RecordedTarget& recorded) {
   const SessionController::LoadedModels loaded = engine.loaded();
-  const std::string trace_model = "'" + recorded.name + "' (" + std::to_string(recorded.layers) + " layers, " +
-                                  std::to_string(recorded.heads) + " heads of " + std::to_string(recorded.head_dim) + ")";
   if (!loaded.target) {
-    throw Error("a replayed trace keeps no weights and no target is loaded: load the trace's target " + trace_model +
-                " to explain its moments");
+    throw Error("a replayed " + std::string(recorded.capture_file.empty() ? "trace" : "capture") +
+                " keeps no weights and no target is loaded: load its target '" + recorded.name + "' (" +
+                shapeOf(recorded.layers, recorded.heads, recorded.kv_heads, recorded.head_dim) +
+                ") to explain its moments");
   }
-  const ModelConfig& config = loaded.target->config();
-  const std::string name = std::filesystem::path(loaded.target_dir).filename().string();
-  // A trace written by kvscope-cli names the architecture where the GUI's names the directory.
-  const bool named = recorded.name == name || recorded.name == config.architecture_name;
-  if (!named || config.num_layers != recorded.layers || config.num_heads != recorded.heads ||
-      config.num_kv_heads != recorded.kv_heads || config.head_dim != recorded.head_dim) {
-    throw Error("a replayed trace keeps no weights, and the loaded target '" + name + "' (" +
-                std::to_string(config.num_layers) + " layers, " + std::to_string(config.num_heads) + " heads of " +
-                std::to_string(config.head_dim) + ") is not the trace's " + trace_model +
-                ": load the trace's target to explain its moments");
+  const std::string mismatch = recorded.capture_file.empty()
+                                   ? traceTargetMismatch(recorded, loaded.target_dir, loaded.target->config())
+                                   : captureTargetMismatch(recorded.capture_file, *loaded.target);
+  if (!mismatch.empty()) {
+    throw Error("the loaded target (" + loaded.target_dir + ") is not the model " +
+                (recorded.capture_file.empty() ? "the trace" : "the capture's target") + " ran ('" + recorded.name +
+                "'): " + mismatch + ". Load that model to explain its moments");
   }
   return loaded.target;
 }

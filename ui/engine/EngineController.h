@@ -18,14 +18,18 @@
 namespace kvscope::ui {
 
 // The target a replayed trace (or capture) names: a trace keeps no weights,
-// so a replayed moment is explained with the loaded target only when that has
-// this name and shape.
+// so a replayed moment is explained with the loaded target only when that is
+// the model it ran (a trace: this name and shape; a capture: its fingerprint).
 struct RecordedTarget {
   std::string name;  // the model directory's name (the GUI's traces) or its architecture (the CLI's)
   int64_t layers = 0;
   int64_t heads = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
+  // The .kvcapture it was opened from, empty for a trace: a capture's target
+  // is matched by its config and embedding fingerprint, not by its name (a
+  // path, or a hub id, that names the same checkpoint many ways).
+  std::string capture_file;
 };
 
 class EngineController : public QObject {

@@ -18,6 +18,7 @@
 #include "core/decode/session_options.h"
 #include "core/error.h"
 #include "core/model/json_limits.h"
+#include "ui/lessons/LessonMarkup.h"
 #include "ui/lessons/LessonText.h"
 
 namespace kvscope::ui {
@@ -176,7 +177,9 @@ LessonPage readPage(Reader& r, const QJsonObject& o, const QString& path, const 
   LessonPage page;
   r.unknownKeys(o, path, {"title", "text", "session", "rounds", "cursor", "panel", "step", "what_if_remove"});
   page.title = r.string(o, QStringLiteral("title"), path, QString(), true);
-  page.text = r.string(o, QStringLiteral("text"), path, QString(), true);
+  const SanitizedMarkup text = sanitizeLessonMarkup(r.string(o, QStringLiteral("text"), path, QString(), true));
+  page.text = text.html;
+  page.text_problems = text.problems;
   r.placeholders(page.text, path + QStringLiteral("text"));
   if (o.contains(QStringLiteral("session"))) {
     if (!o.value(QStringLiteral("session")).isObject()) r.fail(path + QStringLiteral("session"), QStringLiteral("must be an object"));

@@ -42,7 +42,12 @@ struct LessonCursor {
 
 struct LessonPage {
   QString title;
-  QString text;      // rich text with {names} (LessonText::names())
+  // Rich text with {names} (LessonText::names()), reduced to the safe subset
+  // of LessonMarkup when read: what reaches a widget is never the file's markup.
+  QString text;
+  // What reducing the file's text dropped ("tags nested more than 8 deep were
+  // flattened"), for the panel to say; empty when the text was kept as written.
+  QStringList text_problems;
   std::optional<LessonSession> session;  // none: the previous page's session
   // The live session has run at least this many rounds. A page without a
   // session of its own needs at least the previous page's rounds.

@@ -625,7 +625,7 @@ QString KvHeatmapView::hoverFor(int r, int col) const {
                        .arg(binning_.binCount(bin))
                        .arg(kv);
     if (marks.bad > 0) {
-      text += tr(" \u00b7 %1 %2").arg(marks.bad).arg(QString::fromUtf8(rowStateName(marks.state)).toUpper());
+      text += tr(" \u00b7 %1 %2").arg(marks.bad).arg(Palette::rowStateLabel(marks.state));
     }
     if (marks.masked > 0) text += tr(" \u00b7 %1 evicted by a policy in this kv head").arg(marks.masked);
     if (col >= 0 && col < matrix_.cols) {
@@ -643,7 +643,7 @@ QString KvHeatmapView::hoverFor(int r, int col) const {
                      .arg(entry.rope_position)
                      .arg(displayToken(snapshot_->tokenText(entry.token)))
                      .arg(QString::fromUtf8(rowStatusName(row.status)));
-  if (row.state != RowState::Ok) text += QStringLiteral(" \u00b7 %1").arg(QString::fromUtf8(rowStateName(row.state)).toUpper());
+  if (row.state != RowState::Ok) text += tr(" \u00b7 verdict: %1").arg(Palette::rowStateLabel(row.state));
   text += evictionText(row);
   if (col >= 0 && col < matrix_.cols) {
     text += QStringLiteral(" \u00b7 dim %1: %2 = %3")

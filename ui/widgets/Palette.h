@@ -34,13 +34,18 @@ struct Palette {
     }
     return QColor(0, 0, 0, 0);
   }
-  // An HTML legend of the verdict colours.
+  // A verdict as a reader says it: "wrong position" (the core's name is an identifier, wrong_position).
+  static QString rowStateLabel(RowState state) {
+    return QString::fromUtf8(rowStateName(state)).replace(QLatin1Char('_'), QLatin1Char(' '));
+  }
+  // An HTML legend of the verdict colours; each swatch stays with its name
+  // when a narrow label wraps the legend.
   static QString rowStateLegend() {
     QString html;
     for (RowState state : {RowState::Stale, RowState::Missing, RowState::Duplicate, RowState::WrongPosition,
                            RowState::WrongValues}) {
-      html += QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2 &nbsp;")
-                  .arg(rowState(state).name(), QString::fromUtf8(rowStateName(state)));
+      html += QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2 ")
+                  .arg(rowState(state).name(), rowStateLabel(state).replace(QLatin1Char(' '), QStringLiteral("&nbsp;")));
     }
     return html;
   }

@@ -16,6 +16,8 @@
 #include "ui/widgets/PickerItems.h"
 #include "ui/widgets/PlotExport.h"
 #include "ui/widgets/RowLabel.h"
+#include "ui/widgets/RoundName.h"
+#include "ui/widgets/WrappedLegend.h"
 #include "ui/windows/TokenStripPanel.h"
 
 namespace kvscope::ui {
@@ -50,6 +52,7 @@ AttentionPanel::AttentionPanel(DebuggerContext& context, QWidget* parent) : View
   head_box_->setObjectName(QStringLiteral("attentionHead"));
   head_box_->setToolTip(tr("query head; its kv head is shared by every panel"));
   info_ = new QLabel;
+  info_->setObjectName(QStringLiteral("attentionInfo"));
   info_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   auto* header = new QHBoxLayout;
   header->addWidget(new QLabel(tr("layer")));
@@ -83,11 +86,11 @@ AttentionPanel::AttentionPanel(DebuggerContext& context, QWidget* parent) : View
   // The rows' height is known once laid out (a resize, a zoom): thin the labels to it.
   connect(plot_, &QCustomPlot::afterLayout, this, &AttentionPanel::thinQueryLabels);
 
-  auto* legend = new QLabel(tr("grey: masked by the model's mask &nbsp; <span style='color:%1'>&#9638;</span>&nbsp;evicted "
+  auto* legend = new WrappedLegend(tr("grey: masked by the model's mask &nbsp; <span style='color:%1'>&#9638;</span>&nbsp;evicted "
                                "(policy) &nbsp; hatched keys: ")
                                 .arg(Palette::evicted().name()) +
                             Palette::rowStateLegend());
-  legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  legend->setObjectName(QStringLiteral("attentionLegend"));
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addLayout(header);
@@ -351,15 +354,30 @@ QList<QRect> AttentionPanel::queryLabelRects() const {
 
 void AttentionPanel::drawKeyLabels() {
   // Thinned out to fit the width, but a wrong or selected key is always named.
-  auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+  // Labels are rotated (60 degrees): two neighbours keep clear of each other
+  // when their spacing times sin(60) exceeds a line's height, in the font the
+  // axis draws them in (presenter zoom scales it).
   const int width = std::max(plot_->axisRect()->width(), 200);
-  const int step = std::max(1, (keyCount() * 12 + width - 1) / width);
+  const double key_px = static_cast<double>(width) / std::max(keyCount() + 1.3, 1.0);
+  const double line_px = QFontMetrics(plot_->xAxis->tickLabelFont()).height() + 1;
+  const int step = std::max(1, static_cast<int>(std::ceil(line_px / (0.866 * std::max(key_px, 1e-3)))));
   const Cursor& cursor = context().cursor();
+  std::vector<bool> must(static_cast<size_t>(keyCount()), false);
   for (int k = 0; k < keyCount(); ++k) {
     const AttentionKey& key = keys_[k];
-    const bool named = k % step == 0 || k == keyCount() - 1 || key.state != RowState::Ok ||
-                       (key.entry >= 0 && key.entry == cursor.entry);
-    if (named) ticker->addTick(k, key.label);
+    must[static_cast<size_t>(k)] = key.state != RowState::Ok || (key.entry >= 0 && key.entry == cursor.entry);
+  }
+  auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+  int last_named = -step;
+  for (int k = 0; k < keyCount(); ++k) {
+    // A regular label gives way to a must-name key less than a step ahead.
+    bool must_ahead = false;
+    for (int j = k + 1; j < std::min(keyCount(), k + step); ++j) must_ahead = must_ahead || must[static_cast<size_t>(j)];
+    const bool regular = (k % step == 0 || k == keyCount() - 1) && !must_ahead && k - last_named >= step;
+    if (must[static_cast<size_t>(k)] || regular) {
+      ticker->addTick(k, keys_[k].label);
+      last_named = k;
+    }
   }
   plot_->xAxis->setTicker(ticker);
   plot_->xAxis->setRange(-1.8, keyCount() - 0.5);
@@ -368,8 +386,8 @@ void AttentionPanel::drawKeyLabels() {
 void AttentionPanel::describe(const AttentionData& attention, int64_t round) {
   int wrong = 0;
   for (const AttentionKey& key : keys_) wrong += key.state != RowState::Ok ? 1 : 0;
-  QString text = tr("round %1 verify, layer %2, query head %3 (kv %4): %5 queries (positions %6..%7) over %8 cache rows")
-                     .arg(round)
+  QString text = tr("%1 verify, layer %2, query head %3 (kv %4): %5 queries (positions %6..%7) over %8 cache rows")
+                     .arg(roundName(context().snapshot(), round))
                      .arg(layer_)
                      .arg(query_head_)
                      .arg(kv_head_)

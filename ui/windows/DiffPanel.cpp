@@ -6,6 +6,7 @@
 #include <QSplitter>
 #include <QTextBrowser>
 #include <QTextDocument>
+#include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,8 @@
 #include "ui/widgets/HoverCellHighlight.h"
 #include "ui/widgets/Palette.h"
 #include "ui/widgets/PlotExport.h"
+#include "ui/widgets/RoundName.h"
+#include "ui/widgets/WrappedLegend.h"
 #include "ui/windows/TokenStripPanel.h"
 
 namespace kvscope::ui {
@@ -134,8 +137,13 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   audit_map_->setGradient(gradient.inverted());
   installPlotExport(audit_plot_, QStringLiteral("audit"));
   connect(audit_plot_, &QCustomPlot::mousePress, this, &DiffPanel::onAuditClick);
+  connect(audit_plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) {
+    const QString tip = auditCellText(event->position());
+    if (tip.isEmpty()) QToolTip::hideText();
+    else QToolTip::showText(event->globalPosition().toPoint(), tip, audit_plot_);
+  });
 
-  auto* legend = new QLabel(QStringLiteral("<span style='color:%1'>●</span> agree &nbsp;"
+  auto* legend = new WrappedLegend(QStringLiteral("<span style='color:%1'>●</span> agree &nbsp;"
                                            "<span style='color:%2'>●</span> float noise &nbsp;"
                                            "<span style='color:%3'>●</span> divergent &nbsp;"
                                            "<span style='color:#5a5ac8'>- - -</span> KL &nbsp;&nbsp; audit: "
@@ -145,11 +153,11 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
                                      Palette::pruned().name()) +
                             Palette::rowStateLegend());
   legend->setObjectName(QStringLiteral("diffLegend"));
+
   legend->setToolTip(tr("Audit grid: each cell is a layer's physical row, white to red by log10 of the largest |\u0394| "
                         "between the cached K/V and a recompute from scratch. Grey: not compared, because there is no "
                         "reference model (a capture checked by structure only) or the row's identity is already wrong "
                         "(its verdict colour says how): rows the bookkeeping did not expect are filled in their verdict's colour."));
-  legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   // The grid's caption is its axis label ("physical row · audit of the target cache
   // after round 3 prune"): said where the eye reads the axis, at no cost in height.
   audit_caption_ = new QLabel(this);
@@ -215,8 +223,8 @@ static void showAuditCaption(QLabel* label, QCustomPlot* plot, const QString& ca
 
 void DiffPanel::followCursor(const SessionSnapshot* snapshot, const CacheAudit* shown) {
   const Cursor& cursor = context().cursor();
-  const auto moment = [](const Moment& m) {
-    return QObject::tr("round %1 %2").arg(m.round).arg(QString::fromUtf8(phaseName(m.phase)));
+  const auto moment = [snapshot](const Moment& m) {
+    return QObject::tr("%1 %2").arg(roundName(snapshot, m.round), QString::fromUtf8(phaseName(m.phase)));
   };
   if (shown) {
     QString caption = tr("Audit of the %1 cache after %2").arg(cacheName(shown->cache), moment(shown->moment));
@@ -240,6 +248,10 @@ void DiffPanel::followCursor(const SessionSnapshot* snapshot, const CacheAudit* 
     showAuditCaption(audit_caption_, audit_plot_, tr("Auditing %1\u2026").arg(moment(at)));
   } else if (!snapshot->use_cache) {
     showAuditCaption(audit_caption_, audit_plot_, tr("Audit: the cache is off in this session, there is no cache to audit"));
+  } else if (snapshot->from_capture) {
+    // Audit at cursor is off for a capture: its check audits once, where a call went wrong.
+    showAuditCaption(audit_caption_, audit_plot_,
+                     tr("no audit: no call broke the contract"));
   } else {
     showAuditCaption(audit_caption_, audit_plot_, tr("No audit of %1 yet: Audit at cursor audits there").arg(moment(at)));
   }
@@ -330,16 +342,25 @@ void DiffPanel::refresh() {
   go_root_->setEnabled(rootCauseCursor().valid());
   go_bad_->setEnabled(badCellCursor().valid());
   // A capture's audit is its check (shown); live sessions audit at the cursor.
-  audit_->setEnabled(snapshot && snapshot->use_cache && !snapshot->from_capture && context().cursor().valid());
+  audit_->setEnabled(auditable());
   run_->setEnabled(snapshot && !snapshot->replay_only);
+}
+
+bool DiffPanel::auditable() const {
+  const SessionSnapshot* snapshot = context().snapshot();
+  return snapshot && snapshot->use_cache && !snapshot->from_capture && context().cursor().valid();
 }
 
 void DiffPanel::showReport(const SessionSnapshot* snapshot, const DiffReport* diff) {
   QString html;
   if (!diff) {
-    html = snapshot ? tr("No diff for this session yet: <b>Run diff</b> restarts it with the current settings and finds "
-                         "the first cache operation that broke the contract.")
-                    : tr("no session");
+    // Run diff is off for a replayed file: the text names only what can be done.
+    html = !snapshot ? tr("no session")
+           : snapshot->replay_only
+               ? tr("This trace was saved without a diff, and a replayed trace cannot be rerun: press <b>Start</b> "
+                    "in the Session panel to run its settings live, and diff them there.")
+               : tr("No diff for this session yet: <b>Run diff</b> restarts it with the current settings and finds "
+                    "the first cache operation that broke the contract.");
   } else {
     // The explanation leads: symptom and cause in one sentence (it contains root_cause.what),
     // a size relative to the panel's font so presenter zoom scales it too.
@@ -356,8 +377,8 @@ void DiffPanel::showReport(const SessionSnapshot* snapshot, const DiffReport* di
         html += tr("<p style='margin:2px 0'>In the engine's calls: <b>%1</b> (%2).</p>")
                     .arg(QString::fromStdString(call).toHtmlEscaped(), QString::fromUtf8(cacheEventKindName(cause.operation)));
       }
-      html += tr("<p style='margin:2px 0'>Root cause: <b>round %1 %2 %3 (%4)</b>, layers %5; expected %6 rows, found %7.</p>")
-                  .arg(cause.round)
+      html += tr("<p style='margin:2px 0'>Root cause: <b>%1 %2 %3 (%4)</b>, layers %5; expected %6 rows, found %7.</p>")
+                  .arg(roundName(snapshot, cause.round))
                   .arg(cacheName(cause.cache), QString::fromUtf8(phaseName(cause.phase)),
                        QString::fromUtf8(cacheEventKindName(cause.operation)))
                   .arg(QString::fromStdString([&] {
@@ -396,9 +417,9 @@ void DiffPanel::showReport(const SessionSnapshot* snapshot, const DiffReport* di
 
 QString DiffPanel::auditSummary(const CacheAudit& audit) const {
   const SessionSnapshot& snapshot = *context().snapshot();
-  QString text = tr("audit of the %1 cache after round %2 %3 (%4): ")
+  QString text = tr("audit of the %1 cache after %2 %3 (%4): ")
                      .arg(cacheName(audit.cache))
-                     .arg(audit.moment.round)
+                     .arg(roundName(&snapshot, audit.moment.round))
                      .arg(QString::fromUtf8(phaseName(audit.moment.phase)))
                      .arg(audit.values_checked ? tr("identities and values") : tr("identities only"));
   if (const RowVerdict* bad = audit.firstBad()) {
@@ -413,7 +434,8 @@ QString DiffPanel::auditSummary(const CacheAudit& audit) const {
     text += tr("clean (max |\u0394| %1)").arg(audit.max_value_error, 0, 'g', 3);
   }
   const Cursor& cursor = context().cursor();
-  if (cursor.round != audit.moment.round || cursor.phase != audit.moment.phase) {
+  // Only where Audit at cursor is on (a capture's audit is its check's).
+  if (auditable() && (cursor.round != audit.moment.round || cursor.phase != audit.moment.phase)) {
     text += tr(" &middot; <i>the cursor is at round %1 %2: Audit at cursor to audit there</i>")
                 .arg(cursor.round)
                 .arg(QString::fromUtf8(phaseName(cursor.phase)));
@@ -462,6 +484,28 @@ void DiffPanel::showPositions(const DiffReport* diff) {
     label->setBrush(QColor(255, 255, 255, 200));
     label->setText(tr(" diverged"));  // the report says where and why
     label->setColor(Palette::pruned());
+  }
+  // A capture's check counts the logit rows it compared but keeps the
+  // |delta| of the first divergent one only: rows counted and no point to
+  // draw is said in the plot, so empty axes never read as "nothing compared".
+  const int64_t unplotted = diff ? diff->agree + diff->divergent - static_cast<int64_t>(diff->positions.size()) : 0;
+  plot_note_.clear();
+  if (diff && diff->mode == "capture" && unplotted > 0) {
+    // Short lines: the note sits in a small plot and may spill over its axes, never past the widget.
+    plot_note_ = diff->positions.empty()
+                     ? tr("%1 logit rows compared,\nall within tolerance;\nthe check keeps no\nper-row |\u0394| to plot").arg(diff->agree)
+                     : tr("%1 rows before it within\ntolerance (not kept to plot)").arg(diff->agree);
+    auto* note = new QCPItemText(positions_);
+    note->setObjectName(QStringLiteral("diffPlotNote"));
+    note->position->setType(QCPItemPosition::ptAxisRectRatio);
+    note->position->setCoords(0.5, diff->positions.empty() ? 0.5 : 0.85);
+    note->setPositionAlignment(Qt::AlignCenter);
+    note->setTextAlignment(Qt::AlignCenter);
+    note->setText(plot_note_);
+    note->setClipToAxisRect(false);
+    note->setColor(QColor(32, 96, 32));
+    note->setPadding(QMargins(6, 4, 6, 4));
+    note->setBrush(QColor(255, 255, 255, 220));
   }
   positions_->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -512,6 +556,30 @@ void DiffPanel::showAudit(const CacheAudit* audit) {
   ticker->setTickStep(1);
   audit_plot_->yAxis->setTicker(ticker);
   audit_plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QString DiffPanel::auditCellText(const QPointF& at) const {
+  const CacheAudit* audit = shownAudit();
+  if (!audit || !audit_map_->visible()) return {};
+  const auto row = static_cast<int64_t>(std::lround(audit_plot_->xAxis->pixelToCoord(at.x())));
+  const auto layer = static_cast<int64_t>(std::lround(audit_plot_->yAxis->pixelToCoord(at.y())));
+  if (row < 0 || layer < 0 || layer >= static_cast<int64_t>(audit->error.size())) return {};
+  const auto& errors = audit->error[static_cast<size_t>(layer)];
+  QString text = tr("%1 cache, layer %2, physical row %3").arg(cacheName(audit->cache)).arg(layer).arg(row);
+  for (const RowVerdict& v : audit->rows) {
+    if (v.layer == layer && v.row == row) {
+      return text + tr(": %1 (position %2, worst kv head %3); click to put the cursor there")
+                        .arg(Palette::rowStateLabel(v.state))
+                        .arg(v.position)
+                        .arg(v.worst_head);
+    }
+  }
+  if (row >= static_cast<int64_t>(errors.size())) return {};
+  const double e = errors[static_cast<size_t>(row)];
+  if (!std::isfinite(e)) return text + tr(": not compared (no reference model for its values)");
+  return text + tr(": largest |\u0394| between the cached K/V and a recompute %1%2")
+                    .arg(e, 0, 'g', 3)
+                    .arg(e < 1e-5 ? tr(" (float noise)") : QString());
 }
 
 void DiffPanel::onAuditClick(QMouseEvent* event) {

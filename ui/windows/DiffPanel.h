@@ -35,12 +35,17 @@ class DiffPanel : public ViewerPanel {
   QTextBrowser* report() const { return report_; }
   QCustomPlot* auditPlot() const { return audit_plot_; }
   int pointCount() const;
+  // What the |delta logit| plot says over itself when the report counts rows it cannot draw
+  // (a capture's check keeps no per-row values); empty when every counted row is a point.
+  QString plotNote() const { return plot_note_; }
   // The audit drawn: the one of the cursor's moment (the cursor's cache, else
   // the other's, else the diff's audit at the first divergence when it is of
   // that moment); a capture: its check's audit, whatever the cursor.
   const CacheAudit* shownAudit() const;
   // The line over the grid: "Audit of the target cache after round 3 prune ...".
   QString auditCaption() const;
+  // What the audit cell under `at` (plot pixels) holds, for its hover tooltip; empty off the grid.
+  QString auditCellText(const QPointF& at) const;
   // Whether the panel is on screen (its dock's visibilityChanged): a live
   // session is audited as the cursor moves only while it is (off until told:
   // a window never shown audits nothing by itself).
@@ -64,12 +69,15 @@ class DiffPanel : public ViewerPanel {
   void showPositions(const DiffReport* diff);
   void showAudit(const CacheAudit* audit);
   QString auditSummary(const CacheAudit& audit) const;
+  // Whether Audit at cursor is on: a session with a cache that is not a capture's.
+  bool auditable() const;
   void onAuditClick(QMouseEvent* event);
   // The report's height follows its text (up to most of the panel): no sentence cut mid-line.
   void fitReport();
   // Asks for the cursor's audit when a live session has none of that moment.
   void followCursor(const SessionSnapshot* snapshot, const CacheAudit* shown);
 
+  QString plot_note_;
   QPushButton* run_;
   QPushButton* audit_;
   QPushButton* go_root_;

@@ -1,6 +1,8 @@
 #include "ui/windows/LessonPanel.h"
 
 #include <QComboBox>
+#include <QDesktopServices>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
@@ -21,13 +23,19 @@ LessonPanel::LessonPanel(DebuggerContext& context, QStringList panels, QWidget* 
   title_ = new QLabel;
   title_->setObjectName(QStringLiteral("lessonTitle"));
   title_->setWordWrap(true);
+  title_->setTextFormat(Qt::PlainText);  // a lesson file's title is text, never markup
   QFont bold = title_->font();
   bold.setBold(true);
   bold.setPointSizeF(bold.pointSizeF() * 1.2);
   title_->setFont(bold);
   text_ = new QTextBrowser;
   text_->setObjectName(QStringLiteral("lessonText"));
-  text_->setOpenExternalLinks(true);
+  // A lesson's links are http(s) addresses (LessonMarkup keeps no other):
+  // they open in the browser, never in place of the lesson.
+  text_->setOpenLinks(false);
+  connect(text_, &QTextBrowser::anchorClicked, this, [](const QUrl& url) {
+    if (url.scheme() == QLatin1String("http") || url.scheme() == QLatin1String("https")) QDesktopServices::openUrl(url);
+  });
   text_->setMinimumHeight(80);
   status_ = new QLabel;
   status_->setObjectName(QStringLiteral("lessonStatus"));
@@ -159,7 +167,15 @@ void LessonPanel::refresh() {
     text_->setHtml(tr("<p><i>Setting up this page\u2026</i></p>"));
     return;
   }
-  text_->setHtml(fillLessonText(page->text, context().snapshot(), page_moment_));
+  text_->setHtml(markupNote(*page) + fillLessonText(page->text, context().snapshot(), page_moment_));
+}
+
+QString LessonPanel::markupNote(const LessonPage& page) const {
+  if (page.text_problems.isEmpty()) return {};
+  return tr("<p><i>%1, page %2: the text is shown simplified: %3.</i></p>")
+      .arg(QFileInfo(currentLesson()->file).fileName().toHtmlEscaped())
+      .arg(page_ + 1)
+      .arg(page.text_problems.join(QStringLiteral("; ")).toHtmlEscaped());
 }
 
 void LessonPanel::setPageMoment(const Cursor& moment) {

@@ -62,6 +62,9 @@ class LessonPanel : public ViewerPanel {
 
  private:
   void rebuildPicker();
+  // A line above the page's text naming the lesson file, the page and what
+  // its markup lost (LessonMarkup); empty when nothing was dropped.
+  QString markupNote(const LessonPage& page) const;
   void updateButtons();
 
   QStringList panels_;

@@ -29,6 +29,7 @@
 #include "ui/windows/GlossaryDialog.h"
 #include "ui/windows/LessonPanel.h"
 #include "ui/widgets/KvHeatmapView.h"
+#include "ui/widgets/RoundName.h"
 #include "ui/windows/AttentionPanel.h"
 #include "ui/windows/AttentionStepsPanel.h"
 #include "ui/windows/CompressionPanel.h"
@@ -89,7 +90,8 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     if (snapshot == nullptr || !snapshot->replay_only) return controller_.explain(request, what_if);
     controller_.explain(request, what_if,
                         RecordedTarget{snapshot->target_name, snapshot->target.layers, snapshot->target.heads,
-                                       snapshot->target.kv_heads, snapshot->target.head_dim});
+                                       snapshot->target.kv_heads, snapshot->target.head_dim,
+                                       snapshot->from_capture ? snapshot->opened_file : std::string()});
   });
   connect(&controller_, &EngineController::explained, panels_.steps, &AttentionStepsPanel::showExplanation);
   connect(&controller_, &EngineController::whatIfReady, panels_.steps, &AttentionStepsPanel::showWhatIf);
@@ -578,7 +580,7 @@ void MainWindow::updateActions() {
     cursor_label_->setText(tr(" no session"));
     return;
   }
-  QString text = tr(" round %1 \u00b7 after %2").arg(cursor.round).arg(QString::fromUtf8(phaseName(cursor.phase)));
+  QString text = QStringLiteral(" ") + tr("%1 \u00b7 after %2").arg(roundName(snapshot, cursor.round), QString::fromUtf8(phaseName(cursor.phase)));
   if (snapshot->replay_only) text += tr(" (replay)");
   else if (!context_.atLatest()) text += tr(" (history)");
   if (snapshot->finished) text += tr(" \u00b7 finished");

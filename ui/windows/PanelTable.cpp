@@ -26,7 +26,9 @@ QWidget* makeSession(DebuggerContext& context, PanelSet& made) {
   auto* scroll = new QScrollArea;  // the form is tall: let it scroll on small screens
   scroll->setWidget(made.session);
   scroll->setWidgetResizable(true);
-  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  // Never cut on the right: a dock narrower than the form scrolls instead
+  // of hiding the Browse buttons and the replay box's end.
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
   scroll->setFrameShape(QFrame::NoFrame);
   return scroll;
 }

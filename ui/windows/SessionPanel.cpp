@@ -90,6 +90,8 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   loaded_->setWordWrap(true);
 
   auto* models = new QGroupBox(tr("Models"));
+  models->setObjectName(QStringLiteral("modelsBox"));
+  models_box_ = models;
   auto* model_form = new QFormLayout(models);
   model_form->addRow(tr("Target"), withButton(target_dir_, target_browse));
   model_form->addRow(tr("Drafter"), drafter_kind_);
@@ -273,6 +275,8 @@ void SessionPanel::showSession(const SessionSnapshot& snapshot) {
   // A file's run is marked off from the loaded models' (which only Start uses).
   const bool from_file = snapshot.from_capture || snapshot.replay_only;
   session_shown_->show();
+  // "(bundled)" below names the loaded models, which a file's run did not use.
+  models_box_->setTitle(from_file ? tr("Loaded models (for Start, not the file's)") : tr("Models"));
   session_shown_->setStyleSheet(from_file ? QStringLiteral("QLabel { background:#fff4d6; border:1px solid #d9b650; padding:3px; }")
                                           : QString());
   const QString not_the_loaded =
@@ -286,7 +290,9 @@ void SessionPanel::showSession(const SessionSnapshot& snapshot) {
     return;
   }
   session_shown_->setText(tr("<b>%1</b>: %2 &middot; %3 &middot; fault <b>%4</b>")
-                              .arg(snapshot.replay_only ? tr("Opened trace (replay)") : tr("Running"))
+                              .arg(snapshot.replay_only ? tr("Opened trace (replay)")
+                                   : snapshot.finished  ? tr("Finished session")
+                                                        : tr("Live session"))
                               .arg(modelWithRole(tr("target"), elidedForDisplay(snapshot.target_name, kNameShownBytes)).toHtmlEscaped())
                               .arg(modelWithRole(tr("drafter"), drafter).toHtmlEscaped())
                               .arg(elidedForDisplay(snapshot.fault, kNameShownBytes).toHtmlEscaped()) +

@@ -12,6 +12,7 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QGroupBox;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
@@ -84,6 +85,7 @@ class SessionPanel : public ViewerPanel {
   QPushButton* load_;
   QProgressBar* progress_;
   QLabel* loaded_;
+  QGroupBox* models_box_;  // titled for what its models are to the shown run
   QPlainTextEdit* prompt_;
   QString full_prompt_;  // set while prompt_ shows an elided prompt (ui/widgets/LongText.h)
   QSpinBox* gamma_;

@@ -6,6 +6,7 @@
 
 #include "ui/widgets/Palette.h"
 #include "ui/widgets/PlotExport.h"
+#include "ui/widgets/WrappedLegend.h"
 
 namespace kvscope::ui {
 
@@ -58,32 +59,30 @@ TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : Viewer
   calls_->setColor(QColor(90, 60, 0));
   calls_->setVisible(false);
 
-  // The legend in its own row above the plot, laid out horizontally.
-  plot_->legend->setVisible(true);
-  plot_->legend->setFont(QFont(font().family(), 8));
-  plot_->legend->setBorderPen(Qt::NoPen);
-  plot_->legend->setWrap(3);  // two lines on a narrow (small-screen) column
-  plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
-  plot_->plotLayout()->insertRow(0);
-  plot_->plotLayout()->addElement(0, 0, plot_->legend);
-  plot_->plotLayout()->setRowStretchFactor(0, 0.001);
   installPlotExport(plot_, QStringLiteral("timeline"), [this] { return csv(); });
 
   connect(plot_, &QCustomPlot::mousePress, this, &TimelinePanel::onMousePress);
 
+  // The key under the plot, wrapped to the column's width at any zoom (the
+  // plot's own legend measured its entries narrower than it drew them, and cut them).
+  const auto swatch = [](const QColor& color, const QString& name) {
+    return QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2 ").arg(color.name(), name);
+  };
+  auto* legend = new WrappedLegend(swatch(Palette::acceptedDraft(), tr("accepted&nbsp;drafts")) +
+                                   swatch(Palette::correction(), tr("correction")) + swatch(Palette::bonus(), tr("bonus")) +
+                                   swatch(Palette::rejected(), tr("rejected&nbsp;drafts")) +
+                                   tr("<nobr><span style='color:#282828'>&#8212;&#9679;&#8212;</span>&nbsp;running&nbsp;alpha</nobr>"));
+  legend->setObjectName(QStringLiteral("timelineLegend"));
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
-  layout->addWidget(plot_);
-  // Not the legend's width at its widest: resizeEvent wraps it to the width there is.
+  layout->setSpacing(0);
+  layout->addWidget(legend);
+  layout->addWidget(plot_, 1);
   plot_->setMinimumWidth(160);
 }
 
 void TimelinePanel::resizeEvent(QResizeEvent* event) {
   ViewerPanel::resizeEvent(event);
-  for (int columns = 3; columns >= 1; --columns) {
-    plot_->legend->setWrap(columns);
-    if (plot_->legend->minimumOuterSizeHint().width() <= width()) break;
-  }
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -136,11 +135,18 @@ void TimelinePanel::refresh() {
   highlight_->bottomRight->setCoords(static_cast<double>(cursor.round) + 0.5, 0);
   // A capture's rounds are inferred from the engine's calls: name the calls.
   const bool capture = snapshot && snapshot->from_capture;
-  plot_->xAxis->setLabel(capture ? tr("round (one per target call: the drafter calls, then the target's)") : tr("round"));
+  plot_->xAxis->setLabel(capture ? tr("round (one per target call)") : tr("round"));
   calls_->setVisible(capture);
   if (capture) {
-    calls_->setText(callsOfRound(*snapshot, cursor.round));
+    // One call per line: the column is narrow, and a clipped call name says nothing.
+    calls_->setText(callsOfRound(*snapshot, cursor.round).replace(QStringLiteral(" \u2192 "), QStringLiteral("\n")));
     calls_->position->setCoords(static_cast<double>(cursor.round), static_cast<double>(max_height) + 0.45);
+    // Anchored on the side of the bar that has room: a centred name over the first or last bars was cut.
+    const QCPRange range = plot_->xAxis->range();
+    const double at = (static_cast<double>(cursor.round) - range.lower) / range.size();
+    const Qt::Alignment side = at < 0.34 ? Qt::AlignLeft : at > 0.66 ? Qt::AlignRight : Qt::AlignHCenter;
+    calls_->setPositionAlignment(side | Qt::AlignTop);
+    calls_->setTextAlignment(side);
   }
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }

@@ -372,8 +372,9 @@ void Workspaces::applyDefaultSizes() {
       }
       if (compact) {
         window_->resizeDocks({dock(Panel::Session), dock(Panel::Tokens)}, {share(tall, 62), share(tall, 38)}, Qt::Vertical);
-        // The cache gets the larger share: thousands of rows want pixel lines, five verify queries do not.
-        window_->resizeDocks({dock(Panel::Kv), dock(Panel::Attention)}, {share(tall, 58), share(tall, 42)}, Qt::Vertical);
+        // The cache gets the larger share: thousands of rows want pixel lines, five verify queries do not;
+        // the stage keeps room for the Cache Diff's two plots above its wrapped legend.
+        window_->resizeDocks({dock(Panel::Kv), dock(Panel::Attention)}, {share(tall, 53), share(tall, 47)}, Qt::Vertical);
       } else {
         window_->resizeDocks({dock(Panel::Timeline), dock(Panel::Tokens), dock(Panel::Kv), dock(Panel::Attention)},
                              {share(tall, 18), share(tall, 9), share(tall, 43), share(tall, 30)}, Qt::Vertical);

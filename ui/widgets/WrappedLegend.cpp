@@ -1,0 +1,28 @@
+#include "ui/widgets/WrappedLegend.h"
+
+#include <QResizeEvent>
+
+namespace kvscope::ui {
+
+WrappedLegend::WrappedLegend(const QString& html, QWidget* parent) : QLabel(html, parent) {
+  setWordWrap(true);
+  setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);
+}
+
+void WrappedLegend::resizeEvent(QResizeEvent* event) {
+  QLabel::resizeEvent(event);
+  // Only a new width changes the lines; the height follows it once.
+  if (event->size().width() == event->oldSize().width()) return;
+  setFixedHeight(heightForWidth(event->size().width()));
+}
+
+}  // namespace kvscope::ui
+
+namespace kvscope::ui {
+
+void WrappedLegend::changeEvent(QEvent* event) {
+  QLabel::changeEvent(event);
+  if (event->type() == QEvent::FontChange && width() > 0) setFixedHeight(heightForWidth(width()));
+}
+
+}  // namespace kvscope::ui
