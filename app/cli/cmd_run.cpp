@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <optional>
 
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
@@ -13,26 +14,13 @@
 #include "app/cli/token_printer.h"
 #include "core/check/capture_writer.h"
 #include "core/control/trace_capture.h"
-#include "core/decode/autoregressive.h"
+#include "core/bench/measured_speedup.h"
 #include "core/error.h"
 #include "core/trace/trace_file.h"
 #include "core/trace/trace_json.h"
 
 namespace kvscope::cli {
 namespace {
-
-// Plain autoregressive decoding with the same settings, for the measured speedup.
-double baselineMilliseconds(const SessionSetup& setup) {
-  GenerateOptions options;
-  options.max_new_tokens = setup.options.max_new_tokens;
-  options.use_cache = setup.options.use_cache;
-  options.ignore_eos = setup.options.ignore_eos;
-  options.sampling = setup.options.sampling;
-  options.seed = setup.options.seed;
-  const auto start = std::chrono::steady_clock::now();
-  generateAutoregressive(*setup.target->model, setup.prompt, options, setup.target->eos_ids);
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
 
 double megabytes(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
@@ -90,6 +78,12 @@ int runRun(Args& args) {
   const auto trace_path = args.value("trace");
   const auto capture_path = args.value("capture");
   const bool baseline = !args.flag("no-baseline");
+  SpeedupPlan plan;
+  plan.trials = static_cast<int>(args.integer("speedup-trials", plan.trials));
+  if (plan.trials < 2 || plan.trials > 1000) {
+    throw Error("--speedup-trials must be 2-1000 (the median of one trial has no spread to judge it by), got " +
+                std::to_string(plan.trials));
+  }
   SessionSetup setup = parseSessionSetup(args);
   args.finish();
 
@@ -104,7 +98,13 @@ int runRun(Args& args) {
   }
   const double session_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const Metrics metrics = session->metrics();
-  const double baseline_ms = baseline ? baselineMilliseconds(setup) : 0.0;
+  // The shown session is not a trial: it streams its rounds, and it is the
+  // process's first run. The measurement times fresh sessions of its own.
+  std::optional<MeasuredSpeedup> speedup;
+  if (baseline) {
+    speedup = measureSpeedup(std::shared_ptr<const CausalLM>(setup.target, setup.target->model.get()),
+                             setup.drafter_impl, setup.prompt, session->options(), setup.target->eos_ids, plan);
+  }
 
   if (trace_path) {
     writeTrace(*trace_path, captureTrace(*session, setup.target->tokenizer.get(),
@@ -119,10 +119,7 @@ int runRun(Args& args) {
   if (!json) {
     printColouredRounds(std::cout, *session, *setup.target->tokenizer, isatty(STDOUT_FILENO) != 0);
     printMetrics(std::cout, metrics);
-    if (baseline) {
-      std::cout << "measured speedup over autoregressive decoding: " << baseline_ms / session_ms << " (" << baseline_ms
-                << " ms vs " << session_ms << " ms)\n";
-    }
+    if (speedup) std::cout << "measured speedup over autoregressive decoding: " << describeSpeedup(*speedup) << "\n";
     printBudget(std::cout, session->recordBudget());
     printEvictions(std::cout, *session);
     if (trace_path) std::cout << "trace written to " << *trace_path << "\n";
@@ -139,9 +136,10 @@ int runRun(Args& args) {
     result["eviction"] = {{"spec", setup.options.eviction->describe()}, {"events", s.events},
                           {"masked_rows", s.masked}, {"evicted_entries", s.evicted}};
   }
-  if (baseline) {
-    result["baseline_ms"] = baseline_ms;
-    result["measured_speedup"] = baseline_ms / session_ms;
+  if (speedup) {
+    result["baseline_ms"] = speedup->plain_ms;         // medians of the trials
+    result["measured_speedup"] = speedup->median;
+    result["speedup"] = toJson(*speedup);             // the trials, and whether they measure anything
   }
   if (json) printJson(result);
   return 0;
@@ -153,7 +151,10 @@ const CommandRegistrar kRegister{
     "           [--max-new N] [--cache on|off] [--greedy | --temperature T --top-k K --top-p P] [--seed S]\n"
     "           [--bookkeeping exact|seed] [--ignore-eos] [--fault NAME] [--trace out.kvtrace] [--trace-budget MB]\n"
     "           [--capture out.kvcapture]   (the caches in the format any engine writes: kvscope-cli check reads it)\n"
-    "           [--evict POLICY:BUDGET[:every=N]] [--no-baseline] [--weights stored|fp32] [--json]\n"
+    "           [--evict POLICY:BUDGET[:every=N]] [--no-baseline | --speedup-trials N] [--weights stored|fp32] [--json]\n"
+    "           the speedup: the session against the same session without its drafter (same recording, threads),\n"
+    "           1 warm-up pair, N timed pairs (5), median; 'too short to measure' below 32 new tokens or when the\n"
+    "           trials spread wider than the effect\n"
     "           --evict: token eviction on the target's cache after the prefill (and every N rounds), e.g.\n"
     "           h2o:0.25:every=4 or streaming:64:sinks=4; policies as in `compress`; traces carry the Evict events\n"
     "       run [--target DIR] --drafter-compressed POLICY:BUDGET[:sinks=N...] [--draft-cache compacted|masked|rerotated]\n"

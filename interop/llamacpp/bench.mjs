@@ -10,7 +10,13 @@
 //   [--weights stored|fp32 (kvscope's)] [--json FILE]
 //
 // Measured per engine:
-//   decode      greedy tokens/s after the prompt, one token per forward (cache on)
+//   decode      greedy tokens/s after the prompt, one token per forward (cache on).
+//               llama.cpp: node-llama-cpp's generator, `LlamaContextSequence.evaluate`
+//               (the path its users call; the completion and chat APIs sit on it);
+//               kvscope: its autoregressive decode (`kvscope-cli bench`)
+//   decode per call  llama.cpp only, a second row: one `controlledEvaluate` per
+//               token (what spec_loop.mjs and the recorder call), which pays a
+//               round trip from JavaScript for every token
 //   prefill     ms for one forward of `prefill` prompt tokens
 //   speculative greedy tokens/s with the drafter, gamma 4 (kvscope: its session;
 //               llama.cpp: spec_loop.mjs, the same bookkeeping, and node-llama-cpp's
@@ -72,16 +78,28 @@ async function llamaEngine(dtype) {
 
 const greedy = (t) => [t, {generateNext: {token: true, options: {temperature: 0}}}];
 
-async function decodeRun(engine) {
+// The ids decoded and their tokens/s, one forward per token after the prompt
+// (all but its last token fed first, untimed, in both paths).
+async function decodeRun(engine, perCall) {
   const ctx = await makeContext(engine.target, {contextSize: 1024, cache: engine.dtype});
   const seq = ctx.getSequence();
   await seq.evaluateWithoutGeneratingNewTokens(prompt.slice(0, -1));
   let t = prompt[prompt.length - 1];
+  const ids = [];
   const start = performance.now();
-  for (let i = 0; i < newTokens; ++i) t = (await seq.controlledEvaluate([greedy(t)]))[0].next.token;
+  if (perCall) {
+    for (let i = 0; i < newTokens; ++i) ids.push(t = (await seq.controlledEvaluate([greedy(t)]))[0].next.token);
+  } else {
+    // Each step of the generator evaluates the token it yielded before and
+    // samples the next; leaving the loop ends it without another forward.
+    for await (const next of seq.evaluate([t], {temperature: 0})) {
+      ids.push(next);
+      if (ids.length === newTokens) break;
+    }
+  }
   const ms = performance.now() - start;
   await ctx.dispose();
-  return newTokens / (ms / 1000);
+  return {tps: newTokens / (ms / 1000), ids};
 }
 
 async function prefillRun(engine) {
@@ -139,13 +157,22 @@ function kvscopeTrial() {
 
 const engines = [await llamaEngine("f32"), await llamaEngine("f16")];
 const results = {kvscope: {decode: [], prefill: [], speculative: [], accepted: []}};
-for (const e of engines) results[e.name] = {decode: [], prefill: [], speculative: [], predictor: [], accepted: []};
+for (const e of engines) results[e.name] = {decode: [], decode_per_call: [], prefill: [], speculative: [], predictor: [], accepted: []};
+// Both of llama.cpp's decode paths must produce the same greedy tokens: the
+// race compares speeds of the same work.
+const decodedIds = {};
 for (let t = 0; t < trials; ++t) {
   const k = kvscopeTrial();
   for (const key of Object.keys(k)) results.kvscope[key].push(k[key]);
   for (const e of engines) {
     const r = results[e.name];
-    if (parts.has("decode")) r.decode.push(await decodeRun(e));
+    if (parts.has("decode")) {
+      for (const perCall of t % 2 ? [true, false] : [false, true]) {  // each path first in every other trial
+        const d = await decodeRun(e, perCall);
+        (perCall ? r.decode_per_call : r.decode).push(d.tps);
+        (decodedIds[e.name] ??= new Set()).add(d.ids.join(","));
+      }
+    }
     if (parts.has("prefill")) r.prefill.push(await prefillRun(e));
     if (parts.has("speculative")) {
       const s = await speculativeRun(e);
@@ -157,18 +184,36 @@ for (let t = 0; t < trials; ++t) {
   console.error(`bench: trial ${t + 1} of ${trials} done`);
 }
 
-const summary = {};
+const summary = {};  // per engine, the median of each measure over the trials
 for (const [name, r] of Object.entries(results)) {
   summary[name] = Object.fromEntries(Object.entries(r).map(([k, v]) => [k, median(v)]));
 }
 const f = (x, d = 1) => (x == null ? "-" : x.toFixed(d));
-console.log(`| engine (${threads} thread${threads > 1 ? "s" : ""}) | decode, tokens/s | prefill ${prefillRows} tokens, ms | speculative gamma ${gamma}, tokens/s | node-llama-cpp's DraftSequenceTokenPredictor, tokens/s |`);
-console.log("|---|---|---|---|---|");
-for (const [name, s] of Object.entries(summary)) {
-  console.log(`| ${name === "kvscope" ? `kvscope (${weights === "fp32" ? "F32" : "weights as stored"})` : name} | ${f(s.decode)} | ${f(s.prefill)} | ${f(s.speculative)} | ${f(s.predictor)} |`);
+const sameTokens = Object.values(decodedIds).every((ids) => ids.size === 1);
+if (!sameTokens) {
+  console.error("bench: llama.cpp's two decode paths (or two trials) produced different tokens:",
+    JSON.stringify(Object.fromEntries(Object.entries(decodedIds).map(([k, v]) => [k, [...v]]))));
 }
+// One row per engine and path: llama.cpp's generator is its decode; its
+// per-call path is a second, labelled row, and so are its two speculative loops.
+const rows = [];
+for (const [name, s] of Object.entries(summary)) {
+  if (name === "kvscope") {
+    rows.push({engine: `kvscope (${weights === "fp32" ? "F32" : "weights as stored"})`, path: "in process (kvscope-cli bench)",
+      decode: s.decode, prefill: s.prefill, speculative: s.speculative, predictor: null});
+    continue;
+  }
+  rows.push({engine: name, path: "generator (sequence.evaluate)", decode: s.decode, prefill: s.prefill,
+    speculative: s.speculative, predictor: s.predictor});
+  if (parts.has("decode")) {
+    rows.push({engine: name, path: "one controlledEvaluate per token", decode: s.decode_per_call, prefill: null, speculative: null, predictor: null});
+  }
+}
+console.log(`| engine (${threads} thread${threads > 1 ? "s" : ""}) | path | decode, tokens/s | prefill ${prefillRows} tokens, ms | speculative gamma ${gamma} (llama.cpp: spec_loop.mjs), tokens/s | node-llama-cpp's DraftSequenceTokenPredictor, tokens/s |`);
+console.log("|---|---|---|---|---|---|");
+for (const r of rows) console.log(`| ${r.engine} | ${r.path} | ${f(r.decode)} | ${f(r.prefill)} | ${f(r.speculative)} | ${f(r.predictor)} |`);
 const report = {date: new Date().toISOString(), trials, new_tokens: newTokens, prefill_tokens: long.length, gamma, threads, weights,
-  prompt: promptText, medians: summary, trials_raw: results};
+  prompt: promptText, load: os.loadavg(), rows, decode_paths_agree: sameTokens, medians: summary, trials_raw: results};
 if (args.json) fs.writeFileSync(args.json, JSON.stringify(report, null, 2));
 console.log(JSON.stringify(report.medians));
 for (const e of engines) {

@@ -45,7 +45,7 @@ std::map<std::string, std::vector<std::string>> expectedOptions() {
       {"inspect", {"--weights", "--json"}},
       {"logits", {"--model", "--ids", "--mode", "--weights", "--json"}},
       {"make-model", {"--shape", "--out", "--dtype", "--seed", "--json"}},
-      {"run", {"--trace", "--capture", "--no-baseline", "--drafter-compressed", "--draft-cache"}},
+      {"run", {"--trace", "--capture", "--no-baseline", "--speedup-trials", "--drafter-compressed", "--draft-cache"}},
       {"tokenize", {"--model", "--text", "--text-file", "--json"}},
       {"trace", {"--json"}},
       {"train", {"--corpus", "--arch-config", "--steps", "--out", "--resume", "--tokenizer", "--vocab", "--seq-len",
