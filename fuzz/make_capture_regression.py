@@ -174,16 +174,19 @@ def hostile_v1():
         # 6 static layers of 2^24 empty slots: 18 s and 2.8 GB in check once.
         "hostile_static_6_layers_2_24_slots": v1_edited(
             lambda m, t: call0(m).update(before=static_state([empty] * 6)), layers=6),
+        # Each layer within its limit, the layers of a state together past theirs.
+        "hostile_static_6_layers_2_18_slots": v1_edited(
+            lambda m, t: call0(m).update(before=static_state([[[-1, 1 << 18]]] * 6)), layers=6),
         "hostile_static_1024_layers_2_24_slots": v1_edited(
             lambda m, t: call0(m).update(before=static_state([empty] * 1024)), layers=1024, calls=1),
         # Within every limit, at the largest layer a state may have, every slot
         # attended (its calls sit at the last cache positions): what the
         # timeline and the GUI must still walk within seconds and 1.5 GB.
-        "hostile_static_2_24_slots_attended": v1_edited(
-            lambda m, t: [c.update(positions=[(1 << 24) - 2 + i], cache_position=[(1 << 24) - 2 + i])
-                          for i, c in enumerate(m["calls"])], calls=2, slots=1 << 24),
+        "hostile_static_2_20_slots_attended": v1_edited(
+            lambda m, t: [c.update(positions=[(1 << 20) - 2 + i], cache_position=[(1 << 20) - 2 + i])
+                          for i, c in enumerate(m["calls"])], calls=2, slots=1 << 20),
         # Each state within its limit, the file's states together far past theirs.
-        "hostile_slots_across_calls": v1_edited(lambda m, t: None, calls=12, slots=1 << 23),
+        "hostile_slots_across_calls": v1_edited(lambda m, t: None, calls=12, slots=1 << 20),
         "hostile_engine_name_1mb": v1_edited(lambda m, t: m["engine"].update(name="k" * (1 << 20))),
         "hostile_between_what_long": v1_edited(lambda m, t: m["calls"][1]["between"].update(what="w" * 5000)),
         "hostile_name_or_path_long": v1_edited(lambda m, t: m["models"]["target"].update(name_or_path="/m" * 3000)),

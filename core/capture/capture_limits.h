@@ -20,13 +20,14 @@ constexpr int64_t kMaxTopK = 65536;
 constexpr int64_t kMaxCommitted = int64_t{1} << 24;  // committed ids, all sequences together
 // Slots of one state across its layers (and a batch's sequences), and of
 // every state of the file together. A run of 2^24 empty slots is 12 bytes of
-// JSON but 128 MB once a reader lays its slots out, so the per-layer limit
-// alone lets 6 layers of a 377 KB file cost gigabytes; these keep what the
-// timeline lays out (a state, then every state in turn) within a few hundred
-// MB. A static cache of 32 layers x 65,536 slots fits a state; 2^26 slots
-// are, say, 700 calls of 24 layers x 2,048 static slots before and after.
-constexpr int64_t kMaxStateSlots = int64_t{1} << 24;
-constexpr int64_t kMaxCaptureSlots = int64_t{1} << 26;
+// JSON, but the timeline lays every slot out and the contract walk gives each
+// attended slot a verdict: 2^24 attended slots of one layer took 2.9 GB and
+// 2^22 still 1.8 GB, so the per-layer limit alone let a 377 KB file cost
+// gigabytes and minutes. 2^20 slots keep a state's walk near 0.5 GB. A static
+// cache of 32 layers x 32,768 slots fits a state; 2^24 slots are, say, 340
+// calls of 24 layers x 1,024 static slots before and after.
+constexpr int64_t kMaxStateSlots = int64_t{1} << 20;
+constexpr int64_t kMaxCaptureSlots = int64_t{1} << 24;
 // A position (and a cache_position) of any version: RoPE takes 32-bit
 // positions, and a bound here keeps every sum a reader forms of a position and
 // a count (the span of a call's inputs, the slots before its first position)

@@ -22,22 +22,24 @@ void expectRefusedAtOpen(const std::string& name, const std::vector<std::string>
 }
 
 TEST(CaptureHostile, ValidFilesOfTheGeneratorOpen) {
-  for (const char* name : {"hostile_valid_static", "hostile_static_2_24_slots_attended", "batch_valid"}) {
+  for (const char* name : {"hostile_valid_static", "hostile_static_2_20_slots_attended", "batch_valid"}) {
     SCOPED_TRACE(name);
     EXPECT_NO_THROW(CaptureFile::open(kCorpus + name));
   }
 }
 
 TEST(CaptureHostile, SlotsOfAStateAcrossLayersAreBounded) {
+  const std::string per_state = "the limit is 1048576 per state";
   expectRefusedAtOpen("hostile_static_6_layers_2_24_slots",
-                      {"call 0 (target index 0): before.layers[1]", "33554432 across its layers",
-                       "the limit is 16777216 per state"});
-  expectRefusedAtOpen("hostile_static_1024_layers_2_24_slots", {"before.layers[1]", "the limit is 16777216 per state"});
+                      {"call 0 (target index 0): before.layers[0]", "16777216 across its layers", per_state});
+  expectRefusedAtOpen("hostile_static_6_layers_2_18_slots",
+                      {"call 0 (target index 0): before.layers[4]", "1310720 across its layers", per_state});
+  expectRefusedAtOpen("hostile_static_1024_layers_2_24_slots", {"before.layers[0]", per_state});
 }
 
 TEST(CaptureHostile, SlotsOfEveryStateTogetherAreBounded) {
   expectRefusedAtOpen("hostile_slots_across_calls",
-                      {"brings the slots of the capture's states to", "the limit is 67108864"});
+                      {"brings the slots of the capture's states to", "the limit is 16777216"});
 }
 
 TEST(CaptureHostile, FreeTextIsBounded) {
