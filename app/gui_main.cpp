@@ -22,6 +22,7 @@
 #include "core/decode/session_options.h"
 #include "core/error.h"
 #include "ui/bench/HeatmapBenchmark.h"
+#include "ui/engine/EngineController.h"
 #include "ui/bench/Screenshot.h"
 #include "ui/lessons/LessonRunner.h"
 #include "ui/logging/LogBridge.h"
@@ -320,6 +321,13 @@ int runHeatmapBenchmark(const CommandLine& cl, MainWindowOptions options) {
 int runScreenshot(const CommandLine& cl, MainWindowOptions options) {
   options.restore_layout = false;
   kvscope::ui::MainWindow window(options);
+  // A job that fails (the file does not open, the models do not load) shows
+  // a dialog nobody will close here: its message goes to stderr as well, and
+  // the failed start-up step ends the wait below.
+  QObject::connect(&window.controller(), &kvscope::ui::EngineController::failed, &window,
+                   [](const QString& what, const QString& message) {
+                     std::fprintf(stderr, "kvscope: %s failed: %s\n", qPrintable(what), qPrintable(message));
+                   });
   if (const QScreen* screen = QGuiApplication::primaryScreen()) window.setGeometry(screen->availableGeometry());
   window.show();
   // --kv-rows FIRST:LAST zooms both KV heatmaps before the grab.

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Writes the hand-made version 2 (batched) captures of fuzz/regression/capture/
-(docs/capture-format-v2.md): one valid two-sequence capture and hostile
-edits of it, each refused by CaptureFile::open with an Error naming the field
-(tests/core/base/capture_batch_test.cpp checks the same refusals on a capture
-built the same way). Deterministic: rerun to rewrite them.
+"""Writes the hand-made captures of fuzz/regression/capture/: the version 2
+(batched) ones (docs/capture-format-v2.md), one valid two-sequence capture and
+hostile edits of it, each refused by CaptureFile::open with an Error naming the
+field (tests/core/base/capture_batch_test.cpp checks the same refusals on a
+capture built the same way); and the hostile_* ones, files that once passed
+open and cost the timeline, the check or the GUI gigabytes, minutes or a
+backtrace (docs/hostile-inputs.md), each refused at open now
+(tests/core/base/capture_hostile_test.cpp names each one's error).
+Deterministic: rerun to rewrite them.
 
     /usr/bin/python3 fuzz/make_capture_regression.py"""
 import copy
@@ -100,8 +104,134 @@ def hostile():
     }
 
 
+def static_state(layers):
+    """A version 1 StaticCache state of the given per-layer run lists."""
+    return {"cache": "StaticCache", "kinds": ["static"] * len(layers), "layers": layers}
+
+
+def v1_static(layers=1, calls=2, slots=16, config=None, logits=None):
+    """A version 1 capture of a static cache: `calls` target calls of one token
+    each, token i at position i, every layer holding rows 0..i in its first
+    slots of `slots`; row tensors [1, calls, 2] per layer."""
+    manifest = {
+        "format": "kvscope-capture", "version": 1,
+        "engine": {"name": "fuzz/make_capture_regression.py", "recorder": "hand-built"},
+        "complete": True, "logits": logits or {"mode": "full"},
+        "models": {"target": {"name_or_path": "tiny", "config": config or {"vocab_size": 16},
+                              "fingerprint": None, "layers": layers, "calls": calls}},
+        "calls": [], "committed": [1 + i for i in range(calls)]}
+    tensors = {}
+    for layer in range(layers):
+        tensors["target.layer%d.keys" % layer] = floats([1, calls, 2])
+        tensors["target.layer%d.values" % layer] = floats([1, calls, 2])
+
+    def held(i):
+        return [[0, i], [-1, slots - i]] if i else [[-1, slots]]
+    for i in range(calls):
+        manifest["calls"].append({
+            "role": "target", "index": i, "input_ids": [1 + i], "positions": [i],
+            "positions_source": "cache_position", "cache_position": [i], "attention_mask": None,
+            "before": static_state([held(i)] * layers),
+            "between": None if i == 0 else {"kind": "none", "layers": [], "what": "unchanged"},
+            "after": static_state([held(i + 1)] * layers), "logits": None})
+    return manifest, tensors
+
+
+def v1_edited(change, **shape):
+    manifest, tensors = v1_static(**shape)
+    change(manifest, tensors)
+    return encode(manifest, tensors, version="1")
+
+
+def int32s(shape, values):
+    count = 1
+    for extent in shape:
+        count *= extent
+    return "I32", shape, struct.pack(f"<{count}i", *[values[i % len(values)] for i in range(count)])
+
+
+def with_top_k_logits(ids, vocab_size=None):
+    """A change giving call 0 top-k logits whose ids are `ids` (config without a vocab_size by default)."""
+    def change(m, t):
+        m["logits"] = {"mode": "top_k", "k": 2}
+        m["models"]["target"]["config"] = {"vocab_size": vocab_size}
+        m["calls"][0]["logits"] = {"rows": 1, "tensors": {"top_ids": "target.call0.top_ids",
+                                                         "top_values": "target.call0.top_values",
+                                                         "lse": "target.call0.lse"}}
+        t["target.call0.top_ids"] = int32s([1, 2], ids)
+        t["target.call0.top_values"] = floats([1, 2])
+        t["target.call0.lse"] = floats([1])
+    return change
+
+
+def hostile_v1():
+    """name -> bytes: each class of hostile file the timeline, check or GUI met past open."""
+    empty = [[-1, 1 << 24]]
+    int64_max = (1 << 63) - 1
+    call0 = lambda m: m["calls"][0]  # noqa: E731
+    return {
+        "hostile_valid_static": v1_edited(lambda m, t: None),
+        # 6 static layers of 2^24 empty slots: 18 s and 2.8 GB in check once.
+        "hostile_static_6_layers_2_24_slots": v1_edited(
+            lambda m, t: call0(m).update(before=static_state([empty] * 6)), layers=6),
+        # Each layer within its limit, the layers of a state together past theirs.
+        "hostile_static_6_layers_2_18_slots": v1_edited(
+            lambda m, t: call0(m).update(before=static_state([[[-1, 1 << 18]]] * 6)), layers=6),
+        "hostile_static_1024_layers_2_24_slots": v1_edited(
+            lambda m, t: call0(m).update(before=static_state([empty] * 1024)), layers=1024, calls=1),
+        # Within every limit, at the largest layer a state may have, every slot
+        # attended (its calls sit at the last cache positions): what the
+        # timeline and the GUI must still walk within seconds and 1.5 GB.
+        "hostile_static_2_20_slots_attended": v1_edited(
+            lambda m, t: [c.update(positions=[(1 << 20) - 2 + i], cache_position=[(1 << 20) - 2 + i])
+                          for i, c in enumerate(m["calls"])], calls=2, slots=1 << 20),
+        # Each state within its limit, the file's states together far past theirs.
+        "hostile_slots_across_calls": v1_edited(lambda m, t: None, calls=12, slots=1 << 20),
+        "hostile_engine_name_1mb": v1_edited(lambda m, t: m["engine"].update(name="k" * (1 << 20))),
+        "hostile_between_what_long": v1_edited(lambda m, t: m["calls"][1]["between"].update(what="w" * 5000)),
+        "hostile_name_or_path_long": v1_edited(lambda m, t: m["models"]["target"].update(name_or_path="/m" * 3000)),
+        "hostile_cache_position_int64_max": v1_edited(
+            lambda m, t: call0(m).update(cache_position=[int64_max], positions_source="position_ids")),
+        "hostile_positions_int64_max": v1_edited(
+            lambda m, t: call0(m).update(positions=[int64_max], positions_source="position_ids", cache_position=None)),
+        "hostile_positions_2_31": v1_edited(
+            lambda m, t: call0(m).update(positions=[1 << 31], cache_position=[1 << 31])),
+        "hostile_top_ids_negative": v1_edited(with_top_k_logits([-7, 3])),
+        "hostile_top_ids_2_31_minus_1": v1_edited(with_top_k_logits([(1 << 31) - 1, 3])),
+        "hostile_top_ids_past_vocab": v1_edited(with_top_k_logits([3, 16], vocab_size=16)),
+        "hostile_committed_2_40": v1_edited(
+            lambda m, t: (m["models"]["target"].update(config={}), m["committed"].__setitem__(0, 1 << 40))),
+        "hostile_input_id_2_40": v1_edited(
+            lambda m, t: (m["models"]["target"].update(config={}), call0(m).__setitem__("input_ids", [1 << 40]))),
+    }
+
+
+def hostile_v2():
+    """The version 2 fields the same way: positions per sequence, cache_position, top-k ids."""
+    calls = lambda m: m["calls"]  # noqa: E731
+    return {
+        "batch_cache_position_int64_max": edited(lambda m, t: calls(m)[1].update(cache_position=[(1 << 63) - 1])),
+        "batch_positions_int64_max_row1": edited(
+            lambda m, t: calls(m)[1]["positions"].__setitem__(1, [(1 << 63) - 1])),
+        "batch_engine_name_bidi_long": edited(lambda m, t: m["engine"].update(name="\u202e" * 5000)),
+        "batch_top_ids_negative": edited(lambda m, t: (
+            m.update(logits={"mode": "top_k", "k": 2}),
+            m["models"]["target"].update(config={"vocab_size": None}),
+            [c.update(logits={"rows": 1, "tensors": {"top_ids": "target.call%d.top_ids" % i,
+                                                      "top_values": "target.call%d.top_values" % i,
+                                                      "lse": "target.call%d.lse" % i}}) for i, c in enumerate(calls(m))],
+            [t.pop("target.call%d.logits" % i) for i in range(2)],
+            [t.update({"target.call%d.top_ids" % i: int32s([2, 1, 2], [5, -7]),
+                       "target.call%d.top_values" % i: floats([2, 1, 2]),
+                       "target.call%d.lse" % i: floats([2, 1])}) for i in range(2)])),
+    }
+
+
 def main():
-    for name, data in hostile().items():
+    everything = hostile()
+    everything.update(hostile_v2())
+    everything.update(hostile_v1())
+    for name, data in everything.items():
         with open(os.path.join(OUT, name), "wb") as f:
             f.write(data)
         print(f"{name}: {len(data)} bytes")

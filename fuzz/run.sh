@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs one libFuzzer harness with seeds from tests/fixtures.
 # Usage: fuzz/run.sh NAME [SECONDS] [extra libFuzzer flags...]
-#   NAME: safetensors | config | tokenizer_json | tokenizer_encode | trace_metadata | capture | gguf
+#   NAME: safetensors | config | tokenizer_json | tokenizer_encode | trace_metadata | capture | capture_check | gguf
+#   (capture_check links libtorch: its first build instruments the whole core, ~30 min on 2 cores)
 # Installs clang and compiler-rt when missing (cmake/fuzz-deps.txt), builds
 # build-fuzz (clang, -DKVSCOPE_FUZZ=ON) with KVSCOPE_JOBS jobs (default: every
 # core). One process: prefix `nice -n 10` on a shared machine. The corpus grows
@@ -39,6 +40,10 @@ case "$name" in
   trace_metadata)   printf '{"events":[],"rounds":[],"ledger":[]}' > "$seeds/empty"
                     max_len=65536 ;;
   capture)          cp "$fixtures"/captures/*.kvcapture "$seeds/"
+                    max_len=65536 ;;
+  capture_check)    cp "$fixtures"/captures/*.kvcapture "$seeds/"
+                    # the capture corpus too: what open accepts goes on to the check
+                    cp "$here"/fuzz/regression/capture/* "$seeds/"
                     max_len=65536 ;;
   gguf)             # What kvscope's exporter writes for three fixture models, made by the
                     # normal build's kvscope-cli (KVSCOPE_CLI) when there is one; the

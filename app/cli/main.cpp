@@ -1,6 +1,7 @@
 // kvscope-cli: the headless driver of the kvscope core. Subcommands live in
 // app/cli/cmd_*.cpp and register themselves (command_registry.h).
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <set>
 #include <string>
@@ -12,26 +13,10 @@
 #include "core/runtime/allocator_tuning.h"
 #include "core/runtime/threads.h"
 #include "core/error.h"
-#include "core/model/tokenizer/visible_text.h"
+#include "core/error_text.h"
+#include "core/runtime/exception_text.h"
 
 namespace kvscope::cli {
-
-namespace {
-// An error names what it refused, and names often come from the file (a
-// tensor, a key, a model): each line is printed with its control characters
-// escaped, so a hostile file cannot colour, move or clear the terminal.
-std::string printableMessage(const std::string& message) {
-  std::string out;
-  size_t start = 0;
-  while (true) {
-    const size_t end = message.find('\n', start);
-    out += visibleText(message.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (end == std::string::npos) return out;
-    out += '\n';
-    start = end + 1;
-  }
-}
-}  // namespace
 
 std::map<std::string, CommandEntry>& commandRegistry() {
   static std::map<std::string, CommandEntry> registry;
@@ -103,11 +88,20 @@ int main(int argc, char** argv) {
     kvscope::cli::Args args(std::vector<std::string>(argv + 2, argv + argc), kFlags);
     return it->second.run(args);
   } catch (const kvscope::Error& error) {
-    std::cerr << "kvscope-cli " << name << ": error: " << kvscope::cli::printableMessage(error.what()) << "\n";
+    // Errors quote what they refuse, often from the file: clipped and with
+    // control and bidi characters escaped, so a hostile file can neither
+    // flood nor rewrite the terminal.
+    std::cerr << "kvscope-cli " << name << ": error: " << kvscope::displayableError(error.what()) << "\n";
+    return 2;
+  } catch (const std::filesystem::filesystem_error& error) {
+    // A path the user or the file gave that the system refuses (too long, a
+    // loop, no permission): a refusal of that input, not a fault of kvscope.
+    std::cerr << "kvscope-cli " << name << ": error: " << kvscope::displayableError(error.what()) << "\n";
     return 2;
   } catch (const std::exception& error) {
-    // libtorch or the standard library: still an error message, not a crash.
-    std::cerr << "kvscope-cli " << name << ": internal error: " << kvscope::cli::printableMessage(error.what()) << "\n";
+    // libtorch or the standard library: still an error message (without
+    // libtorch's backtrace), not a crash.
+    std::cerr << "kvscope-cli " << name << ": internal error: " << kvscope::exceptionText(error) << "\n";
     return 3;
   }
 }

@@ -76,8 +76,10 @@ class Walk {
         cause = causeAtEvent(e, i);
         cause->expected_rows = e.contract(layer).rows();
         cause->actual_rows = held;
+        // brokenRows sorts by row: a repeat is the last one kept (a search of
+        // every row kept was quadratic in a layer of 2^18 empty slots).
         for (const RowVerdict& v : broken) {
-          if (std::find(cause->rows.begin(), cause->rows.end(), v.row) == cause->rows.end()) cause->rows.push_back(v.row);
+          if (cause->rows.empty() || cause->rows.back() != v.row) cause->rows.push_back(v.row);
         }
         cause->verdicts = std::move(broken);
       }

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "core/capture/capture_limits.h"
 #include "core/capture/capture_parse.h"
 #include "core/capture/capture_sequence.h"
 #include "core/error.h"
@@ -45,16 +46,31 @@ float elementAsFloat(const uint8_t* bytes, StDType dtype) {
   return dtype == StDType::BF16 ? bfloat16ToFloat(half) : float16ToFloat(half);
 }
 
+// Adds a state's slots (every layer, every sequence) to the file's total,
+// which a reader walks state by state: bounded, so that a file of many small
+// runs of 2^24 empty slots cannot make the walk take minutes.
+void countSlots(const std::string& path, const std::string& what, const std::optional<CaptureCacheState>& state,
+                int64_t batch, int64_t& file_slots) {
+  if (!state) return;
+  for (const CaptureLayerState& layer : state->layers) file_slots += layer.slot_count * batch;  // <= 2^24 per state
+  if (file_slots > capture_limits::kMaxCaptureSlots)
+    fail(path, what + " brings the slots of the capture's states to " + std::to_string(file_slots) +
+                   " (every call, layer and sequence together), the limit is " +
+                   std::to_string(capture_limits::kMaxCaptureSlots));
+}
+
 // Steps 6-10 for one call, in the spec's order.
 CaptureCall readCall(const std::string& path, const nlohmann::json& value, size_t position,
                      const CaptureManifest& manifest, std::array<int64_t, kCaptureRoles>& next_index,
-                     CaptureValidator& validator) {
+                     CaptureValidator& validator, int64_t& file_slots) {
   CaptureCall call = parseCallHead(path, value, position, manifest, next_index);
   const std::string what = describeCall(position, call);
   const CaptureModel& model = *manifest.model(call.role);
   call.before = parseCacheState(path, what, value, "before", model, manifest);
+  countSlots(path, what + ": before", call.before, manifest.batch, file_slots);
   if (call.before) validator.checkState(what + ": before", call.role, *call.before);
   call.after = parseCacheState(path, what, value, "after", model, manifest);
+  countSlots(path, what + ": after", call.after, manifest.batch, file_slots);
   if (call.after) validator.checkState(what + ": after", call.role, *call.after);
   call.between = parseBetween(path, what, value, call.index, model.layers);
   call.attention_mask = parseMaskRef(path, what, value);
@@ -94,8 +110,9 @@ std::shared_ptr<const CaptureFile> CaptureFile::open(const std::string& path) {
   const nlohmann::json& calls = captureCallsArray(path, manifest_json);  // steps 6-10
   std::array<int64_t, kCaptureRoles> next_index{0, 0};
   manifest.calls.reserve(calls.size());  // <= kMaxCalls
+  int64_t file_slots = 0;
   for (size_t position = 0; position < calls.size(); ++position)
-    manifest.calls.push_back(readCall(path, calls[position], position, manifest, next_index, validator));
+    manifest.calls.push_back(readCall(path, calls[position], position, manifest, next_index, validator, file_slots));
   checkCallCounts(path, manifest, next_index);
   manifest.has_padding_slots = holdsPadding(manifest);
   validator.checkEveryTensorReferenced();  // step 11

@@ -35,6 +35,16 @@ void requireObject(const std::string& path, const std::string& what, const Json&
   if (!value.is_object()) fail(path, what + " must be an object, got " + jsonSnippet(value));
 }
 
+// A free-text field, refused past kMaxTextBytes (before a window or an
+// error message lays it out).
+std::string boundedText(const std::string& path, const std::string& field, const Json& value) {
+  std::string text = jsonString(value, path, field);
+  if (text.size() > limits::kMaxTextBytes)
+    fail(path, field + " is " + std::to_string(text.size()) + " bytes long, the limit is " +
+                   std::to_string(limits::kMaxTextBytes));
+  return text;
+}
+
 // An array of integers with at most `max_count` entries, checked before any
 // copy is made.
 std::vector<int64_t> boundedIntegers(const std::string& path, const std::string& field, const Json& value,
@@ -91,7 +101,7 @@ CaptureModelConfig parseConfig(const std::string& path, const std::string& what,
   constexpr int64_t kMaxDimension = int64_t{1} << 30;
   CaptureModelConfig out;
   const Json& model_type = member(config, "model_type");
-  if (!model_type.is_null()) out.model_type = jsonString(model_type, path, what + ".model_type");
+  if (!model_type.is_null()) out.model_type = boundedText(path, what + ".model_type", model_type);
   auto dimension = [&](const char* key, int64_t max) {
     return optionalInteger(path, what + "." + key, member(config, key), 1, max);
   };
@@ -125,7 +135,7 @@ std::optional<CaptureFingerprint> parseFingerprint(const std::string& path, cons
   if (value.is_null()) return std::nullopt;
   requireObject(path, what, value);
   CaptureFingerprint out;
-  out.tensor = jsonString(required(path, what, value, "tensor"), path, what + ".tensor");
+  out.tensor = boundedText(path, what + ".tensor", required(path, what, value, "tensor"));
   if (out.tensor != "input_embeddings")
     fail(path, what + ".tensor must be \"input_embeddings\", got " + jsonSnippet(value["tensor"]));
   out.shape = boundedIntegers(path, what + ".shape", required(path, what, value, "shape"), 2, 1,
@@ -142,7 +152,7 @@ CaptureModel parseModel(const std::string& path, CaptureRole role, const Json& v
   requireObject(path, what, value);
   CaptureModel out;
   out.role = role;
-  out.name_or_path = jsonString(required(path, what, value, "name_or_path"), path, what + ".name_or_path");
+  out.name_or_path = boundedText(path, what + ".name_or_path", required(path, what, value, "name_or_path"));
   out.config = parseConfig(path, what + ".config", required(path, what, value, "config"));
   out.fingerprint = parseFingerprint(path, what + ".fingerprint", member(value, "fingerprint"));
   out.layers = jsonInteger(required(path, what, value, "layers"), path, what + ".layers", 0, limits::kMaxLayers);
@@ -152,7 +162,9 @@ CaptureModel parseModel(const std::string& path, CaptureRole role, const Json& v
 
 int64_t vocabUpperBound(const CaptureManifest& manifest, CaptureRole role) {
   const CaptureModel* model = manifest.model(role);
-  if (model == nullptr || !model->config.vocab_size) return std::numeric_limits<int64_t>::max();
+  // Without a vocab_size, the largest one the format allows (an id past it
+  // fits no embedding and no logits row).
+  if (model == nullptr || !model->config.vocab_size) return limits::kMaxLogitsWidth - 1;
   return *model->config.vocab_size - 1;
 }
 
@@ -269,8 +281,8 @@ void parseManifestHead(const std::string& path, const Json& manifest, CaptureMan
 
   const Json& engine = required(path, "the manifest", manifest, "engine");
   requireObject(path, "engine", engine);
-  out.engine_name = jsonString(required(path, "engine", engine, "name"), path, "engine.name");
-  out.recorder = jsonString(required(path, "engine", engine, "recorder"), path, "engine.recorder");
+  out.engine_name = boundedText(path, "engine.name", required(path, "engine", engine, "name"));
+  out.recorder = boundedText(path, "engine.recorder", required(path, "engine", engine, "recorder"));
 
   const Json& complete = required(path, "the manifest", manifest, "complete");
   if (!complete.is_boolean()) fail(path, "complete must be true or false, got " + jsonSnippet(complete));
@@ -280,7 +292,7 @@ void parseManifestHead(const std::string& path, const Json& manifest, CaptureMan
   if (committed.is_null()) return;
   if (out.version == 1) {
     out.committed = boundedIntegers(path, "committed", committed, limits::kMaxCommitted, 0,
-                                    std::numeric_limits<int64_t>::max());
+                                    limits::kMaxLogitsWidth - 1);
     out.batch_committed.emplace(1, *out.committed);
     return;
   }
@@ -292,7 +304,7 @@ void parseManifestHead(const std::string& path, const Json& manifest, CaptureMan
   int64_t remaining = limits::kMaxCommitted;  // for all sequences together
   for (size_t b = 0; b < committed.size(); ++b) {
     sequences.push_back(boundedIntegers(path, "committed[" + std::to_string(b) + "]", committed[b], remaining, 0,
-                                        std::numeric_limits<int64_t>::max()));
+                                        limits::kMaxLogitsWidth - 1));
     remaining -= static_cast<int64_t>(sequences.back().size());
   }
   out.committed = sequences.front();
@@ -356,7 +368,7 @@ CaptureCall parseCallHead(const std::string& path, const Json& value, size_t pos
     if (call.input_ids.empty()) fail(path, what + ": input_ids is empty (a call has at least one input)");
     const auto n = static_cast<int64_t>(call.input_ids.size());
     call.positions = boundedIntegers(path, what + ": positions", required(path, what, value, "positions"), n, 0,
-                                     std::numeric_limits<int64_t>::max());
+                                     limits::kMaxPosition);
     if (static_cast<int64_t>(call.positions.size()) != n)
       fail(path, what + ": " + std::to_string(call.positions.size()) + " positions for " + std::to_string(n) + " inputs");
     call.batch_input_ids.assign(1, call.input_ids);
@@ -377,7 +389,7 @@ CaptureCall parseCallHead(const std::string& path, const Json& value, size_t pos
   const Json& cache_position = member(value, "cache_position");
   if (!cache_position.is_null()) {
     call.cache_position = boundedIntegers(path, what + ": cache_position", cache_position, n, 0,
-                                          std::numeric_limits<int64_t>::max());
+                                          limits::kMaxPosition);
     if (static_cast<int64_t>(call.cache_position->size()) != n)
       fail(path, what + ": " + std::to_string(call.cache_position->size()) + " cache_position entries for " +
                      std::to_string(n) + " inputs");
@@ -398,7 +410,7 @@ std::optional<CaptureCacheState> parseCacheState(const std::string& path, const 
   const std::string at = what + ": " + field;
   requireObject(path, at, value);
   CaptureCacheState state;
-  state.cache = jsonString(required(path, at, value, "cache"), path, at + ".cache");
+  state.cache = boundedText(path, at + ".cache", required(path, at, value, "cache"));
   const Json& kinds = required(path, at, value, "kinds");
   const Json& runs = required(path, at, value, "layers");
   for (const auto& [name, list] : {std::pair<const char*, const Json*>{"kinds", &kinds}, {"layers", &runs}})
@@ -407,6 +419,7 @@ std::optional<CaptureCacheState> parseCacheState(const std::string& path, const 
                      captureRoleName(model.role) + ".layers), got " +
                      jsonSnippet(*list));
   state.layers.reserve(static_cast<size_t>(layers));  // <= kMaxLayers
+  int64_t state_slots = 0;  // across the layers and the batch's sequences
   for (int64_t layer = 0; layer < layers; ++layer) {
     const std::string layer_what = at + ".layers[" + std::to_string(layer) + "]";
     const auto kind = parseName(path, at + ".kinds[" + std::to_string(layer) + "]", kinds[layer], kLayerKinds);
@@ -416,6 +429,11 @@ std::optional<CaptureCacheState> parseCacheState(const std::string& path, const 
     } else {
       state.layers.push_back(parseBatchLayer(path, layer_what, runs[layer], kind, manifest.batch));
     }
+    state_slots += state.layers.back().slot_count * manifest.batch;  // each term <= 2^24, at most 1024 of them
+    if (state_slots > limits::kMaxStateSlots)
+      fail(path, layer_what + " brings the state's slots to " + std::to_string(state_slots) +
+                     " across its layers" + (manifest.batch > 1 ? " and sequences" : "") + ", the limit is " +
+                     std::to_string(limits::kMaxStateSlots) + " per state");
   }
   return state;
 }
@@ -433,7 +451,7 @@ std::optional<CaptureBetween> parseBetween(const std::string& path, const std::s
   out.kind = parseName(path, at + ".kind", required(path, at, value, "kind"), kBetweenKinds);
   out.layers = boundedIntegers(path, at + ".layers", required(path, at, value, "layers"), limits::kMaxLayers, 0,
                                layers - 1);
-  out.what = jsonString(required(path, at, value, "what"), path, at + ".what");
+  out.what = boundedText(path, at + ".what", required(path, at, value, "what"));
   return out;
 }
 
@@ -444,7 +462,7 @@ std::optional<CaptureMaskRef> parseMaskRef(const std::string& path, const std::s
   requireObject(path, at, value);
   CaptureMaskRef out;
   out.kind = parseName(path, at + ".kind", required(path, at, value, "kind"), kMaskKinds);
-  out.tensor = jsonString(required(path, at, value, "tensor"), path, at + ".tensor");
+  out.tensor = boundedText(path, at + ".tensor", required(path, at, value, "tensor"));
   return out;
 }
 
@@ -461,7 +479,7 @@ std::optional<CaptureLogitsRef> parseLogitsRef(const std::string& path, const st
   const bool full = mode == CaptureLogitsMode::Full;
   const size_t expected_names = full ? 1 : 3;
   auto name = [&](const char* key) {
-    return jsonString(required(path, at + ".tensors", tensors, key), path, at + ".tensors." + key);
+    return boundedText(path, at + ".tensors." + key, required(path, at + ".tensors", tensors, key));
   };
   if (full) {
     out.logits = name("logits");

@@ -149,15 +149,17 @@ void CaptureValidator::checkMask(const std::string& what, const CaptureCall& cal
   requireShape(mask, use + " (" + captureMaskKindName(call.attention_mask->kind) + ")", shape);
 }
 
-void CaptureValidator::checkTopIdsInVocab(const std::string& what, const StTensorInfo& ids, int64_t vocab) const {
+void CaptureValidator::checkTopIdsInVocab(const std::string& what, const StTensorInfo& ids, int64_t vocab,
+                                          bool known) const {
   const uint8_t* bytes = file_.data(ids);
   const uint64_t count = ids.numel();
   for (uint64_t i = 0; i < count; ++i) {
     int32_t id = 0;
     std::memcpy(&id, bytes + 4 * i, 4);  // little-endian on every platform kvscope builds for
     if (id < 0 || id >= vocab)
-      fail(path_, what + ": logits top id " + std::to_string(id) + " in " + quoted(ids.name) +
-                      " is outside vocab_size " + std::to_string(vocab));
+      fail(path_, what + ": logits top id " + std::to_string(id) + " in " + quoted(ids.name) + " is outside " +
+                      (known ? "vocab_size " + std::to_string(vocab)
+                             : "[0, " + std::to_string(vocab) + ") (no vocab_size given: the largest vocabulary a capture may have)"));
   }
 }
 
@@ -198,8 +200,10 @@ void CaptureValidator::checkLogits(const std::string& what, const CaptureCall& c
   const StTensorInfo& lse = reference(ref.lse, use + ".lse");
   requireDType(lse, use + ".lse", StDType::F32);
   requireShape(lse, use + ".lse", lead);
+  // Without a vocab_size, the largest the format allows: a negative id or one
+  // past every vocabulary is a broken file, not a row for the check to skip.
   const auto& vocab = manifest.model(call.role)->config.vocab_size;
-  if (vocab) checkTopIdsInVocab(what, ids, *vocab);
+  checkTopIdsInVocab(what, ids, vocab.value_or(limits::kMaxLogitsWidth), vocab.has_value());
 }
 
 void CaptureValidator::checkEveryTensorReferenced() const {

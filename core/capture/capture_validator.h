@@ -39,7 +39,8 @@ class CaptureValidator {
   // version 2: [B, n, K] or [B, K].
   void checkMask(const std::string& what, const CaptureCall& call);
   // Step 10: the logits tensors of the mode, with the same width V for every
-  // call of a role; version 2: with a leading batch axis.
+  // call of a role, top ids in [0, vocab_size) (in [0, 2^24) when the
+  // vocab_size is unknown); version 2: with a leading batch axis.
   void checkLogits(const std::string& what, const CaptureCall& call, const CaptureManifest& manifest);
   // Step 11: no tensor of the file left unreferenced.
   void checkEveryTensorReferenced() const;
@@ -54,7 +55,8 @@ class CaptureValidator {
   void requireShape(const StTensorInfo& info, const std::string& use, const std::vector<int64_t>& shape) const;
   // The number of key slots a call's mask covers (section 4).
   int64_t maskKeySlots(const std::string& what, const CaptureCall& call) const;
-  void checkTopIdsInVocab(const std::string& what, const StTensorInfo& ids, int64_t vocab) const;
+  // Every id in [0, vocab); `known`: vocab is the model's vocab_size (else the format's largest).
+  void checkTopIdsInVocab(const std::string& what, const StTensorInfo& ids, int64_t vocab, bool known) const;
 
   // The leading axes of a call's logits tensors: {rows}, or {B, rows} for version 2.
   std::vector<int64_t> logitsLead(int64_t rows) const;

@@ -83,14 +83,25 @@ class Symptom {
     at::Tensor engine_lp, ref_lp, engine_ids;  // [rows, k] comparable log-probabilities
     if (full) {
       const at::Tensor logits = floatTensor(call.logits->logits);
-      if (logits.size(1) != reference.size(1)) return std::nullopt;  // another vocabulary width: noted by the caller
+      // Another vocabulary: no row can be compared, and skipping them in
+      // silence would read as "every logit row matches".
+      if (logits.size(1) != reference.size(1))
+        throw Error(file_.path() + ": " + captureRoleName(step.role) + " call " + std::to_string(step.call) +
+                    "'s logits are " + std::to_string(logits.size(1)) + " wide but the " + captureRoleName(step.role) +
+                    " model's vocabulary has " + std::to_string(reference.size(1)) +
+                    " ids: the capture was not made with this model");
       engine_lp = torch::log_softmax(logits, -1);
       ref_lp = reference;
       engine_ids = engine_lp.argmax(-1, true);
     } else {
       engine_ids = floatTensor(call.logits->top_ids).to(torch::kInt64);                           // [rows, k]
       engine_lp = floatTensor(call.logits->top_values) - floatTensor(call.logits->lse).unsqueeze(1);  // [rows, k]
-      if (engine_ids.max().item<int64_t>() >= reference.size(1)) return std::nullopt;
+      const int64_t top_id = engine_ids.max().item<int64_t>();  // >= 0: the reader refuses negative ids
+      if (top_id >= reference.size(1))
+        throw Error(file_.path() + ": " + captureRoleName(step.role) + " call " + std::to_string(step.call) +
+                    "'s logits name top id " + std::to_string(top_id) + " but the " + captureRoleName(step.role) +
+                    " model's vocabulary has " + std::to_string(reference.size(1)) +
+                    " ids: the capture was not made with this model");
       ref_lp = reference.gather(1, engine_ids);
     }
     logit_rows_checked_ += rows;
@@ -151,6 +162,34 @@ class Symptom {
   int64_t logit_rows_checked_ = 0;
 };
 
+// Every token id the capture feeds a reference model is inside that model's
+// vocabulary: a capture without a vocab_size is read with ids up to the
+// format's largest vocabulary, and an embedding lookup past the model's would
+// fail inside libtorch instead of naming the file's problem.
+void requireIdsInVocabulary(const CaptureFile& file, const CaptureCheckOptions& options) {
+  const CaptureManifest& manifest = file.manifest();
+  for (int r = 0; r < kCaptureRoles; ++r) {
+    if (!options.models[r]) continue;
+    const int64_t vocab = options.models[r]->config().vocab_size;
+    const auto role = static_cast<CaptureRole>(r);
+    const auto outside = [&](const std::string& where, int64_t id) {
+      throw Error(file.path() + ": " + where + " holds token id " + std::to_string(id) + " but the " +
+                  captureRoleName(role) + " model's vocabulary has " + std::to_string(vocab) +
+                  " ids: the capture was not made with this model");
+    };
+    for (size_t i = 0; i < manifest.calls.size(); ++i) {
+      const CaptureCall& call = manifest.calls[i];
+      if (call.role != role) continue;
+      for (int64_t id : call.input_ids)
+        if (id >= vocab) outside("call " + std::to_string(i) + " (" + captureRoleName(role) + " index " +
+                                     std::to_string(call.index) + ") input_ids", id);
+    }
+    if (role == CaptureRole::Target && manifest.committed)
+      for (int64_t id : *manifest.committed)
+        if (id >= vocab) outside("committed", id);
+  }
+}
+
 }  // namespace
 
 double logProbabilityTolerance(StDType cache_dtype) {
@@ -163,6 +202,7 @@ double logProbabilityTolerance(StDType cache_dtype) {
 
 CaptureCheckReport checkCapture(const CaptureFile& file, const CaptureTimeline& timeline, const CaptureRecordView& view,
                                 const CaptureCheckOptions& options, const TokenText& text) {
+  requireIdsInVocabulary(file, options);
   CaptureCheckReport report;
   for (int r = 0; r < kCaptureRoles; ++r) {
     if (const CaptureModel* m = file.manifest().model(static_cast<CaptureRole>(r))) report.calls[r] = m->calls;

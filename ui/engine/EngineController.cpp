@@ -16,6 +16,8 @@
 #include "core/check/capture_writer.h"
 #include "core/decode/session.h"
 #include "core/error.h"
+#include "core/error_text.h"
+#include "core/runtime/exception_text.h"
 #include "core/snapshot/snapshot_builder.h"
 
 namespace kvscope::ui {
@@ -52,7 +54,7 @@ struct OpenedCapture {
   QString verdict;
 };
 
-OpenedCapture openCaptureOn(SessionController& engine, const std::string& path) {
+OpenedCapture inspectCaptureOn(SessionController& engine, const std::string& path) {
   const SessionController::LoadedModels loaded = engine.loaded();
   std::array<LoadedCaptureModel, kCaptureRoles> candidates;
   candidates[0] = {loaded.target, loaded.tokenizer, loaded.target_dir};
@@ -65,6 +67,19 @@ OpenedCapture openCaptureOn(SessionController& engine, const std::string& path) 
                               : report.first_divergence ? "symptom: " + report.first_divergence->what
                                                         : std::string("every call kept the cache contract");
   return {engine.snapshot(), QString::fromStdString(verdict)};
+}
+
+// A capture is a file from anywhere: whatever opening it throws (a
+// kvscope::Error, libtorch, the standard library) becomes one clear message
+// for the error dialog, clipped and escaped, libtorch's without its backtrace.
+OpenedCapture openCaptureOn(SessionController& engine, const std::string& path) {
+  try {
+    return inspectCaptureOn(engine, path);
+  } catch (const std::exception& error) {
+    throw Error(exceptionText(error));
+  } catch (...) {
+    throw Error(displayableError(path + ": opening it failed with an exception that is not an error kvscope knows"));
+  }
 }
 
 void saveCaptureOf(SessionController& engine, const std::string& path) {

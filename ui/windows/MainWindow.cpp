@@ -675,8 +675,11 @@ MainWindow::StepStart MainWindow::startStartupStep(const StartupStep& step) {
       openLesson(step.count, step.page);  // its runner steps the lesson's own session
       return StepStart::Done;
     case StartupAction::OpenFile:
-      openFile(step.file);  // the last step: a replay has nothing to step
-      return StepStart::Done;
+      // The last step (a replay has nothing to step), done when the file's
+      // snapshot arrives: a file that fails to open stops the start-up, so a
+      // --screenshot run exits instead of waiting for a snapshot.
+      openFile(step.file);
+      return startup_.stopped() ? StepStart::Failed : StepStart::Waiting;
     case StartupAction::RunCompression:
       runRequestedCompression(step.compression_slots);  // a job of its own, beside the next steps
       return StepStart::Done;

@@ -53,6 +53,7 @@ bool StartupStep::doneBy(SnapshotReason reason) const {
     case StartupAction::StartSession: return reason == SnapshotReason::NewSession;
     case StartupAction::RunDiff: return reason == SnapshotReason::Diff;
     case StartupAction::StepRounds: return reason == SnapshotReason::Step;
+    case StartupAction::OpenFile: return reason == SnapshotReason::Trace;  // a replayed trace or capture
     default: return false;
   }
 }

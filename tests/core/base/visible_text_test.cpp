@@ -22,5 +22,14 @@ TEST(VisibleTextTest, InvalidUtf8BytesBecomeEscapes) {
   EXPECT_EQ(visibleText("\xe2\x9c"), "\\xe2\\x9c");  // a sequence cut short
 }
 
+TEST(VisibleTextTest, BidiControlsAndLineSeparatorsBecomeCodePoints) {
+  // A right-to-left override would show "txt.exe" as "exe.txt" after it.
+  EXPECT_EQ(visibleText("a\u202Etxt.exe"), "a\\u202etxt.exe");
+  EXPECT_EQ(visibleText("\u2066x\u2069\u200F\u061C"), "\\u2066x\\u2069\\u200f\\u061c");
+  EXPECT_EQ(visibleText("a\u2028b\u2029"), "a\\u2028b\\u2029");
+  // Neighbours of the escaped ranges pass: an en dash, a bullet, U+2070.
+  EXPECT_EQ(visibleText("\u2013 \u2022 \u2070"), "\u2013 \u2022 \u2070");
+}
+
 }  // namespace
 }  // namespace kvscope
