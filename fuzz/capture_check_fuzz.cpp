@@ -11,6 +11,7 @@
 #include "core/check/capture_record_view.h"
 #include "core/check/capture_snapshot.h"
 #include "core/check/capture_timeline.h"
+#include "core/check/sequence_check.h"
 #include "core/error.h"
 #include "core/snapshot/snapshot_builder.h"
 #include "fuzz/fuzz_support.h"
@@ -19,17 +20,22 @@ namespace {
 
 void checkAndShow(const std::string& path) {
   const auto file = kvscope::CaptureFile::open(path);
-  const kvscope::CaptureTimeline timeline = kvscope::buildCaptureTimeline(*file);
-  kvscope::CaptureRecordView view = kvscope::captureRecordView(timeline);
-  const kvscope::CaptureCheckReport report = kvscope::checkCapture(*file, timeline, view, {}, {});
+  // Every sequence of a batch, through its own view, as check and the GUI do.
+  kvscope::SequenceCheck check = kvscope::checkEverySequence(*file, {}, {});
+  const kvscope::CaptureCheckReport& report = check.report;
   kvscope::CaptureSnapshotSource source;
   source.path = path;
   source.engine = file->manifest().engine_name;
   source.target_name = "target";
   source.drafter_name = file->manifest().models[1] ? "drafter" : "none";
   source.notes = report.notes;
+  kvscope::CaptureCheckReport shown = report;
+  const auto& verdict = check.sequences[static_cast<size_t>(check.shown_sequence)];
+  shown.root_cause = verdict.root_cause;
+  shown.first_divergence = verdict.first_divergence;
   kvscope::SnapshotBuilder builder;
-  const auto snapshot = kvscope::captureSnapshot(*file, timeline, std::move(view), report, source, builder);
+  const auto snapshot =
+      kvscope::captureSnapshot(*check.view, *check.timeline, std::move(*check.record), shown, source, builder);
   if (kvscope::fuzz::replaying())
     std::cout << "  checked: " << (report.root_cause ? "root cause: " + report.root_cause->what : std::string("ok"))
               << std::endl;
