@@ -12,4 +12,6 @@ cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 "$build/tests/kvscope_base_tests" --gtest_brief=1
-ctest --test-dir "$build" --output-on-failure -R '^fuzz_regression_'
+# capture_check links libtorch: its replay needs the whole core instrumented
+# (about 30 min on 2 cores), which this script does not build.
+ctest --test-dir "$build" --output-on-failure -R '^fuzz_regression_' -E '^fuzz_regression_capture_check$'
