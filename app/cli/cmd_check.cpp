@@ -6,6 +6,7 @@
 // a model kvscope cannot load is checked on its bookkeeping alone.
 #include <chrono>
 #include <iostream>
+#include <sstream>
 
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
@@ -14,6 +15,7 @@
 #include "core/check/capture_models.h"
 #include "core/check/sequence_check.h"
 #include "core/error.h"
+#include "core/error_text.h"
 #include "core/model/model_config.h"
 
 namespace kvscope::cli {
@@ -67,26 +69,33 @@ std::string brokenSequences(const std::vector<SequenceVerdict>& sequences) {
   return out.empty() ? "none" : out;
 }
 
-void printReport(const SequenceCheck& check, const CaptureFile& file, const std::vector<std::string>& dirs) {
+void writeReport(std::ostream& out, const SequenceCheck& check, const CaptureFile& file, const std::vector<std::string>& dirs) {
   const CaptureCheckReport& r = check.report;
-  std::cout << "capture " << file.path() << ": target " << r.calls[0] << " calls (" << dirs[0] << ")";
-  if (file.manifest().models[1]) std::cout << ", drafter " << r.calls[1] << " calls (" << dirs[1] << ")";
-  std::cout << "\n";
+  out << "capture " << file.path() << ": target " << r.calls[0] << " calls (" << dirs[0] << ")";
+  if (file.manifest().models[1]) out << ", drafter " << r.calls[1] << " calls (" << dirs[1] << ")";
+  out << "\n";
   if (file.sequences() > 1) {
-    std::cout << "a batch of " << file.sequences() << " sequences, each checked as its own run; sequences with a breach "
+    out << "a batch of " << file.sequences() << " sequences, each checked as its own run; sequences with a breach "
               << "or a divergence: " << brokenSequences(check.sequences) << "\n";
   }
-  if (r.root_cause) std::cout << "root cause: " << r.root_cause->what << "\n";
-  if (r.first_divergence) std::cout << "symptom: " << r.first_divergence->what << "\n";
+  if (r.root_cause) out << "root cause: " << r.root_cause->what << "\n";
+  if (r.first_divergence) out << "symptom: " << r.first_divergence->what << "\n";
   if (!r.root_cause && r.first_divergence) {
-    std::cout << "every cache operation kept the contract: the difference is in what the engine computed, not in "
+    out << "every cache operation kept the contract: the difference is in what the engine computed, not in "
                  "what its cache held\n";
   }
   if (r.ok()) {
-    std::cout << "every call kept the cache contract: " << r.rows_value_checked << " rows' K/V within "
+    out << "every call kept the cache contract: " << r.rows_value_checked << " rows' K/V within "
               << r.max_value_error << " of the reference, " << r.logit_rows_checked << " logit rows match\n";
   }
-  for (const std::string& note : r.notes) std::cout << "note: " << note << "\n";
+  for (const std::string& note : r.notes) out << "note: " << note << "\n";
+}
+
+// The report quotes the capture (paths, names, tokens): shown escaped, as errors are.
+void printReport(const SequenceCheck& check, const CaptureFile& file, const std::vector<std::string>& dirs) {
+  std::ostringstream text;
+  writeReport(text, check, file, dirs);
+  std::cout << displayableError(text.str(), std::string::npos);
 }
 
 int runCheck(Args& args) {

@@ -173,7 +173,8 @@ def all_cases():
              ["input_ids holds token id 700", "vocabulary has 512 ids"]),
         Case("fixture_bidi_and_escape_in_model_name", "error-text",
              edited_fixture(SPECULATIVE, named_model("/nonexistent/\u202e\x1b[31mlaedom\x07")),
-             ["\\u202e\\x1b[31mlaedom\\x07", "not a model directory here"], models=False),
+             ["\\u202e\\x1b[31mlaedom\\x07", "not a model directory here"], models=False,
+             argv=["check", "{file}", "--require-model"]),
         Case("long_error_clipped", "error-text", corpus_file("hostile_valid_static"),
              ["bytes more)"], models=False, argv=["check", "{file}", "--target", "/nonexistent/" + "d" * 100000]),
     ]

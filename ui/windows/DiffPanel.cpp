@@ -541,9 +541,22 @@ void DiffPanel::showAudit(const CacheAudit* audit) {
   }
   // Below 1e-5 is float noise (the audit's tolerance is 1e-4 + 1e-3 relative): drawn white.
   audit_map_->setDataRange(QCPRange(-5.0, std::max(high, -2.0)));
-  for (const RowVerdict& v : audit->rows) {  // every wrong row in its verdict's colour
+  // Every wrong row in its verdict's colour, up to a bound: one item per row,
+  // and a hostile capture's breach may span a million rows (minutes of layout).
+  constexpr size_t kMaxOutlinedRows = 4096;
+  const size_t outlined = std::min(audit->rows.size(), kMaxOutlinedRows);
+  for (size_t i = 0; i < outlined; ++i) {
+    const RowVerdict& v = audit->rows[i];
     cellRect(audit_plot_, static_cast<double>(v.row), static_cast<double>(v.layer), QPen(Qt::black, 0.5),
              Palette::rowState(v.state));
+  }
+  if (outlined < audit->rows.size()) {
+    auto* note = new QCPItemText(audit_plot_);
+    note->position->setType(QCPItemPosition::ptAxisRectRatio);
+    note->position->setCoords(0.5, 0.5);
+    note->setText(tr("the first %L1 of %L2 wrong rows outlined").arg(outlined).arg(audit->rows.size()));
+    note->setBrush(QColor(255, 255, 255, 220));
+    note->setPadding(QMargins(6, 4, 6, 4));
   }
   const Cursor& cursor = context().cursor();
   if (cursor.cache == audit->cache && cursor.row >= 0) {
