@@ -29,13 +29,9 @@ void checkAndShow(const std::string& path) {
   source.target_name = "target";
   source.drafter_name = file->manifest().models[1] ? "drafter" : "none";
   source.notes = report.notes;
-  kvscope::CaptureCheckReport shown = report;
-  const auto& verdict = check.sequences[static_cast<size_t>(check.shown_sequence)];
-  shown.root_cause = verdict.root_cause;
-  shown.first_divergence = verdict.first_divergence;
   kvscope::SnapshotBuilder builder;
-  const auto snapshot =
-      kvscope::captureSnapshot(*check.view, *check.timeline, std::move(*check.record), shown, source, builder);
+  const auto snapshot = kvscope::captureSnapshot(*check.view, *check.timeline, std::move(*check.record),
+                                                 check.shownReport(), source, builder);
   if (kvscope::fuzz::replaying())
     std::cout << "  checked: " << (report.root_cause ? "root cause: " + report.root_cause->what : std::string("ok"))
               << std::endl;

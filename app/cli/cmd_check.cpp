@@ -61,14 +61,6 @@ nlohmann::json sequencesJson(const std::vector<SequenceVerdict>& sequences) {
   return out;
 }
 
-std::string brokenSequences(const std::vector<SequenceVerdict>& sequences) {
-  std::string out;
-  for (const SequenceVerdict& v : sequences) {
-    if (!v.ok()) out += (out.empty() ? "" : ", ") + std::to_string(v.sequence);
-  }
-  return out.empty() ? "none" : out;
-}
-
 void writeReport(std::ostream& out, const SequenceCheck& check, const CaptureFile& file, const std::vector<std::string>& dirs) {
   const CaptureCheckReport& r = check.report;
   out << "capture " << file.path() << ": target " << r.calls[0] << " calls (" << dirs[0] << ")";
@@ -76,7 +68,7 @@ void writeReport(std::ostream& out, const SequenceCheck& check, const CaptureFil
   out << "\n";
   if (file.sequences() > 1) {
     out << "a batch of " << file.sequences() << " sequences, each checked as its own run; sequences with a breach "
-              << "or a divergence: " << brokenSequences(check.sequences) << "\n";
+              << "or a divergence: " << check.brokenSequences() << "\n";
   }
   if (r.root_cause) out << "root cause: " << r.root_cause->what << "\n";
   if (r.first_divergence) out << "symptom: " << r.first_divergence->what << "\n";

@@ -39,6 +39,8 @@ std::string fixed(double value, int digits) {
   return out.str();
 }
 
+std::string rangeOf(const MeasuredSpeedup& s) { return fixed(s.min, 2) + "-" + fixed(s.max, 2); }
+
 std::vector<double> column(const std::vector<SpeedupTrial>& trials, double SpeedupTrial::*field) {
   std::vector<double> values;
   for (const SpeedupTrial& t : trials) values.push_back(t.*field);
@@ -99,7 +101,7 @@ MeasuredSpeedup summarizeSpeedup(std::vector<SpeedupTrial> trials, int warmup, i
   s.max = *std::max_element(speedups.begin(), speedups.end());
   s.speculative_ms = median(column(s.trials, &SpeedupTrial::speculative_ms));
   s.plain_ms = median(column(s.trials, &SpeedupTrial::plain_ms));
-  const std::string range = fixed(s.min, 2) + "-" + fixed(s.max, 2);
+  const std::string range = rangeOf(s);
   if (new_tokens < min_new_tokens) {
     s.too_short_because = std::to_string(new_tokens) + " new tokens, fewer than the " + std::to_string(min_new_tokens) +
                           " needed; the " + std::to_string(s.trials.size()) + " trials gave " + range;
@@ -115,8 +117,7 @@ MeasuredSpeedup summarizeSpeedup(std::vector<SpeedupTrial> trials, int warmup, i
 
 std::string describeSpeedup(const MeasuredSpeedup& s) {
   if (!s.measurable()) return "too short to measure (" + s.too_short_because + ")";
-  return fixed(s.median, 2) + " (median of " + std::to_string(s.trials.size()) + " trials, " + fixed(s.min, 2) + "-" +
-         fixed(s.max, 2) + "; speculative " + fixed(s.speculative_ms, 1) + " ms vs plain " + fixed(s.plain_ms, 1) +
+  return fixed(s.median, 2) + " (median of " + std::to_string(s.trials.size()) + " trials, " + rangeOf(s) + "; speculative " + fixed(s.speculative_ms, 1) + " ms vs plain " + fixed(s.plain_ms, 1) +
          " ms for " + std::to_string(s.new_tokens) + " tokens, both sessions recording the same way, after " +
          std::to_string(s.warmup) + " warm-up pair" + (s.warmup == 1 ? "" : "s") + ")";
 }

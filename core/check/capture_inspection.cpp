@@ -53,20 +53,13 @@ RoleReference referenceFor(const CaptureFile& file, CaptureRole role, const Load
 // The views draw one sequence of a batch: the report they show is that
 // sequence's, and a note says which one and which others broke.
 CaptureCheckReport shownSequenceReport(const SequenceCheck& check, int64_t sequences) {
-  CaptureCheckReport report = check.report;
-  if (sequences <= 1) return report;
-  const SequenceVerdict& shown = check.sequences[static_cast<size_t>(check.shown_sequence)];
-  report.root_cause = shown.root_cause;
-  report.first_divergence = shown.first_divergence;
-  std::string broken;
-  for (const SequenceVerdict& v : check.sequences) {
-    if (!v.ok()) broken += (broken.empty() ? "" : ", ") + std::to_string(v.sequence);
-  }
+  if (sequences <= 1) return check.report;
+  CaptureCheckReport report = check.shownReport();
+  const bool breach = check.sequences[static_cast<size_t>(check.shown_sequence)].root_cause.has_value();
   report.notes.insert(report.notes.begin(),
                       "a batch of " + std::to_string(sequences) + " sequences, each checked as its own run; shown: sequence " +
-                          std::to_string(check.shown_sequence) +
-                          (shown.root_cause ? " (the first breach in the run)" : "") +
-                          "; sequences with a breach or a divergence: " + (broken.empty() ? "none" : broken));
+                          std::to_string(check.shown_sequence) + (breach ? " (the first breach in the run)" : "") +
+                          "; sequences with a breach or a divergence: " + check.brokenSequences());
   return report;
 }
 

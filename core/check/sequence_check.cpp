@@ -70,6 +70,22 @@ std::string sequenceNamed(int64_t sequence, const std::string& what) {
 
 }  // namespace
 
+std::string SequenceCheck::brokenSequences() const {
+  std::string out;
+  for (const SequenceVerdict& v : sequences) {
+    if (!v.ok()) out += (out.empty() ? "" : ", ") + std::to_string(v.sequence);
+  }
+  return out.empty() ? "none" : out;
+}
+
+CaptureCheckReport SequenceCheck::shownReport() const {
+  CaptureCheckReport shown = report;
+  const SequenceVerdict& verdict = sequences.at(static_cast<size_t>(shown_sequence));
+  shown.root_cause = verdict.root_cause;
+  shown.first_divergence = verdict.first_divergence;
+  return shown;
+}
+
 SequenceCheck checkEverySequence(const CaptureFile& file, const CaptureCheckOptions& options, const TokenText& text,
                                  int64_t show) {
   const RunClock clock(file.manifest());

@@ -7,6 +7,7 @@
 // sequence is checked exactly as before.
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/check/capture_check.h"
@@ -29,6 +30,12 @@ struct SequenceCheck {
   std::shared_ptr<const CaptureFile> view;
   std::optional<CaptureTimeline> timeline;
   std::optional<CaptureRecordView> record;
+
+  // The sequences with a breach or a divergence, as "0, 2" ("none").
+  std::string brokenSequences() const;
+  // The run's report with the shown sequence's root cause and symptom: what
+  // a view of `record` (that sequence's events) can point at.
+  CaptureCheckReport shownReport() const;
 };
 
 // Checks every sequence and keeps the timeline of `show` (a sequence; -1:

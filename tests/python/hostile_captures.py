@@ -27,13 +27,14 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 SOURCE_DIR = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(SOURCE_DIR / "fuzz"))
+from make_capture_regression import encode  # noqa: E402  (the corpus's own encoder)
+from measured_process import run_measured  # noqa: E402
 CORPUS = SOURCE_DIR / "fuzz" / "regression" / "capture"
 FIXTURES = SOURCE_DIR / "tests" / "fixtures"
 MODELS = FIXTURES / "models"
@@ -63,16 +64,7 @@ def read_capture(path):
 
 
 def write_capture(path, version, manifest, tensors):
-    header = {"__metadata__": {"format": "kvscope-capture", "version": version,
-                               "kvscope_capture": json.dumps(manifest, separators=(",", ":"))}}
-    offset, data = 0, b""
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
-        offset += len(raw)
-        data += raw
-    encoded = json.dumps(header, separators=(",", ":")).encode()
-    encoded += b" " * (-len(encoded) % 8)
-    Path(path).write_bytes(struct.pack("<Q", len(encoded)) + encoded + data)
+    Path(path).write_bytes(encode(manifest, tensors, version))
 
 
 def edited_fixture(name, change):
@@ -184,22 +176,8 @@ def all_cases():
 
 
 def run(argv, scratch, env):
-    """Forks argv and waits for it with wait4: (status, stdout, stderr, cpu s, peak MB) or a timeout."""
-    out_path, err_path = scratch / "stdout.txt", scratch / "stderr.txt"
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        process = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
-        deadline = time.monotonic() + WALL_TIMEOUT_S
-        while True:
-            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                process.kill()
-                os.wait4(process.pid, 0)
-                return None
-            time.sleep(0.02)
-    return (os.waitstatus_to_exitcode(status), out_path.read_bytes(), err_path.read_bytes(),
-            usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0)
+    """(status, stdout, stderr, cpu s, peak MB) or None for a timeout."""
+    return run_measured(argv, scratch, env, WALL_TIMEOUT_S)
 
 
 def text_problems(stream, name):

@@ -28,13 +28,12 @@ Run by ctest as `hostile_corpus`; by hand:
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from measured_process import run_measured
 
 SOURCE_DIR = Path(__file__).resolve().parents[2]
 FIXTURES = SOURCE_DIR / "tests" / "fixtures" / "models"
@@ -371,25 +370,12 @@ def run_one(cli, case, root):
     """Forks the CLI and waits for it with wait4, for its own CPU time and peak RSS."""
     model_dir, scratch = materialise(case, root)
     argv = [a.replace("{model}", str(model_dir)).replace("{dir}", str(scratch)) for a in case.argv]
-    err_path = scratch / "stderr.txt"
-    with open(err_path, "wb") as err_file, open(os.devnull, "wb") as null:
-        process = subprocess.Popen([cli] + argv, stdout=null, stderr=err_file,
-                                   env=dict(os.environ, OMP_NUM_THREADS="1"))
-        deadline = time.monotonic() + WALL_TIMEOUT_S
-        while True:
-            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                process.kill()
-                os.wait4(process.pid, 0)
-                return ["no answer within %d s" % WALL_TIMEOUT_S], "", 0.0, 0.0
-            time.sleep(0.02)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    err = err_path.read_text(errors="replace")
-    cpu = usage.ru_utime + usage.ru_stime
-    peak_mb = usage.ru_maxrss / 1024.0
-    problems = check(case, process.returncode, err)
+    done = run_measured([cli] + argv, scratch, dict(os.environ, OMP_NUM_THREADS="1"), WALL_TIMEOUT_S)
+    if done is None:
+        return ["no answer within %d s" % WALL_TIMEOUT_S], "", 0.0, 0.0
+    status, _, err_bytes, cpu, peak_mb = done
+    err = err_bytes.decode(errors="replace")
+    problems = check(case, status, err)
     if cpu > CPU_BUDGET_S:
         problems.append("%.1f s of CPU, over the %.0f s budget" % (cpu, CPU_BUDGET_S))
     if peak_mb > PEAK_BUDGET_MB:
