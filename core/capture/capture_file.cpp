@@ -7,6 +7,7 @@
 #include "core/capture/capture_limits.h"
 #include "core/capture/capture_parse.h"
 #include "core/capture/capture_sequence.h"
+#include "core/capture/capture_shard.h"
 #include "core/error.h"
 
 namespace kvscope {
@@ -103,9 +104,11 @@ std::shared_ptr<const CaptureFile> CaptureFile::open(const std::string& path) {
   CaptureManifest& manifest = capture->manifest_;
   parseManifestHead(path, manifest_json, manifest);  // step 4
   parseModels(path, manifest_json, manifest);        // step 5
+  manifest.shard = parseCaptureShard(path, manifest_json, manifest);
   CaptureValidator validator(path, *capture->file_, manifest.version, manifest.batch);
   for (const auto& model : manifest.models)
     if (model) validator.checkModelTensors(*model);
+  requireRowHeads(path, manifest, validator);
 
   const nlohmann::json& calls = captureCallsArray(path, manifest_json);  // steps 6-10
   std::array<int64_t, kCaptureRoles> next_index{0, 0};

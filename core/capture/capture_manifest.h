@@ -9,6 +9,7 @@
 // meaning; for B > 1 it holds sequence 0's part, and the fields named batch_*
 // or sequence_* hold every sequence's (they are filled for version 1 too,
 // with its one sequence).
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -135,8 +136,19 @@ struct CaptureCall {
   std::optional<CaptureLogitsRef> logits;
 };
 
+// One rank's part of a tensor-parallel run (version 3,
+// docs/capture-format-v3.md): its rows hold KV heads [first, first + count)
+// of the model's num_key_value_heads; the calls, inputs and logits are the
+// run's own, the same on every rank.
+struct CaptureShard {
+  int64_t rank = 0;
+  int64_t ranks = 1;
+  std::array<int64_t, kCaptureRoles> kv_head_first{0, 0};  // per CaptureRole
+  std::array<int64_t, kCaptureRoles> kv_head_count{0, 0};  // 0 for a role the run does not have
+};
+
 struct CaptureManifest {
-  int64_t version = 1;  // 1, or 2 (batched)
+  int64_t version = 1;  // 1; 2 (batched); 3 (version 2's layout plus optional fields)
   int64_t batch = 1;    // B, the sequences every call carries (1 for version 1)
   std::string engine_name;
   std::string recorder;
@@ -149,6 +161,7 @@ struct CaptureManifest {
   // Every sequence's committed ids, prompt included, no padding (one entry for version 1).
   std::optional<std::vector<std::vector<int64_t>>> batch_committed;
   bool has_padding_slots = false;  // some state holds a padding run
+  std::optional<CaptureShard> shard;  // a tensor-parallel rank's capture (version 3)
 
   const CaptureModel* model(CaptureRole role) const;
 };

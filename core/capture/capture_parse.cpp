@@ -253,25 +253,25 @@ Json parseCaptureMetadata(const std::string& path, const std::map<std::string, s
   if (value("format") != "kvscope-capture")
     fail(path, "not a kvscope capture: __metadata__.format is '" + value("format").substr(0, 60) + "'");
   const std::string& metadata_version = value("version");
-  if (metadata_version != "1" && metadata_version != "2")
+  if (metadata_version != "1" && metadata_version != "2" && metadata_version != "3")
     fail(path, "unsupported capture version '" + metadata_version.substr(0, 60) +
-                   "' in __metadata__ (this reader reads 1 and 2)");
+                   "' in __metadata__ (this reader reads 1, 2 and 3)");
   Json manifest = parseJsonWithLimits(value("kvscope_capture"), path + ": __metadata__.kvscope_capture",
                                       capture_limits::kManifestJsonLimits);
   requireObject(path, "the manifest", manifest);
   const Json& format = member(manifest, "format");
   if (format != "kvscope-capture") fail(path, "manifest format must be \"kvscope-capture\", got " + jsonSnippet(format));
   const Json& version = member(manifest, "version");
-  if (!version.is_number_integer() || (version.get<int64_t>() != 1 && version.get<int64_t>() != 2))
-    fail(path, "unsupported manifest version " + jsonSnippet(version) + " (this reader reads 1 and 2)");
+  if (!version.is_number_integer() || version.get<int64_t>() < 1 || version.get<int64_t>() > 3)
+    fail(path, "unsupported manifest version " + jsonSnippet(version) + " (this reader reads 1, 2 and 3)");
   if (std::to_string(version.get<int64_t>()) != metadata_version)
     fail(path, "manifest version " + jsonSnippet(version) + " but __metadata__.version '" + metadata_version + "'");
   return manifest;
 }
 
 void parseManifestHead(const std::string& path, const Json& manifest, CaptureManifest& out) {
-  out.version = member(manifest, "version").get<int64_t>();  // 1 or 2, checked by parseCaptureMetadata
-  if (out.version == 2)
+  out.version = member(manifest, "version").get<int64_t>();  // 1, 2 or 3, checked by parseCaptureMetadata
+  if (out.version >= 2)  // version 3 keeps version 2's batch layout
     out.batch = jsonInteger(required(path, "the manifest", manifest, "batch"), path, "batch", 1, limits::kMaxBatch);
   const Json& logits = required(path, "the manifest", manifest, "logits");
   requireObject(path, "logits", logits);

@@ -164,6 +164,7 @@ CaptureSequenceView captureSequenceView(const CaptureManifest& manifest, int64_t
   out.complete = manifest.complete;
   out.logits_mode = manifest.logits_mode;
   out.top_k = manifest.top_k;
+  out.shard = manifest.shard;
   for (int r = 0; r < kCaptureRoles; ++r) {
     out.models[r] = manifest.models[r];
     if (out.models[r]) out.models[r]->calls = 0;

@@ -28,7 +28,7 @@ std::string rowTensorName(CaptureRole role, int64_t layer, const char* part) {
 }  // namespace
 
 CaptureValidator::CaptureValidator(std::string path, const SafetensorsFile& file, int64_t version, int64_t batch)
-    : path_(std::move(path)), file_(file), batched_(version == 2), batch_(batch),
+    : path_(std::move(path)), file_(file), batched_(version >= 2), batch_(batch),
       referenced_(file.tensors().size(), false) {}
 
 std::vector<int64_t> CaptureValidator::logitsLead(int64_t rows) const {

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "core/cache/kv_cache.h"
+#include "core/capture/capture_shard.h"
 #include "core/error.h"
 #include "core/model/probe.h"
 
@@ -51,6 +52,11 @@ bool appendedInputs(const std::vector<std::vector<int64_t>>& before, const Cache
 
 CaptureAttention replayVerifyAttention(const CaptureFile& file, const CaptureTimeline& timeline, const CausalLM& target) {
   CaptureAttention out;
+  if (file.manifest().shard) {  // one rank's rows hold some KV heads: the model's attention needs them all
+    out.notes.push_back("Verify Attention: " + describeShard(file.manifest()) +
+                        " holds some of the KV heads; attention is not recomputed from one rank's rows");
+    return out;
+  }
   c10::InferenceMode guard;
   int64_t skipped = 0;
   for (size_t s = 0; s < timeline.steps.size(); ++s) {

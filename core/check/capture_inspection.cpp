@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/capture/capture_shard.h"
 #include "core/check/capture_models.h"
 #include "core/check/capture_snapshot.h"
 #include "core/check/capture_timeline.h"
@@ -55,18 +56,29 @@ RoleReference referenceFor(const CaptureFile& file, CaptureRole role, const Load
 CaptureCheckReport shownSequenceReport(const SequenceCheck& check, int64_t sequences) {
   if (sequences <= 1) return check.report;
   CaptureCheckReport report = check.shownReport();
-  const bool breach = check.sequences[static_cast<size_t>(check.shown_sequence)].root_cause.has_value();
+  const auto& shown = check.sequences[static_cast<size_t>(check.shown_sequence)].root_cause;
+  const bool first = shown && check.report.root_cause && shown->event_index == check.report.root_cause->event_index &&
+                     check.report.root_cause->sequence == check.shown_sequence;
   report.notes.insert(report.notes.begin(),
                       "a batch of " + std::to_string(sequences) + " sequences, each checked as its own run; shown: sequence " +
-                          std::to_string(check.shown_sequence) + (breach ? " (the first breach in the run)" : "") +
+                          std::to_string(check.shown_sequence) + (first ? " (the first breach in the run)" : "") +
                           "; sequences with a breach or a divergence: " + check.brokenSequences());
   return report;
+}
+
+std::vector<InspectedSequence> inspectedSequences(const SequenceCheck& check) {
+  std::vector<InspectedSequence> out;
+  for (const SequenceVerdict& v : check.sequences) {
+    const bool cause = check.report.root_cause && check.report.root_cause->sequence == v.sequence;
+    out.push_back({cause, v.root_cause.has_value(), v.first_divergence.has_value()});
+  }
+  return out;
 }
 
 }  // namespace
 
 CaptureInspection inspectCapture(const std::string& path, const std::array<LoadedCaptureModel, kCaptureRoles>& loaded,
-                                 SnapshotBuilder& builder) {
+                                 SnapshotBuilder& builder, int64_t sequence) {
   const auto file = CaptureFile::open(path);
   CaptureInspection out;
   CaptureSnapshotSource source;
@@ -91,8 +103,14 @@ CaptureInspection inspectCapture(const std::string& path, const std::array<Loade
   if (tokenizer) text = [tokenizer](int64_t id) { return tokenizer->tokenText(id); };
 
   source.target = references[0].model.get();
-  SequenceCheck check = checkEverySequence(*file, options, text);
+  if (sequence >= file->sequences())
+    throw Error(path + ": no sequence " + std::to_string(sequence) + " (the capture holds " +
+                std::to_string(file->sequences()) + ")");
+  SequenceCheck check = checkEverySequence(*file, options, text, sequence);
   out.report = shownSequenceReport(check, file->sequences());
+  out.sequences = inspectedSequences(check);
+  out.shown_sequence = check.shown_sequence;
+  if (file->manifest().shard) out.report.notes.push_back(shardAloneNote(file->manifest()));
   // The check's own "no model" notes say less than referenceFor's: keep those.
   for (int r = 0; r < kCaptureRoles; ++r) {
     if (options.models[static_cast<size_t>(r)] || !file->manifest().models[r]) continue;

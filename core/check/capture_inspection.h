@@ -7,6 +7,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/check/capture_check.h"
 #include "core/model/tokenizer/tokenizer.h"
@@ -23,15 +24,25 @@ struct LoadedCaptureModel {
   std::string dir;
 };
 
+// One sequence of a batch as a picker lists it.
+struct InspectedSequence {
+  bool root_cause = false;  // the run's root cause is in this sequence
+  bool breach = false;      // its own check found a breach
+  bool divergence = false;  // its own check found a divergence
+};
+
 struct CaptureInspection {
-  std::shared_ptr<const SessionSnapshot> snapshot;
-  CaptureCheckReport report;
+  std::shared_ptr<const SessionSnapshot> snapshot;  // of the shown sequence
+  CaptureCheckReport report;                        // the shown sequence's
   std::array<std::string, kCaptureRoles> model_dirs;  // the checkpoint each role was checked against ("" none)
+  std::vector<InspectedSequence> sequences;          // every sequence of the batch (one for batch 1)
+  int64_t shown_sequence = 0;
 };
 
 // Throws Error for a file that is not a usable capture (the reader's and
-// the timeline's errors, which name the problem).
+// the timeline's errors, which name the problem). `sequence`: the sequence
+// of a batch the snapshot shows; -1: the run's root cause's (else 0).
 CaptureInspection inspectCapture(const std::string& path, const std::array<LoadedCaptureModel, kCaptureRoles>& loaded,
-                                 SnapshotBuilder& builder);
+                                 SnapshotBuilder& builder, int64_t sequence = -1);
 
 }  // namespace kvscope

@@ -41,6 +41,13 @@ RootCause CaptureRules::causeAt(size_t index) const {
   return c;
 }
 
+at::Tensor CaptureRules::heldHeads(CaptureRole role, const at::Tensor& reference) const {
+  const auto& shard = file_.manifest().shard;
+  if (!shard) return reference;
+  const auto r = static_cast<size_t>(role);
+  return reference.narrow(0, shard->kv_head_first[r], shard->kv_head_count[r]);  // a rank's heads only
+}
+
 bool CaptureRules::isEmpty(const CaptureStep& step, int64_t entry) const {
   return entry == timeline_.empty_entry[static_cast<int>(step.role)];
 }
@@ -182,8 +189,8 @@ std::optional<RootCause> CaptureRules::valueBreach(size_t index) {
       if (std::find(e.written.begin(), e.written.end(), rows[r]) == e.written.end()) continue;
       const LedgerEntry& written = ledger.entry(rows[r]);
       if (written.position < 0 || written.position >= run->length()) continue;
-      const auto want_k = run->key(layer, written.position);  // [kv_heads, head_dim]
-      const auto want_v = run->value(layer, written.position);
+      const auto want_k = heldHeads(step.role, run->key(layer, written.position));  // [kv_heads held, head_dim]
+      const auto want_v = heldHeads(step.role, run->value(layer, written.position));
       const auto got_k = ledger.keys(written.row)[layer];
       const auto got_v = ledger.values(written.row)[layer];
       const double dk = (got_k - want_k).abs().max().item<double>();

@@ -54,6 +54,9 @@ class CaptureRules : public ContractRules {
   const CaptureCall& callOf(const CaptureStep& step) const { return file_.manifest().calls[step.manifest_call]; }
   const CacheEvent& eventOf(size_t index) const { return view_.record.events.events()[index]; }
   RootCause causeAt(size_t index) const;
+  // A reference row [kv_heads, head_dim] cut to the KV heads the capture's
+  // rows hold: all of them, or a tensor-parallel rank's (capture_shard.h).
+  at::Tensor heldHeads(CaptureRole role, const at::Tensor& reference) const;
   bool isEmpty(const CaptureStep& step, int64_t entry) const;
   bool isRing(const CaptureCall& call, int64_t layer) const;
 

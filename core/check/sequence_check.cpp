@@ -7,11 +7,7 @@
 namespace kvscope {
 namespace {
 
-// When something happened in the engine's run, comparable across sequences:
-// the position in the file's call order of the call it happened in or after,
-// then whether it was a change between calls (after that call), then the
-// target's before the drafter's (as the walked record orders a prune).
-using When = std::tuple<size_t, int, int>;
+using When = RunTime;
 
 class RunClock {
  public:
@@ -137,6 +133,8 @@ SequenceCheck checkEverySequence(const CaptureFile& file, const CaptureCheckOpti
   for (int r = 0; r < kCaptureRoles; ++r) {
     if (const CaptureModel* m = file.manifest().model(static_cast<CaptureRole>(r))) run.calls[static_cast<size_t>(r)] = m->calls;
   }
+  out.root_cause_time = first_breach;
+  out.divergence_time = first_divergence;
   return out;
 }
 

@@ -8,11 +8,19 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/check/capture_check.h"
 
 namespace kvscope {
+
+// When something happened in the engine's run, comparable across sequences
+// (and across the ranks of one run, whose files share the call order): the
+// position in the file's call order of the call it happened in or after,
+// then whether it was a change between calls (after that call), then the
+// target's before the drafter's (as the walked record orders a prune).
+using RunTime = std::tuple<size_t, int, int>;
 
 // One sequence's own verdict.
 struct SequenceVerdict {
@@ -26,6 +34,8 @@ struct SequenceCheck {
   CaptureCheckReport report;              // the run's: its root cause the earliest breach of any sequence
   std::vector<SequenceVerdict> sequences;  // per sequence, in order
   int64_t shown_sequence = 0;             // the sequence whose timeline is kept below
+  std::optional<RunTime> root_cause_time;   // when the run's root cause happened
+  std::optional<RunTime> divergence_time;   // when its first divergence did
   // The shown sequence's view, timeline and walked record (the GUI draws them).
   std::shared_ptr<const CaptureFile> view;
   std::optional<CaptureTimeline> timeline;

@@ -52,29 +52,47 @@ void runPaced(EngineWorker& worker, const std::function<void(SnapshotPtr)>& show
 struct OpenedCapture {
   SnapshotPtr snapshot;
   QString verdict;
+  QStringList sequences;  // one label per sequence of the batch
+  int shown = 0;
 };
 
-OpenedCapture inspectCaptureOn(SessionController& engine, const std::string& path) {
+// "sequence 1: root cause", "sequence 2: breach", "sequence 0: clean": how
+// the sequence picker names each sequence of a batch.
+QStringList sequenceLabels(const std::vector<InspectedSequence>& sequences) {
+  QStringList out;
+  for (size_t b = 0; b < sequences.size(); ++b) {
+    const InspectedSequence& s = sequences[b];
+    const QString verdict = s.root_cause   ? EngineController::tr("root cause")
+                            : s.breach     ? EngineController::tr("breach")
+                            : s.divergence ? EngineController::tr("divergence")
+                                           : EngineController::tr("clean");
+    out << EngineController::tr("sequence %1: %2").arg(b).arg(verdict);
+  }
+  return out;
+}
+
+OpenedCapture inspectCaptureOn(SessionController& engine, const std::string& path, int sequence) {
   const SessionController::LoadedModels loaded = engine.loaded();
   std::array<LoadedCaptureModel, kCaptureRoles> candidates;
   candidates[0] = {loaded.target, loaded.tokenizer, loaded.target_dir};
   candidates[1] = {loaded.drafter, loaded.tokenizer, loaded.drafter_dir};
   SnapshotBuilder builder;
-  const CaptureInspection inspection = inspectCapture(path, candidates, builder);
+  const CaptureInspection inspection = inspectCapture(path, candidates, builder, sequence);
   engine.showReplay(inspection.snapshot);
   const CaptureCheckReport& report = inspection.report;
   const std::string verdict = report.root_cause          ? "root cause: " + report.root_cause->what
                               : report.first_divergence ? "symptom: " + report.first_divergence->what
                                                         : std::string("every call kept the cache contract");
-  return {engine.snapshot(), QString::fromStdString(verdict)};
+  return {engine.snapshot(), QString::fromStdString(verdict), sequenceLabels(inspection.sequences),
+          static_cast<int>(inspection.shown_sequence)};
 }
 
 // A capture is a file from anywhere: whatever opening it throws (a
 // kvscope::Error, libtorch, the standard library) becomes one clear message
 // for the error dialog, clipped and escaped, libtorch's without its backtrace.
-OpenedCapture openCaptureOn(SessionController& engine, const std::string& path) {
+OpenedCapture openCaptureOn(SessionController& engine, const std::string& path, int sequence) {
   try {
-    return inspectCaptureOn(engine, path);
+    return inspectCaptureOn(engine, path, sequence);
   } catch (const std::exception& error) {
     throw Error(exceptionText(error));
   } catch (...) {
@@ -305,12 +323,12 @@ void EngineController::openTrace(const QString& path) {
   });
 }
 
-void EngineController::openCapture(const QString& path) {
-  invoke(tr("Opening the capture"), [path](EngineWorker& worker) {
-    return openCaptureOn(worker.engine(), path.toStdString());
+void EngineController::openCapture(const QString& path, int sequence) {
+  invoke(tr("Opening the capture"), [path, sequence](EngineWorker& worker) {
+    return openCaptureOn(worker.engine(), path.toStdString(), sequence);
   }, [this, path](const OpenedCapture& opened) {
     emit snapshotReady(opened.snapshot, SnapshotReason::Trace);
-    emit captureOpened(path, opened.verdict);
+    emit captureOpened(path, opened.verdict, opened.sequences, opened.shown);
   });
 }
 

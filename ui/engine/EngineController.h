@@ -83,7 +83,8 @@ class EngineController : public QObject {
   // are the captured checkpoints (else the directories it names; else its
   // structure only) and shown in place of the live session; the live session
   // written as a capture (core/check/capture_writer.h).
-  void openCapture(const QString& path);
+  // sequence: of a batch, the one the views show (-1: the root cause's).
+  void openCapture(const QString& path, int sequence = -1);
   void saveCapture(const QString& path);
   // Attention step by step / what if for one query of the live target.
   // Quiet: no busyChanged (milliseconds on small models); errors go to
@@ -103,8 +104,9 @@ class EngineController : public QObject {
   void failed(const QString& what, const QString& message);
   void traceSaved(const QString& path);
   void traceOpened(const QString& path, const QString& gui_state_json);
-  // verdict: one line (clean, or the root cause) for the status bar.
-  void captureOpened(const QString& path, const QString& verdict);
+  // verdict: one line (clean, or the root cause) for the status bar;
+  // sequences: one label per sequence of the batch (SequencePicker), shown: the one the views show.
+  void captureOpened(const QString& path, const QString& verdict, const QStringList& sequences, int shown);
   void captureSaved(const QString& path);
   void explained(kvscope::ui::ExplanationPtr explanation);
   void whatIfReady(kvscope::ui::WhatIfPtr result);

@@ -20,6 +20,7 @@
 #include <QStatusBar>
 #include <QTimer>
 #include <QToolBar>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -30,6 +31,7 @@
 #include "ui/windows/LessonPanel.h"
 #include "ui/widgets/KvHeatmapView.h"
 #include "ui/widgets/RoundName.h"
+#include "ui/widgets/SequencePicker.h"
 #include "ui/windows/AttentionPanel.h"
 #include "ui/windows/AttentionStepsPanel.h"
 #include "ui/windows/CompressionPanel.h"
@@ -321,6 +323,13 @@ void MainWindow::buildActions() {
   buildLessonMenu(lessons_menu);
   buildHelpMenu(help);
   // The cursor in words, always visible (the toolbar overflows on small screens).
+  sequence_picker_ = new SequencePicker;
+  statusBar()->addPermanentWidget(sequence_picker_);
+  connect(sequence_picker_, &SequencePicker::picked, this, [this](int sequence) {
+    if (capture_path_.isEmpty()) return;
+    repicking_sequence_ = true;
+    controller_.openCapture(capture_path_, sequence);
+  });
   cursor_label_ = new QLabel;
   cursor_label_->setObjectName(QStringLiteral("cursorLabel"));
   statusBar()->addPermanentWidget(cursor_label_);
@@ -448,6 +457,7 @@ void MainWindow::connectEngine() {
   connect(&controller_, &EngineController::failed, this, [this](const QString& what, const QString& message) {
     // The models that failed to load are not the ones in use: the fields say what is loaded.
     if (what == QStringLiteral("Loading models")) panels_.session->setModelDirs(loaded_dirs_.first, loaded_dirs_.second);
+    repicking_sequence_ = false;
     showError(what, message);
   });
   connect(&controller_, &EngineController::traceSaved, this, [this](const QString& path) {
@@ -459,9 +469,13 @@ void MainWindow::connectEngine() {
       replace();
     }
   });
-  connect(&controller_, &EngineController::captureOpened, this, [this](const QString& path, const QString& verdict) {
+  connect(&controller_, &EngineController::captureOpened, this,
+          [this](const QString& path, const QString& verdict, const QStringList& sequences, int shown) {
     setWindowTitle(tr("kvscope \u2014 %1 (capture)").arg(path));
-    workspaces_->switchTo(Workspace::Capture);
+    capture_path_ = path;
+    sequence_picker_->setSequences(sequences, shown);
+    // Another sequence of the open capture: every panel follows, the workspace stays.
+    if (!std::exchange(repicking_sequence_, false)) workspaces_->switchTo(Workspace::Capture);
     statusBar()->showMessage(verdict, 30000);
     raisePanel(panels_.diff);
     // The root cause first, as for a diffed session.
@@ -624,6 +638,8 @@ void MainWindow::onSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
   const bool had_cursor = context_.cursor().valid();
   if (fresh) {
     context_.setBookmarks({});
+    capture_path_.clear();  // a capture's handler sets it again after its snapshot
+    sequence_picker_->setSequences({}, 0);
     if (snapshot && !snapshot->replay_only) setWindowTitle(tr("kvscope \u2014 KV cache debugger for speculative decoding"));
   }
   if (snapshot && (fresh || reason == SnapshotReason::Diff)) panels_.session->showSession(*snapshot);

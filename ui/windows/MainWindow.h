@@ -34,6 +34,7 @@ class DockLayoutMemory;
 class LessonRunner;
 class PanelLessonStage;
 class Workspaces;
+class SequencePicker;
 
 struct MainWindowOptions {
   bool load_on_start = true;  // load the default (or given) models and start a session
@@ -216,6 +217,9 @@ class MainWindow : public QMainWindow {
   QMenu* bookmark_menu_ = nullptr;
   QSlider* scrubber_ = nullptr;
   QLabel* cursor_label_ = nullptr;
+  SequencePicker* sequence_picker_ = nullptr;  // a batched capture's shown sequence
+  QString capture_path_;                       // the open capture ("" none)
+  bool repicking_sequence_ = false;            // the capture is being reopened on another sequence
   QLabel* busy_label_ = nullptr;
   QLabel* hint_ = nullptr;
   QDoubleSpinBox* phase_delay_ = nullptr;

@@ -4,7 +4,9 @@ inputs, cache states and logits, and writes one .kvcapture file on exit.
 A run's calls carry one batch of B sequences throughout (input_ids [B, n]).
 B = 1 is written as format version 1, exactly as before batches existed; B > 1
 as version 2, where every per-call field holds one entry per sequence
-(docs/capture-format-v2.md)."""
+(docs/capture-format-v2.md). A tensor-parallel rank's capture (shard=...) is
+version 3: version 2's layout, whatever B, plus the rank's `shard`
+(docs/capture-format-v3.md)."""
 import functools
 import json
 import platform
@@ -21,6 +23,7 @@ from .errors import CaptureError
 from .model_info import describe_model
 from .row_registry import PADDING, Fingerprinter, LayerRows, LayerState, TensorSource, assign_ids
 from .safetensors_writer import write_safetensors
+from .shard import parse_shard
 
 ROLES = ("target", "drafter")
 
@@ -72,9 +75,10 @@ class WatchedRole:
 
 
 class Recorder:
-    """with Recorder("run.kvcapture", logits="full" | ("top_k", k)) as rec: ..."""
+    """with Recorder("run.kvcapture", logits="full" | ("top_k", k)) as rec: ...
+    shard: this process's rank of a tensor-parallel run (shard.py), or None."""
 
-    def __init__(self, path, logits="full", engine=None):
+    def __init__(self, path, logits="full", engine=None, shard=None):
         self.path = str(path)
         self.logits_mode = parse_logits_mode(logits)
         self.engine = engine or default_engine_name()
@@ -88,6 +92,7 @@ class Recorder:
         self.fingerprinter = Fingerprinter()
         self.bytes_written = None
         self.batch = None  # the run's batch size, set by its first call
+        self.shard = parse_shard(shard)
 
     # --- the user's API --------------------------------------------------
 
@@ -102,6 +107,8 @@ class Recorder:
         if any(watched.module is module for watched in self.roles.values()):
             raise ValueError("this module is already watched under another role")
         watched = WatchedRole(role, module)
+        if self.shard is not None:
+            self.shard.resolve(role, watched.model["config"]["num_key_value_heads"])
         self.roles[role] = watched
         module.forward = self.wrapped_forward(watched)
         return module
@@ -194,7 +201,7 @@ class Recorder:
             same_object = view is not None and view.cache_object is not None \
                 and view.cache_object is watched.last_after_object
             between = self.between(watched.last_after_ids, before_ids, same_object)
-        one = self.batch == 1  # version 1: the call's fields hold the single sequence's values
+        one = not self.batched_layout()  # version 1: the call's fields hold the single sequence's values
         call = {"role": watched.role, "index": watched.calls, "input_ids": ids[0] if one else ids,
                 "positions": rope_positions[0] if one else rope_positions,
                 "positions_source": source, "cache_position": cache_position, "attention_mask": None,
@@ -275,6 +282,8 @@ class Recorder:
         keys, values = keys.detach().cpu(), values.detach().cpu()
         if keys.shape[1] != values.shape[1]:
             raise CaptureError(f"layer {layer}: {keys.shape[1]} key slots but {values.shape[1]} value slots")
+        if self.shard is not None:
+            self.shard.check_rows(watched.role, layer, keys.shape[0])
         masked = None
         if padding is not None:
             masked = torch.zeros(keys.shape[1], dtype=torch.bool)
@@ -294,7 +303,7 @@ class Recorder:
         layer_count = len(state[0])
         kinds = list(view.kinds) + ["append"] * (layer_count - len(view.kinds))
         id_lists = [[layer.id_list() for layer in sequence] for sequence in state]
-        if self.batch == 1:
+        if not self.batched_layout():
             layers = [layer.runs() for layer in state[0]]
         else:
             layers = [[sequence[layer].runs() for sequence in state] for layer in range(layer_count)]
@@ -310,6 +319,8 @@ class Recorder:
             raise CaptureError(f"attention_mask covers {allowed.shape[-1]} keys; the cache's slots after the call: "
                                f"{sorted(widths)}")
         name = f"{prefix}.attention_mask"
+        if kind == "explicit" and allowed.dim() == 2 and self.batched_layout():
+            allowed = allowed.unsqueeze(0)  # [1, n, K]: a batch of one in version 2's layout
         self.tensors[name] = allowed.to(torch.bool).contiguous()
         return {"kind": kind, "tensor": name}
 
@@ -321,7 +332,7 @@ class Recorder:
             raise CaptureError(f"logits of shape {list(logits.shape)} for {inputs} inputs: "
                                f"expected [{self.batch}, rows <= {inputs}, vocab]")
         rows = logits.float().cpu()  # [batch, rows, vocab]
-        if self.batch == 1:
+        if not self.batched_layout():
             rows = rows[0]  # version 1: [rows, vocab]
         if self.logits_mode["mode"] == "full":
             self.tensors[f"{prefix}.logits"] = rows.clone()
@@ -345,21 +356,29 @@ class Recorder:
                 if rows is not None and rows.stored() is not None:
                     keys, values = rows.stored()
                 else:
-                    shape = (config["num_key_value_heads"] or 1, 0, config["head_dim"] or 1)
+                    heads = self.shard.kv_heads[role][1] if self.shard else config["num_key_value_heads"]
+                    shape = (heads or 1, 0, config["head_dim"] or 1)
                     keys = values = torch.zeros(shape, dtype=torch.float32)
                 tensors[f"{role}.layer{layer}.keys"] = keys
                 tensors[f"{role}.layer{layer}.values"] = values
         return tensors
 
     def format_version(self):
-        """Version 1 for a batch of one (or no call), version 2 for a batch."""
+        """Version 1 for a batch of one (or no call), version 2 for a batch,
+        version 3 for a rank's part of a tensor-parallel run."""
+        if self.shard is not None:
+            return version.EXTENDED_FORMAT_VERSION
         return version.BATCH_FORMAT_VERSION if (self.batch or 1) > 1 else version.SINGLE_FORMAT_VERSION
+
+    def batched_layout(self):
+        """Every per-call field holds one entry per sequence (versions 2 and 3)."""
+        return self.format_version() >= version.BATCH_FORMAT_VERSION
 
     def manifest(self, complete):
         models = {}
         for role, watched in self.roles.items():
             models[role] = dict(watched.model, layers=watched.num_layers or 0, calls=watched.calls)
-        batched = self.format_version() == version.BATCH_FORMAT_VERSION
+        batched = self.batched_layout()
         committed = self.committed
         if committed is not None and not batched:
             committed = committed[0]
@@ -368,7 +387,9 @@ class Recorder:
                     "complete": complete, "logits": self.logits_mode, "models": models,
                     "calls": self.calls, "committed": committed}
         if batched:
-            manifest["batch"] = self.batch
+            manifest["batch"] = self.batch or 1
+        if self.shard is not None:
+            manifest["shard"] = self.shard.json()
         return manifest
 
     def write(self, complete):

@@ -1,4 +1,5 @@
-// Batched captures (format version 2, docs/capture-format-v2.md): a
+// Batched captures (format version 2, docs/capture-format-v2.md, and a
+// tensor-parallel rank's version 3, docs/capture-format-v3.md): a
 // small two-sequence capture built here parses into the manifest's batch
 // fields, version 1 fields keep sequence 0's values, and every hostile value
 // of a new field is refused with an Error naming it, within the hostile-input
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/capture/capture_file.h"
+#include "core/capture/capture_shard.h"
 #include "core/model/safetensors.h"
 #include "tests/core/base/hostile_support.h"
 
@@ -172,8 +174,8 @@ TEST_F(BatchCaptureTest, Version1FilesFillTheBatchFieldsWithTheirOneSequence) {
 }
 
 TEST_F(BatchCaptureTest, VersionsMustAgree) {
-  metadata_["version"] = "3";
-  expectRefused({"unsupported capture version '3'", "reads 1 and 2"});
+  metadata_["version"] = "4";
+  expectRefused({"unsupported capture version '4'", "reads 1, 2 and 3"});
   reset();
   manifest_["version"] = 1;
   expectRefused({"manifest version 1 but __metadata__.version '2'"});
@@ -374,6 +376,93 @@ TEST_F(BatchCaptureTest, WhatAViewCannotHoldIsRefusedNamingTheCall) {
   EXPECT_NO_THROW(gapped->sequence(0));
   hostile::expectRefused([&] { gapped->sequence(1); },
                          {"target call 0: sequence 1 has pads between its inputs", "before or after"});
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// Version 3: the same batch as a rank's part of a tensor-parallel run of a
+// model with 2 KV heads, its rows holding one of them.
+class ShardCaptureTest : public BatchCaptureTest {
+ protected:
+  void SetUp() override {
+    BatchCaptureTest::SetUp();
+    makeShard();
+  }
+  void makeShard() {
+    manifest_["version"] = 3;
+    metadata_["version"] = "3";
+    manifest_["models"]["target"]["config"]["num_key_value_heads"] = 2;
+    manifest_["shard"] = {{"rank", 1}, {"ranks", 2}, {"kv_heads", {{"target", {1, 1}}}}};
+  }
+  void again() {
+    reset();
+    makeShard();
+  }
+};
+
+TEST_F(ShardCaptureTest, ParsesTheRanksHeads) {
+  const auto capture = CaptureFile::open(save());
+  const CaptureManifest& m = capture->manifest();
+  EXPECT_EQ(m.version, 3);
+  EXPECT_EQ(m.batch, 2);  // version 2's layout
+  ASSERT_TRUE(m.shard.has_value());
+  EXPECT_EQ(m.shard->rank, 1);
+  EXPECT_EQ(m.shard->ranks, 2);
+  EXPECT_EQ(m.shard->kv_head_first[0], 1);
+  EXPECT_EQ(m.shard->kv_head_count[0], 1);
+  EXPECT_EQ(describeShard(m), "rank 1 of 2 (target KV heads 1-1 of 2)");
+  EXPECT_EQ(capture->sequence(1)->manifest().shard->rank, 1);  // a sequence's view is still the rank's
+}
+
+TEST_F(ShardCaptureTest, HostileShards) {
+  manifest_["version"] = 2;
+  metadata_["version"] = "2";
+  expectRefused({"shard is a version 3 field"});
+  for (const Json& bad : {Json(2), Json(-1), Json("1"), Json(int64_t{1} << 40)}) {
+    again();
+    manifest_["shard"]["rank"] = bad;
+    expectRefused({"shard.rank must be an integer in [0, 1]"});
+  }
+  for (const Json& bad : {Json(0), Json(1025), Json(1.5)}) {
+    again();
+    manifest_["shard"]["ranks"] = bad;
+    expectRefused({"shard.ranks must be an integer in [1, 1024]"});
+  }
+  again();
+  manifest_["shard"]["kv_heads"] = {{"target", {1, 2}}};
+  expectRefused({"shard.kv_heads.target count must be an integer in [1, 1]"});
+  again();
+  manifest_["shard"]["kv_heads"] = {{"target", {2, 1}}};
+  expectRefused({"shard.kv_heads.target first must be an integer in [0, 1]"});
+  again();
+  manifest_["shard"]["kv_heads"] = {{"target", {1, 1}}, {"drafter", {0, 1}}};
+  expectRefused({"shard.kv_heads names 'drafter', which is no role"});
+  again();
+  manifest_["shard"]["kv_heads"] = Json::object();
+  expectRefused({"shard.kv_heads has no entry for the target"});
+  again();
+  manifest_["shard"]["kv_heads"] = {{"target", Json::array({1})}};
+  expectRefused({"shard.kv_heads.target must be a pair [first, count]"});
+  again();
+  manifest_["shard"].erase("kv_heads");
+  expectRefused({"shard has no field 'kv_heads'"});
+}
+
+// A rank's rows read as the whole model's were compared with the reference
+// broadcast over the heads: a false breach on a correct run. Refused instead.
+TEST_F(ShardCaptureTest, RowsMustHoldTheHeadsTheManifestSays) {
+  manifest_["shard"]["kv_heads"] = {{"target", {0, 2}}};
+  expectRefused({"target layer 0's rows hold 1 KV head but shard.kv_heads gives this rank 2"});
+  again();
+  manifest_["version"] = 2;
+  metadata_["version"] = "2";
+  manifest_.erase("shard");
+  expectRefused({"target layer 0's rows hold 1 KV head but models.target.config.num_key_value_heads is 2",
+                 "check the ranks' files together"});
 }
 
 }  // namespace

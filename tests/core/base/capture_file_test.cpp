@@ -177,14 +177,14 @@ TEST_F(HostileCaptureTest, UnchangedRoundTripOpens) {
 
 TEST_F(HostileCaptureTest, BadVersions) {
   load(kSpeculative);
-  metadata_["version"] = "3";
-  expectRefused({"unsupported capture version '3'"});
+  metadata_["version"] = "4";
+  expectRefused({"unsupported capture version '4'"});
   load(kSpeculative);
   metadata_["version"] = "2";  // a version 1 manifest in a file that says 2
   expectRefused({"manifest version 1 but __metadata__.version '2'"});
   load(kSpeculative);
-  manifest_["version"] = 3;
-  expectRefused({"unsupported manifest version 3"});
+  manifest_["version"] = 4;
+  expectRefused({"unsupported manifest version 4"});
   load(kSpeculative);
   metadata_.erase("format");
   expectRefused({"not a kvscope capture", "format"});

@@ -1,0 +1,80 @@
+// A batched capture in the GUI: the status bar's sequence picker lists every
+// sequence with its verdict, opens on the run's root cause's sequence, and
+// every panel follows the sequence picked (the snapshot is that sequence's);
+// it is hidden for a capture of one sequence and for a live session. The
+// fixture is batched_loops.py's uniform-advance bug on three prompts
+// (tests/python/make_batch_fixture.py).
+#include <QComboBox>
+#include <QTextBrowser>
+#include <QtTest>
+
+#include "tests/ui/ui_test_support.h"
+#include "ui/widgets/SequencePicker.h"
+
+using namespace kvscope;
+using namespace kvscope::ui;
+using namespace kvscope::ui::testing;
+
+namespace {
+
+const char* const kBatchCapture = KVSCOPE_FIXTURES "/captures/uniform-advance-batch3-topk.kvcapture";
+const char* const kOneSequence = KVSCOPE_FIXTURES "/captures/verify-mask-leak-dynamic-topk.kvcapture";
+
+bool captureShown(MainWindow& window) {
+  const SessionSnapshot* snapshot = window.context().snapshot();
+  return snapshot != nullptr && snapshot->from_capture && !window.controller().busy();
+}
+
+}  // namespace
+
+class SequencePickerTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { useTestSettings("sequence_picker_test"); }
+
+  void everyPanelFollowsThePickedSequence() {
+    MainWindowOptions options = fixtureOptions();
+    options.open_file = kBatchCapture;
+    MainWindow window(options);
+    window.resize(1280, 720);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(captureShown(window), kTimeout);
+    auto* picker = window.findChild<SequencePicker*>(QStringLiteral("sequencePicker"));
+    auto* combo = window.findChild<QComboBox*>(QStringLiteral("sequenceCombo"));
+    QVERIFY(picker != nullptr && combo != nullptr);
+    QTRY_VERIFY(picker->isVisible());
+    QCOMPARE(combo->count(), 3);
+    // Opened on the run's root cause, whose sequence the snapshot's root cause names.
+    const SessionSnapshot* first = window.context().snapshot();
+    QVERIFY(first->diff && first->diff->root_cause);
+    const int cause_sequence = static_cast<int>(first->diff->root_cause->sequence);
+    QCOMPARE(combo->currentIndex(), cause_sequence);
+    QVERIFY2(combo->currentText().endsWith(QStringLiteral("root cause")), qPrintable(combo->currentText()));
+    for (int b = 0; b < combo->count(); ++b) {
+      QVERIFY2(combo->itemText(b).startsWith(QStringLiteral("sequence %1: ").arg(b)), qPrintable(combo->itemText(b)));
+    }
+
+    const int other = (cause_sequence + 2) % 3;
+    emit combo->activated(other);
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != first && captureShown(window), kTimeout);
+    QCOMPARE(combo->currentIndex(), other);
+    QVERIFY(picker->isVisible());
+    flush(window);
+    const QString report = window.diffPanel()->report()->toPlainText();
+    QVERIFY2(report.contains(QStringLiteral("shown: sequence %1").arg(other)), qPrintable(report));
+    const SessionSnapshot* shown = window.context().snapshot();
+    if (shown->diff && shown->diff->root_cause) QCOMPARE(static_cast<int>(shown->diff->root_cause->sequence), other);
+    // The workspace is the capture's still, and the cursor is on the shown sequence's own root cause.
+    if (shown->diff && shown->diff->root_cause) {
+      QTRY_COMPARE(window.context().cursor().round, shown->diff->root_cause->round);
+    }
+
+    // One sequence: nothing to pick.
+    window.openCapture(QString::fromUtf8(kOneSequence));
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != shown && captureShown(window), kTimeout);
+    QTRY_VERIFY(!picker->isVisible());
+  }
+};
+
+QTEST_MAIN(SequencePickerTest)
+#include "sequence_picker_test.moc"
