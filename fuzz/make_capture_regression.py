@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the hand-made captures of fuzz/regression/capture/: the version 2
+"""Writes the hand-made captures of fuzz/regression/capture/: the version 3
+shard (a tensor-parallel rank's capture), the version 2
 (batched) ones (docs/capture-format-v2.md), one valid two-sequence capture and
 hostile edits of it, each refused by CaptureFile::open with an Error naming the
 field (tests/core/base/capture_batch_test.cpp checks the same refusals on a
@@ -227,9 +228,39 @@ def hostile_v2():
     }
 
 
+def shard_edited(change):
+    """A version 3 rank's capture (docs/capture-format-v3.md): the valid batch as rank 1 of 2 of a model
+    with 2 KV heads, its rows holding one; then `change`."""
+    def both(m, t):
+        m.update(version=3, shard={"rank": 1, "ranks": 2, "kv_heads": {"target": [1, 1]}})
+        m["models"]["target"]["config"]["num_key_value_heads"] = 2
+        change(m, t)
+    manifest, tensors = valid()
+    manifest = copy.deepcopy(manifest)
+    both(manifest, tensors)
+    return encode(manifest, tensors, version="3")
+
+
+def hostile_v3():
+    """The version 3 shard the same way: ranks, heads, rows that do not hold the heads said."""
+    shard = lambda m: m["shard"]  # noqa: E731
+    return {
+        "shard_valid": shard_edited(lambda m, t: None),
+        "shard_rank_outside": shard_edited(lambda m, t: shard(m).update(rank=2)),
+        "shard_ranks_huge": shard_edited(lambda m, t: shard(m).update(ranks=1 << 62)),
+        "shard_heads_past_model": shard_edited(lambda m, t: shard(m)["kv_heads"].update(target=[1, 1 << 40])),
+        "shard_heads_negative": shard_edited(lambda m, t: shard(m)["kv_heads"].update(target=[-1, 1])),
+        "shard_unknown_role": shard_edited(lambda m, t: shard(m)["kv_heads"].update(drafter=[0, 1])),
+        "shard_rows_not_the_heads": shard_edited(lambda m, t: shard(m)["kv_heads"].update(target=[0, 2])),
+        "shard_in_version_2": edited(lambda m, t: m.update(shard={"rank": 0, "ranks": 1, "kv_heads": {"target": [0, 1]}})),
+        "rows_not_the_config_heads": edited(lambda m, t: m["models"]["target"]["config"].update(num_key_value_heads=4)),
+    }
+
+
 def main():
     everything = hostile()
     everything.update(hostile_v2())
+    everything.update(hostile_v3())
     everything.update(hostile_v1())
     for name, data in everything.items():
         with open(os.path.join(OUT, name), "wb") as f:

@@ -64,7 +64,8 @@ class Capture:
         metadata = header.get("__metadata__")
         require(isinstance(metadata, dict), "no __metadata__")
         require(metadata.get("format") == "kvscope-capture", "__metadata__.format is not kvscope-capture")
-        require(metadata.get("version") in ("1", "2"), f"__metadata__.version {metadata.get('version')!r} is not '1' or '2'")
+        require(metadata.get("version") in ("1", "2", "3"),
+                f"__metadata__.version {metadata.get('version')!r} is not '1', '2' or '3'")
         self.version = int(metadata["version"])
         require(isinstance(metadata.get("kvscope_capture"), str), "__metadata__.kvscope_capture is not a string")
         self.manifest = json.loads(metadata["kvscope_capture"])
@@ -94,7 +95,7 @@ class Capture:
         m = self.manifest
         require(isinstance(m, dict), "manifest is not an object")
         require(m.get("format") == "kvscope-capture" and m.get("version") == self.version, "manifest format/version")
-        self.batched = self.version == 2
+        self.batched = self.version >= 2  # version 3: version 2's layout plus optional fields
         self.batch = m.get("batch") if self.batched else 1
         require(is_int(self.batch) and 1 <= self.batch <= MAX_BATCH, f"batch {self.batch!r} not in [1, {MAX_BATCH}]")
         require(isinstance(m.get("engine"), dict) and isinstance(m["engine"].get("name"), str)
@@ -102,6 +103,7 @@ class Capture:
         require(isinstance(m.get("complete"), bool), "complete")
         self.validate_logits_mode(m.get("logits"))
         self.validate_models(m.get("models"))
+        self.validate_shard(m.get("shard"))
         calls = m.get("calls")
         require(isinstance(calls, list) and len(calls) <= MAX_CALLS, "calls")
         counts = {role: 0 for role in self.models}
@@ -119,6 +121,22 @@ class Capture:
             int_list(committed, "committed", 0, self.vocab("target"), MAX_SLOTS)
         unreferenced = set(self.header) - self.referenced
         require(not unreferenced, f"tensors no call or model references: {sorted(unreferenced)[:5]}")
+
+    def validate_shard(self, shard):
+        """docs/capture-format-v3.md: a tensor-parallel rank's KV heads; the rows must hold that many."""
+        self.shard = shard
+        if shard is None:
+            return
+        require(self.version >= 3, "shard in a version 1 or 2 file")
+        require(isinstance(shard, dict) and is_int(shard.get("ranks")) and 1 <= shard["ranks"] <= 1024, "shard.ranks")
+        require(is_int(shard.get("rank")) and 0 <= shard["rank"] < shard["ranks"], "shard.rank")
+        heads = shard.get("kv_heads")
+        require(isinstance(heads, dict) and set(heads) == set(self.models), "shard.kv_heads: one entry per role")
+        for role, pair in heads.items():
+            require(isinstance(pair, list) and len(pair) == 2 and all(is_int(v) for v in pair)
+                    and pair[0] >= 0 and pair[1] >= 1, f"shard.kv_heads.{role}")
+            whole = self.models[role]["config"].get("num_key_value_heads")
+            require(whole is None or pair[0] + pair[1] <= whole, f"shard.kv_heads.{role} past the model's heads")
 
     def validate_logits_mode(self, mode):
         require(isinstance(mode, dict) and mode.get("mode") in ("full", "top_k"), "logits.mode")
