@@ -254,7 +254,19 @@ def hostile_v3():
         "shard_rows_not_the_heads": shard_edited(lambda m, t: shard(m)["kv_heads"].update(target=[0, 2])),
         "shard_in_version_2": edited(lambda m, t: m.update(shard={"rank": 0, "ranks": 1, "kv_heads": {"target": [0, 1]}})),
         "rows_not_the_config_heads": edited(lambda m, t: m["models"]["target"]["config"].update(num_key_value_heads=4)),
+        "reference_valid": shard_edited(lambda m, t: with_reference(m, t, [2, 1, 16])),
+        "reference_wrong_width": shard_edited(lambda m, t: with_reference(m, t, [2, 1, 15])),
+        "reference_without_batch_axis": shard_edited(lambda m, t: with_reference(m, t, [1, 16])),
+        "reference_in_version_2": edited(lambda m, t: with_reference(m, t, [2, 1, 16])),
+        "reference_names_the_logits": shard_edited(
+            lambda m, t: m["calls"][1]["logits"]["tensors"].update(reference="target.call1.logits")),
     }
+
+
+def with_reference(manifest, tensors, shape):
+    """Call 1's logits with the engine's own reference rows of `shape` (docs/capture-format-v3.md)."""
+    manifest["calls"][1]["logits"]["tensors"]["reference"] = "target.call1.reference_logits"
+    tensors["target.call1.reference_logits"] = floats(shape)
 
 
 def main():

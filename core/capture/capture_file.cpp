@@ -76,7 +76,7 @@ CaptureCall readCall(const std::string& path, const nlohmann::json& value, size_
   call.between = parseBetween(path, what, value, call.index, model.layers);
   call.attention_mask = parseMaskRef(path, what, value);
   validator.checkMask(what, call);
-  call.logits = parseLogitsRef(path, what, value, static_cast<int64_t>(call.input_ids.size()), manifest.logits_mode);
+  call.logits = parseLogitsRef(path, what, value, static_cast<int64_t>(call.input_ids.size()), manifest);
   validator.checkLogits(what, call, manifest);
   return call;
 }

@@ -117,6 +117,10 @@ struct CaptureLogitsRef {
   std::string top_ids;     // I32 [rows, k']
   std::string top_values;  // F32 [rows, k']
   std::string lse;         // F32 [rows]
+  // Version 3, optional: the engine's own forward of the same inputs without
+  // a cache, over the context its rows claim (the recorder's reference="self"),
+  // F32 [rows, V] in full; what a check without kvscope's model compares with.
+  std::string reference;
 };
 
 struct CaptureCall {

@@ -467,7 +467,8 @@ std::optional<CaptureMaskRef> parseMaskRef(const std::string& path, const std::s
 }
 
 std::optional<CaptureLogitsRef> parseLogitsRef(const std::string& path, const std::string& what, const Json& call,
-                                               int64_t inputs, CaptureLogitsMode mode) {
+                                               int64_t inputs, const CaptureManifest& manifest) {
+  const CaptureLogitsMode mode = manifest.logits_mode;
   const Json& value = member(call, "logits");
   if (value.is_null()) return std::nullopt;
   const std::string at = what + ": logits";
@@ -477,7 +478,7 @@ std::optional<CaptureLogitsRef> parseLogitsRef(const std::string& path, const st
   const Json& tensors = required(path, at, value, "tensors");
   requireObject(path, at + ".tensors", tensors);
   const bool full = mode == CaptureLogitsMode::Full;
-  const size_t expected_names = full ? 1 : 3;
+  size_t expected_names = full ? 1 : 3;
   auto name = [&](const char* key) {
     return boundedText(path, at + ".tensors." + key, required(path, at + ".tensors", tensors, key));
   };
@@ -488,10 +489,17 @@ std::optional<CaptureLogitsRef> parseLogitsRef(const std::string& path, const st
     out.top_values = name("top_values");
     out.lse = name("lse");
   }
+  if (tensors.contains("reference")) {  // the engine's own uncached forward (version 3)
+    if (manifest.version < 3)
+      fail(path, at + ".tensors.reference is a version 3 field; this file is version " + std::to_string(manifest.version));
+    out.reference = name("reference");
+    ++expected_names;
+  }
   if (tensors.size() != expected_names)
     fail(path, at + ".tensors must name exactly " +
                    (full ? std::string("logits") : std::string("top_ids, top_values and lse")) +
-                   " in logits mode " + (full ? "full" : "top_k") + ", got " + jsonSnippet(tensors));
+                   " in logits mode " + (full ? "full" : "top_k") + " (and, in version 3, reference), got " +
+                   jsonSnippet(tensors));
   return out;
 }
 

@@ -59,9 +59,10 @@ std::optional<CaptureBetween> parseBetween(const std::string& path, const std::s
 std::optional<CaptureMaskRef> parseMaskRef(const std::string& path, const std::string& what,
                                            const nlohmann::json& call);
 
-// Step 10, the JSON part: null or {"rows" <= n, "tensors": the names of the mode}.
+// Step 10, the JSON part: null or {"rows" <= n, "tensors": the names of the
+// mode, and in version 3 optionally "reference" (docs/capture-format-v3.md)}.
 std::optional<CaptureLogitsRef> parseLogitsRef(const std::string& path, const std::string& what,
-                                               const nlohmann::json& call, int64_t inputs, CaptureLogitsMode mode);
+                                               const nlohmann::json& call, int64_t inputs, const CaptureManifest& manifest);
 
 // After the last call: models[role].calls equals the calls of that role.
 void checkCallCounts(const std::string& path, const CaptureManifest& manifest,

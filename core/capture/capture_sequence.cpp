@@ -108,6 +108,7 @@ std::optional<CaptureLogitsRef> sequenceLogits(const CaptureLogitsRef& logits, i
   out.top_ids = slice(logits.top_ids);
   out.top_values = slice(logits.top_values);
   out.lse = slice(logits.lse);
+  out.reference = slice(logits.reference);
   return out;
 }
 

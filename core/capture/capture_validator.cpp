@@ -186,6 +186,7 @@ void CaptureValidator::checkLogits(const std::string& what, const CaptureCall& c
     if (v != width)
       fail(path_, use + ": width " + std::to_string(v) + " but earlier " + captureRoleName(call.role) +
                       " calls have " + std::to_string(width));
+    checkReferenceLogits(use, ref, lead, v);
     return;
   }
   const StTensorInfo& ids = reference(ref.top_ids, use + ".top_ids");
@@ -204,6 +205,25 @@ void CaptureValidator::checkLogits(const std::string& what, const CaptureCall& c
   // past every vocabulary is a broken file, not a row for the check to skip.
   const auto& vocab = manifest.model(call.role)->config.vocab_size;
   checkTopIdsInVocab(what, ids, vocab.value_or(limits::kMaxLogitsWidth), vocab.has_value());
+  if (!ref.reference.empty()) {
+    // Full rows of the reference: as wide as the vocabulary when the config gives it.
+    const StTensorInfo* peek = file_.find(ref.reference);  // checkReferenceLogits refuses a missing one
+    const int64_t width = peek != nullptr && !peek->shape.empty() ? peek->shape.back() : -1;
+    checkReferenceLogits(use, ref, lead, vocab.value_or(width));
+  }
+}
+
+void CaptureValidator::checkReferenceLogits(const std::string& use, const CaptureLogitsRef& ref,
+                                            const std::vector<int64_t>& lead, int64_t width) {
+  if (ref.reference.empty()) return;
+  const StTensorInfo& info = reference(ref.reference, use + ".reference");
+  requireDType(info, use + ".reference", StDType::F32);
+  std::vector<int64_t> shape = lead;
+  shape.push_back(width);
+  if (width < 1 || width > limits::kMaxLogitsWidth)
+    fail(path_, use + ".reference: tensor " + quoted(info.name) + " has shape " + shapeText(info.shape) +
+                    ", expected full rows [..., V] with 1 <= V <= " + std::to_string(limits::kMaxLogitsWidth));
+  requireShape(info, use + ".reference", shape);
 }
 
 void CaptureValidator::checkEveryTensorReferenced() const {

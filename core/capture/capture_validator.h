@@ -42,6 +42,9 @@ class CaptureValidator {
   // call of a role, top ids in [0, vocab_size) (in [0, 2^24) when the
   // vocab_size is unknown); version 2: with a leading batch axis.
   void checkLogits(const std::string& what, const CaptureCall& call, const CaptureManifest& manifest);
+  // A call's reference logits (version 3): F32, the logits' leading axes and `width` full rows.
+  void checkReferenceLogits(const std::string& use, const CaptureLogitsRef& ref, const std::vector<int64_t>& lead,
+                            int64_t width);
   // Step 11: no tensor of the file left unreferenced.
   void checkEveryTensorReferenced() const;
 

@@ -42,6 +42,8 @@ class Symptom {
   // The reference logits of the call's last `rows` inputs, at the positions
   // they belong: [rows, vocab].
   at::Tensor referenceLogits(const CaptureStep& step, const CaptureCall& call, int64_t rows) {
+    // No model of ours: the engine's own uncached forward over the context its rows claim.
+    if (!references_.has(step.role)) return floatTensor(call.logits->reference);  // [rows, V]
     const auto& stream = timeline_.streams[static_cast<size_t>(step.stream)];
     const int64_t end = step.true_start + step.inputs;
     std::optional<StreamReference> own;
@@ -64,9 +66,10 @@ class Symptom {
   std::optional<CaptureDivergence> firstDivergence() {
     for (size_t i = 0; i < timeline_.steps.size(); ++i) {
       const CaptureStep& step = timeline_.steps[i];
-      if (step.operation != CaptureOperation::Forward || !references_.has(step.role)) continue;
+      if (step.operation != CaptureOperation::Forward) continue;
       const CaptureCall& call = callOf(step);
       if (!call.logits || call.logits->rows == 0) continue;
+      if (!references_.has(step.role) && call.logits->reference.empty()) continue;
       if (auto d = divergenceOf(step, call)) return d;
     }
     return std::nullopt;
@@ -190,6 +193,14 @@ void requireIdsInVocabulary(const CaptureFile& file, const CaptureCheckOptions& 
   }
 }
 
+// Whether the engine recorded its own reference logits for some call of `role`.
+bool hasSelfReference(const CaptureFile& file, CaptureRole role) {
+  for (const CaptureCall& call : file.manifest().calls) {
+    if (call.role == role && call.logits && !call.logits->reference.empty()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 double logProbabilityTolerance(StDType cache_dtype) {
@@ -207,11 +218,16 @@ CaptureCheckReport checkCapture(const CaptureFile& file, const CaptureTimeline& 
   for (int r = 0; r < kCaptureRoles; ++r) {
     if (const CaptureModel* m = file.manifest().model(static_cast<CaptureRole>(r))) report.calls[r] = m->calls;
     if (file.manifest().models[r] && !options.models[r]) {
+      const auto role = static_cast<CaptureRole>(r);
       const std::string& why = options.no_model_reason[static_cast<size_t>(r)];
-      report.notes.push_back(std::string("no ") + captureRoleName(static_cast<CaptureRole>(r)) + " model" +
-                             (why.empty() ? "" : " (" + why + ")") +
-                             ": its rows' values and logits were not compared with a reference; its bookkeeping "
-                             "(rows, positions, tokens, what each change kept) was checked");
+      report.notes.push_back(std::string("no ") + captureRoleName(role) + " model" + (why.empty() ? "" : " (" + why + ")") +
+                             (hasSelfReference(file, role)
+                                  ? ": its rows' values were not compared with a reference; its logits were compared "
+                                    "with the engine's own forward without a cache over the context its rows claim "
+                                    "(recorded with reference=\"self\"); its bookkeeping (rows, positions, tokens, what "
+                                    "each change kept) was checked"
+                                  : ": its rows' values and logits were not compared with a reference; its bookkeeping "
+                                    "(rows, positions, tokens, what each change kept) was checked"));
     }
   }
   report.committed_inferred = timeline.committed_inferred;

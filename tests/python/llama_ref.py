@@ -3,7 +3,9 @@ Hugging Face causal LM: forward(input_ids, attention_mask=None,
 position_ids=None, past_key_values=None, use_cache=True, cache_position=None)
 returns an object with `.logits` [batch, n, vocab] and `.past_key_values`.
 
-HF 4.43 semantics, eager attention, float32:
+HF 4.43 semantics, eager attention, float32 (or the dtype given: weights,
+activations and cache in it, norms computed in float32 as HF does); Qwen2's
+q/k/v biases when the checkpoint has them:
 * cache_position defaults to past length + arange(n); position_ids (RoPE)
   default to cache_position;
 * the causal mask compares each key's index with the query's cache_position
@@ -32,8 +34,9 @@ class CausalLMOutput(SimpleNamespace):
 
 
 def rms_norm(x, weight, eps):
-    variance = x.pow(2).mean(-1, keepdim=True)
-    return weight * (x * torch.rsqrt(variance + eps))
+    wide = x.float()
+    variance = wide.pow(2).mean(-1, keepdim=True)
+    return weight * (wide * torch.rsqrt(variance + eps)).to(x.dtype)
 
 
 def rotate_half(x):
@@ -42,7 +45,7 @@ def rotate_half(x):
 
 
 class LlamaRef(torch.nn.Module):
-    def __init__(self, model_dir):
+    def __init__(self, model_dir, dtype=torch.float32):
         super().__init__()
         with open(os.path.join(model_dir, "config.json")) as f:
             self.config = SimpleNamespace(**json.load(f))
@@ -52,7 +55,7 @@ class LlamaRef(torch.nn.Module):
         self.sliding_window = getattr(cfg, "sliding_window", None)
         # Hugging Face's from_pretrained default: float32, whatever the checkpoint stores (bf16 widens exactly).
         weights, _ = read_tensors(os.path.join(model_dir, "model.safetensors"))
-        self.weights = {name: t.float() if t.is_floating_point() else t for name, t in weights.items()}
+        self.weights = {name: t.to(dtype) if t.is_floating_point() else t for name, t in weights.items()}
         self.inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
 
     def get_input_embeddings(self):
@@ -64,10 +67,11 @@ class LlamaRef(torch.nn.Module):
         return self.weights[name]
 
     def rotary(self, position_ids):
-        """position_ids [batch or 1, n] -> cos, sin [batch or 1, 1, n, head_dim]."""
+        """position_ids [batch or 1, n] -> cos, sin [batch or 1, 1, n, head_dim], in the weights' dtype."""
         freqs = position_ids.float()[:, :, None] * self.inv_freq[None, None, :]  # [batch, n, head_dim/2]
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos()[:, None], emb.sin()[:, None]
+        dtype = self.w("model.embed_tokens.weight").dtype
+        return emb.cos()[:, None].to(dtype), emb.sin()[:, None].to(dtype)
 
     def causal_mask(self, kind, n_keys, cache_position, padding=None):
         """Additive mask [1 or batch, 1, n, n_keys] from key indices vs
@@ -95,9 +99,9 @@ class LlamaRef(torch.nn.Module):
         cfg = self.config
         batch, n = x.shape[:2]
         prefix = f"model.layers.{layer}.self_attn."
-        q = (x @ self.w(prefix + "q_proj.weight").T).view(batch, n, -1, self.head_dim).transpose(1, 2)
-        k = (x @ self.w(prefix + "k_proj.weight").T).view(batch, n, -1, self.head_dim).transpose(1, 2)
-        v = (x @ self.w(prefix + "v_proj.weight").T).view(batch, n, -1, self.head_dim).transpose(1, 2)
+        q = self.project(x, prefix + "q_proj").view(batch, n, -1, self.head_dim).transpose(1, 2)
+        k = self.project(x, prefix + "k_proj").view(batch, n, -1, self.head_dim).transpose(1, 2)
+        v = self.project(x, prefix + "v_proj").view(batch, n, -1, self.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin  # [batch, heads, n, head_dim]
         k = k * cos + rotate_half(k) * sin  # [batch, kv_heads, n, head_dim]
         kind = "append"
@@ -114,9 +118,15 @@ class LlamaRef(torch.nn.Module):
             mask = self.additive(attention_mask.bool()) if attention_mask.dtype == torch.bool else attention_mask
         else:
             mask = self.causal_mask(kind, k.shape[-2], cache_position, attention_mask)
-        probs = torch.softmax(scores + mask, dim=-1)
+        probs = torch.softmax(scores + mask.to(scores.dtype), dim=-1)
         out = (probs @ v).transpose(1, 2).reshape(batch, n, -1)
         return out @ self.w(prefix + "o_proj.weight").T
+
+    def project(self, x, name):
+        """x @ W.T, plus the bias where the checkpoint has one (Qwen2's q/k/v)."""
+        out = x @ self.w(name + ".weight").T
+        bias = self.weights.get(name + ".bias")
+        return out if bias is None else out + bias
 
     def mlp(self, layer, x):
         prefix = f"model.layers.{layer}.mlp."

@@ -23,6 +23,7 @@ from .errors import CaptureError
 from .model_info import describe_model
 from .row_registry import PADDING, Fingerprinter, LayerRows, LayerState, TensorSource, assign_ids
 from .safetensors_writer import write_safetensors
+from .self_reference import SelfReference, real_inputs, reference_rows
 from .shard import parse_shard
 
 ROLES = ("target", "drafter")
@@ -61,6 +62,7 @@ class WatchedRole:
         self.last_after = None       # per sequence, LayerState per layer after the previous call
         self.last_after_ids = None   # the same as row id lists [sequence][layer]
         self.last_after_object = None  # held until the next call, so `is` cannot match a recycled id
+        self.self_reference = None   # SelfReference, with the recorder's reference="self"
 
     def layer_rows(self, layer):
         while len(self.layers) <= layer:
@@ -76,9 +78,11 @@ class WatchedRole:
 
 class Recorder:
     """with Recorder("run.kvcapture", logits="full" | ("top_k", k)) as rec: ...
-    shard: this process's rank of a tensor-parallel run (shard.py), or None."""
+    shard: this process's rank of a tensor-parallel run (shard.py), or None.
+    reference: None, or "self": also record each call's logits computed without
+    a cache over the context its rows claim (self_reference.py)."""
 
-    def __init__(self, path, logits="full", engine=None, shard=None):
+    def __init__(self, path, logits="full", engine=None, shard=None, reference=None):
         self.path = str(path)
         self.logits_mode = parse_logits_mode(logits)
         self.engine = engine or default_engine_name()
@@ -93,6 +97,9 @@ class Recorder:
         self.bytes_written = None
         self.batch = None  # the run's batch size, set by its first call
         self.shard = parse_shard(shard)
+        if reference not in (None, "self"):
+            raise ValueError(f"reference must be None or 'self', not {reference!r}")
+        self.reference = reference
 
     # --- the user's API --------------------------------------------------
 
@@ -206,7 +213,7 @@ class Recorder:
                 "positions": rope_positions[0] if one else rope_positions,
                 "positions_source": source, "cache_position": cache_position, "attention_mask": None,
                 "before": before_json, "between": between, "after": None, "logits": None}
-        return call, mask, before, count
+        return call, mask, before, count, (ids, rope_positions, arguments)
 
     def padding_of(self, mask):
         """bool [batch, keys], True where a batched call's 2-D mask masks a slot;
@@ -230,7 +237,7 @@ class Recorder:
         return {"kind": first["kind"], "layers": layers, "what": f"sequence {b}: {first['what']}"}
 
     def after_call(self, watched, pending, output):
-        call, mask, before, count = pending
+        call, mask, before, count, fed = pending
         view = read_cache(output_cache(output))
         after = self.state_ids(watched, view, before, self.padding_of(mask))
         call["after"], after_ids = self.state_json(view, after)
@@ -238,10 +245,30 @@ class Recorder:
         if mask is not None:
             call["attention_mask"] = self.mask_json(prefix, mask, count, before, after)
         call["logits"] = self.logits_json(prefix, output_logits(output), count)
+        if self.reference == "self":
+            self.add_self_reference(watched, call, prefix, mask, count, fed)
         watched.last_after, watched.last_after_ids = after, after_ids
         watched.last_after_object = view.cache_object if view else None
         watched.calls += 1
         self.calls.append(call)
+
+    def add_self_reference(self, watched, call, prefix, mask, count, fed):
+        """The engine's own uncached logits for the call's logits rows (self_reference.py)."""
+        ids, positions, arguments = fed
+        if watched.self_reference is None:
+            watched.self_reference = SelfReference(self.batch)
+        real = real_inputs(mask, self.batch, count)
+        watched.self_reference.feed(ids, positions, real)
+        if call["logits"] is None or call["logits"]["rows"] == 0:
+            return
+        device = getattr(arguments.get("input_ids"), "device", None)
+        rows = reference_rows(watched.self_reference, watched.original_forward, ids, positions, real,
+                              call["logits"]["rows"], device)
+        if rows is None:  # a position of the context never fed: no reference for this call
+            return
+        name = f"{prefix}.reference_logits"
+        self.tensors[name] = rows.contiguous()
+        call["logits"]["tensors"]["reference"] = name
 
     def state_ids(self, watched, view, reference, padding=None):
         """CacheView -> per sequence, LayerState per layer, registering rows never
@@ -365,8 +392,8 @@ class Recorder:
 
     def format_version(self):
         """Version 1 for a batch of one (or no call), version 2 for a batch,
-        version 3 for a rank's part of a tensor-parallel run."""
-        if self.shard is not None:
+        version 3 for a rank's part of a tensor-parallel run or a run recorded with reference="self"."""
+        if self.shard is not None or self.reference is not None:
             return version.EXTENDED_FORMAT_VERSION
         return version.BATCH_FORMAT_VERSION if (self.batch or 1) > 1 else version.SINGLE_FORMAT_VERSION
 
