@@ -117,8 +117,13 @@ void writeReport(std::ostream& out, const CheckedRun& checked, const CaptureFile
            "what its cache held\n";
   }
   if (r.ok()) {
-    out << "every call kept the cache contract: " << r.rows_value_checked << " rows' K/V within " << r.max_value_error
-        << " of the reference, " << r.logit_rows_checked << " logit rows match\n";
+    out << "every call kept the cache contract: ";
+    if (r.rows_value_checked > 0) {
+      out << r.rows_value_checked << " rows' K/V within " << r.max_value_error << " of the reference, ";
+    } else {
+      out << "the bookkeeping holds (no row's K/V compared), ";
+    }
+    out << r.logit_rows_checked << " logit rows match\n";
   }
   for (const std::string& note : r.notes) out << "note: " << note << "\n";
 }
