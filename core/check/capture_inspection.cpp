@@ -119,8 +119,13 @@ CaptureInspection inspectCapture(const std::string& path, const std::array<Loade
     notes.erase(std::remove_if(notes.begin(), notes.end(), [&](const std::string& n) { return n.rfind(generic, 0) == 0; }),
                 notes.end());
   }
-  out.snapshot = captureSnapshot(*check.view, *check.timeline, std::move(*check.record), out.report, source,
-                                 builder);  // no copy of the rows
+  auto snapshot = captureSnapshot(*check.view, *check.timeline, std::move(*check.record), out.report, source,
+                                  builder);  // no copy of the rows
+  if (file->sequences() > 1) {
+    for (const SequenceVerdict& v : check.sequences) snapshot->batch_accepted.push_back(v.accepted);
+  }
+  snapshot->shown_sequence = check.shown_sequence;
+  out.snapshot = std::move(snapshot);
   return out;
 }
 

@@ -60,6 +60,20 @@ void addNotes(std::vector<std::string>& notes, const std::vector<std::string>& m
   }
 }
 
+// Indexed by the target's call index in the file (a sequence's view drops
+// the calls that fed it nothing, keeping the others' indices).
+std::vector<int64_t> acceptedPerCall(const CaptureFile& view, const CaptureTimeline& timeline) {
+  std::vector<int64_t> indices;  // the view's target calls' indices, in order
+  for (const CaptureCall& call : view.manifest().calls) {
+    if (call.role == CaptureRole::Target) indices.push_back(call.index);
+  }
+  std::vector<int64_t> out(indices.empty() ? 0 : static_cast<size_t>(indices.back() + 1), -1);
+  for (size_t j = 1; j < indices.size() && j + 1 < timeline.frontiers.size(); ++j) {
+    out[static_cast<size_t>(indices[j])] = std::max<int64_t>(-1, timeline.frontiers[j + 1] - timeline.frontiers[j] - 1);
+  }
+  return out;
+}
+
 std::string sequenceNamed(int64_t sequence, const std::string& what) {
   return "sequence " + std::to_string(sequence) + ": " + what;
 }
@@ -94,7 +108,7 @@ SequenceCheck checkEverySequence(const CaptureFile& file, const CaptureCheckOpti
     CaptureTimeline timeline = buildCaptureTimeline(*view);
     CaptureRecordView record = captureRecordView(timeline);
     CaptureCheckReport report = checkCapture(*view, timeline, record, options, text);
-    SequenceVerdict verdict{b, report.root_cause, report.first_divergence};
+    SequenceVerdict verdict{b, report.root_cause, report.first_divergence, acceptedPerCall(*view, timeline)};
     bool earliest = false;
     if (verdict.root_cause) {
       verdict.root_cause->sequence = b;

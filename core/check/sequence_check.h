@@ -27,6 +27,10 @@ struct SequenceVerdict {
   int64_t sequence = 0;
   std::optional<RootCause> root_cause;
   std::optional<CaptureDivergence> first_divergence;
+  // Per target call index: the drafts the call's verify accepted for this
+  // sequence (the committed tokens it moved on, less its own); -1 for the
+  // prefill and for a call that fed this sequence nothing.
+  std::vector<int64_t> accepted;
   bool ok() const { return !root_cause && !first_divergence; }
 };
 

@@ -78,6 +78,11 @@ struct SessionSnapshot {
   bool from_capture = false;
   std::string opened_file;         // the file shown when replay_only
   std::vector<std::string> notes;  // what could not be checked, and why
+  // A batched capture: per sequence of the batch, per round (the target call
+  // that closes it), the drafts that sequence accepted; -1 where the call was
+  // no verify of that sequence. Empty for one sequence.
+  std::vector<std::vector<int64_t>> batch_accepted;
+  int64_t shown_sequence = 0;  // the batch row the rest of the snapshot is
   Phase next_phase = Phase::Prefill;
   int64_t current_round = 0;  // the round next_phase belongs to
   int64_t current_gamma = 0;

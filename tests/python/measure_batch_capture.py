@@ -12,8 +12,10 @@ the tests' PyTorch reference model in bfloat16 (weights, activations and
 cache; random weights of the given shape: the cost does not depend on their
 values). Prompts: B random prompts of different lengths (16, 24, 32, 12 ...).
 Interleaved trials of the run alone, under kvscope_capture's Recorder with
-top-20 logits, and with full logits; one warm-up run first. Prints medians,
-ratios to the run alone and the capture sizes as one JSON line."""
+top-20 logits, and with full logits; one warm-up run first. Each is timed as
+wall time and as this process's CPU time (one thread: the CPU time is what
+the work cost, whatever else the shared machine runs meanwhile). Prints every
+sample, medians, ratios to the run alone and the capture sizes as one JSON line."""
 import argparse
 import json
 import os
@@ -59,30 +61,36 @@ def main():
         return rec
 
     samples = {"run": [], **{mode: [] for mode in MODES}}
+    cpu = {name: [] for name in samples}
     sizes, calls = {}, None
     with torch.no_grad(), tempfile.TemporaryDirectory() as directory:
         run()  # warm-up: allocator, first-call paths
         for _ in range(args.trials):
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             run()
             samples["run"].append(time.perf_counter() - started)
+            cpu["run"].append(time.process_time() - started_cpu)
             for mode, logits in MODES.items():
                 path = os.path.join(directory, mode + ".kvcapture")
-                started = time.perf_counter()
+                started, started_cpu = time.perf_counter(), time.process_time()
                 rec = recorded(path, logits)
                 samples[mode].append(time.perf_counter() - started)
+                cpu[mode].append(time.process_time() - started_cpu)
                 sizes[mode] = os.path.getsize(path)
                 calls = rec.roles["target"].calls
                 os.remove(path)
     median = {name: statistics.median(values) for name, values in samples.items()}
+    median_cpu = {name: statistics.median(values) for name, values in cpu.items()}
     config = model.config
     print(json.dumps({
         "date": time.strftime("%Y-%m-%d"), "model": {"layers": config.num_hidden_layers, "hidden": config.hidden_size,
                                                      "kv_heads": config.num_key_value_heads, "vocab": vocab,
                                                      "dtype": "bfloat16"},
         "batch": args.batch, "prompt_lengths": [len(p) for p in prompts], "new_tokens": args.new_tokens,
-        "calls": calls, "trials": args.trials, "threads": torch.get_num_threads(), "median_seconds": median,
-        "recorded_over_run": {mode: median[mode] / median["run"] for mode in MODES}, "bytes": sizes,
+        "calls": calls, "trials": args.trials, "threads": torch.get_num_threads(),
+        "wall_seconds": samples, "cpu_seconds": cpu, "median_wall_seconds": median, "median_cpu_seconds": median_cpu,
+        "wall_recorded_over_run": {mode: median[mode] / median["run"] for mode in MODES},
+        "cpu_recorded_over_run": {mode: median_cpu[mode] / median_cpu["run"] for mode in MODES}, "bytes": sizes,
     }))
 
 

@@ -2,9 +2,13 @@
 // sequence with its verdict, opens on the run's root cause's sequence, and
 // every panel follows the sequence picked (the snapshot is that sequence's);
 // it is hidden for a capture of one sequence and for a live session. The
+// Round Timeline marks every sequence's accepted drafts in each round. The
 // fixture is batched_loops.py's uniform-advance bug on three prompts
 // (tests/python/make_batch_fixture.py).
 #include <QComboBox>
+#include <cmath>
+#include <map>
+#include <set>
 #include <QTextBrowser>
 #include <QtTest>
 
@@ -53,6 +57,31 @@ class SequencePickerTest : public QObject {
     for (int b = 0; b < combo->count(); ++b) {
       QVERIFY2(combo->itemText(b).startsWith(QStringLiteral("sequence %1: ").arg(b)), qPrintable(combo->itemText(b)));
     }
+
+    // The Round Timeline marks every sequence's accepted drafts per round; the
+    // shown sequence's markers (from the check's frontiers) are its bars (from
+    // the snapshot's rounds), and the sequences accept differently somewhere.
+    TimelinePanel* timeline = window.timelinePanel();
+    timeline->flushRefresh();
+    const auto markers = timeline->sequenceMarkers();
+    QCOMPARE(static_cast<int>(markers.size()), 3);
+    QVERIFY(timeline->findChild<QWidget*>(QStringLiteral("timelineBatchLegend"))->isVisible());
+    std::map<int64_t, double> bars;
+    for (const RoundRecord& round : first->rounds) {
+      if (round.index >= 1 && round.next_token >= 0) bars[round.index] = static_cast<double>(round.accepted);
+    }
+    std::map<int64_t, std::set<double>> per_round;
+    for (size_t b = 0; b < markers.size(); ++b) {
+      QVERIFY(!markers[b].empty());
+      for (const auto& [x, accepted] : markers[b]) {
+        const auto round = static_cast<int64_t>(std::lround(x));
+        QVERIFY2(std::abs(x - static_cast<double>(round)) < 0.35, "a marker sits within its round's bar");
+        per_round[round].insert(accepted);
+        if (static_cast<int>(b) == cause_sequence && bars.count(round)) QCOMPARE(accepted, bars[round]);
+      }
+    }
+    QVERIFY2(std::any_of(per_round.begin(), per_round.end(), [](const auto& r) { return r.second.size() > 1; }),
+             "the fixture's sequences accept differently in some round");
 
     const int other = (cause_sequence + 2) % 3;
     emit combo->activated(other);

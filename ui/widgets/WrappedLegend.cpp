@@ -9,6 +9,12 @@ WrappedLegend::WrappedLegend(const QString& html, QWidget* parent) : QLabel(html
   setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);
 }
 
+void WrappedLegend::setLegend(const QString& html) {
+  if (html == text()) return;
+  setText(html);
+  if (width() > 0) setFixedHeight(heightForWidth(width()));
+}
+
 void WrappedLegend::resizeEvent(QResizeEvent* event) {
   QLabel::resizeEvent(event);
   // Only a new width changes the lines; the height follows it once.

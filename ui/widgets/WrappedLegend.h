@@ -11,6 +11,8 @@ class WrappedLegend : public QLabel {
   Q_OBJECT
  public:
   explicit WrappedLegend(const QString& html, QWidget* parent = nullptr);
+  // Another text: its lines, at the current width (QLabel::setText keeps the old height).
+  void setLegend(const QString& html);
 
  protected:
   void resizeEvent(QResizeEvent* event) override;

@@ -77,6 +77,10 @@ TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : Viewer
   layout->setContentsMargins(0, 0, 0, 0);
   layout->setSpacing(0);
   layout->addWidget(legend);
+  batch_legend_ = new WrappedLegend(QString());
+  batch_legend_->setObjectName(QStringLiteral("timelineBatchLegend"));
+  batch_legend_->setVisible(false);
+  layout->addWidget(batch_legend_);
   layout->addWidget(plot_, 1);
   plot_->setMinimumWidth(160);
 }
@@ -148,7 +152,77 @@ void TimelinePanel::refresh() {
     calls_->setPositionAlignment(side | Qt::AlignTop);
     calls_->setTextAlignment(side);
   }
+  showBatch(snapshot);
   plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+namespace {
+// Markers of up to 8 sequences told apart by colour and shape (the bars' colours are taken).
+QColor sequenceColor(size_t b) {
+  static const QColor colors[] = {QColor(27, 94, 32),  QColor(74, 20, 140), QColor(0, 96, 100),  QColor(136, 14, 79),
+                                  QColor(62, 39, 35),  QColor(13, 71, 161), QColor(191, 54, 12), QColor(51, 51, 51)};
+  return colors[b % 8];
+}
+QCPScatterStyle::ScatterShape sequenceShape(size_t b) {
+  static const QCPScatterStyle::ScatterShape shapes[] = {QCPScatterStyle::ssDiamond, QCPScatterStyle::ssTriangle,
+                                                         QCPScatterStyle::ssSquare, QCPScatterStyle::ssTriangleInverted};
+  return shapes[(b / 8 + b) % 4];
+}
+constexpr size_t kMaxSequenceMarkers = 16;  // beyond, the markers of one round would overlap: the legend says so
+}  // namespace
+
+void TimelinePanel::showBatch(const SessionSnapshot* snapshot) {
+  const size_t batch = snapshot ? snapshot->batch_accepted.size() : 0;
+  const size_t drawn = std::min(batch, kMaxSequenceMarkers);
+  while (sequences_.size() < drawn) {
+    const size_t b = sequences_.size();
+    QCPGraph* graph = plot_->addGraph(plot_->xAxis, plot_->yAxis);
+    graph->setLineStyle(QCPGraph::lsNone);
+    graph->setScatterStyle(QCPScatterStyle(sequenceShape(b), QPen(Qt::white, 1), sequenceColor(b), 9));
+    graph->setName(tr("sequence %1").arg(b));
+    sequences_.push_back(graph);
+  }
+  QString keys;
+  for (size_t b = 0; b < sequences_.size(); ++b) {
+    QVector<double> x, y;
+    if (b < drawn) {
+      const auto& accepted = snapshot->batch_accepted[b];
+      // Side by side within the round's bar, in sequence order.
+      const double offset = drawn > 1 ? -0.3 + 0.6 * static_cast<double>(b) / static_cast<double>(drawn - 1) : 0.0;
+      for (size_t round = 1; round < accepted.size(); ++round) {
+        if (accepted[round] < 0) continue;
+        x << static_cast<double>(round) + offset;
+        y << static_cast<double>(accepted[round]);
+      }
+      keys += QStringLiteral("<nobr><span style='color:%1'>%2</span>&nbsp;%3</nobr> ")
+                  .arg(sequenceColor(b).name(), sequenceShape(b) == QCPScatterStyle::ssDiamond ? QStringLiteral("&#9670;")
+                                                : sequenceShape(b) == QCPScatterStyle::ssTriangle ? QStringLiteral("&#9650;")
+                                                : sequenceShape(b) == QCPScatterStyle::ssSquare   ? QStringLiteral("&#9632;")
+                                                                                                  : QStringLiteral("&#9660;"))
+                  .arg(b);
+    }
+    sequences_[b]->setData(x, y, true);
+    sequences_[b]->setVisible(b < drawn);
+  }
+  batch_legend_->setVisible(drawn > 1);
+  // A sequence that accepted nothing is a marker at 0: keep it above the axis.
+  if (drawn > 1) plot_->yAxis->setRangeLower(-0.45);
+  if (drawn > 1) {
+    QString text = tr("drafts each sequence accepted: %1; bars: sequence %2").arg(keys.trimmed()).arg(snapshot->shown_sequence);
+    if (batch > drawn) text += tr(" (markers for the first %1 of %2 sequences)").arg(drawn).arg(batch);
+    batch_legend_->setLegend(text);
+  }
+}
+
+std::vector<std::vector<std::pair<double, double>>> TimelinePanel::sequenceMarkers() const {
+  std::vector<std::vector<std::pair<double, double>>> out;
+  for (QCPGraph* graph : sequences_) {
+    if (!graph->visible()) break;
+    std::vector<std::pair<double, double>> points;
+    for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it) points.emplace_back(it->key, it->value);
+    out.push_back(std::move(points));
+  }
+  return out;
 }
 
 QString TimelinePanel::callsOfRound(const SessionSnapshot& snapshot, int64_t round) {

@@ -2,6 +2,10 @@
 // Round timeline: per round, stacked bars of accepted drafts, the correction
 // or bonus token, and rejected drafts; the running acceptance rate alpha on
 // the right axis; the cursor's round highlighted. Click a bar to jump there.
+// A batched capture: the bars are the shown sequence's, and a marker per
+// sequence of the batch says how many drafts each accepted in the round.
+#include <vector>
+
 #include "ui/windows/ViewerPanel.h"
 
 class QCustomPlot;
@@ -13,6 +17,8 @@ class QMouseEvent;
 
 namespace kvscope::ui {
 
+class WrappedLegend;
+
 class TimelinePanel : public ViewerPanel {
   Q_OBJECT
  public:
@@ -20,6 +26,8 @@ class TimelinePanel : public ViewerPanel {
 
   QCustomPlot* plot() const { return plot_; }
   int barCount() const;  // rounds drawn (tests)
+  // The per-sequence markers drawn (a batched capture; tests): per sequence, (round, accepted) pairs.
+  std::vector<std::vector<std::pair<double, double>>> sequenceMarkers() const;
   QString csv() const;   // one row per round
 
  signals:
@@ -36,6 +44,7 @@ class TimelinePanel : public ViewerPanel {
 
  private:
   void onMousePress(QMouseEvent* event);
+  void showBatch(const SessionSnapshot* snapshot);
 
   QCustomPlot* plot_;
   QCPBars* accepted_;
@@ -45,6 +54,8 @@ class TimelinePanel : public ViewerPanel {
   QCPGraph* alpha_;
   QCPItemRect* highlight_;
   QCPItemText* calls_;  // a capture: the engine's calls the cursor's round stands for
+  std::vector<QCPGraph*> sequences_;  // a batched capture: one marker series per sequence
+  WrappedLegend* batch_legend_;
 };
 
 }  // namespace kvscope::ui
