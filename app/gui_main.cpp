@@ -157,17 +157,30 @@ struct CommandLine {
                        diff, bench, screenshot, kv_rows, steps_panel, lesson, lesson_page, presenter, zoom, compression,
                        palette, evict, speculate, layer_head, workspace, weights});
     parser.addPositionalArgument(QStringLiteral("file"),
-                                 QStringLiteral("A .kvtrace to replay, or a .kvcapture of any engine to check and show."),
-                                 QStringLiteral("[file]"));
+                                 QStringLiteral("A .kvtrace to replay, or a .kvcapture of any engine to check and show "
+                                                "(several: every rank's capture of one tensor-parallel run)."),
+                                 QStringLiteral("[file...]"));
   }
 };
 
 using kvscope::ui::MainWindowOptions;
 
-// The one file argument: a .kvtrace or a .kvcapture that exists.
+// The file argument: a .kvtrace or a .kvcapture that exists; or every
+// rank's .kvcapture of one tensor-parallel run.
 bool readFileArgument(const CommandLine& cl, MainWindowOptions* options) {
-  if (cl.parser.positionalArguments().isEmpty()) return true;
-  options->open_file = cl.parser.positionalArguments().front();
+  const QStringList files = cl.parser.positionalArguments();
+  if (files.isEmpty()) return true;
+  if (files.size() > 1) {
+    for (const QString& file : files) {
+      if (!QFileInfo(file).isFile() || QFileInfo(file).suffix().toLower() != QStringLiteral("kvcapture")) {
+        std::fprintf(stderr, "kvscope: several files are every rank's .kvcapture of one run; %s is not one\n",
+                     qPrintable(file));
+        return false;
+      }
+    }
+    options->other_ranks = files.mid(1);
+  }
+  options->open_file = files.front();
   if (!QFileInfo(options->open_file).isFile()) {
     std::fprintf(stderr, "kvscope: %s is not a file\n", qPrintable(options->open_file));
     return false;
@@ -402,11 +415,6 @@ int main(int argc, char** argv) {
 
   CommandLine cl;
   cl.parser.process(app);
-  if (cl.parser.positionalArguments().size() > 1) {
-    std::fprintf(stderr, "kvscope: one file at a time (a .kvtrace or a .kvcapture), got %lld\n",
-                 static_cast<long long>(cl.parser.positionalArguments().size()));
-    return 2;
-  }
 
   kvscope::ui::LogBridge::install();
   spdlog::info("kvscope {} starting", QApplication::applicationVersion().toStdString());

@@ -10,6 +10,7 @@
 #include "core/check/capture_snapshot.h"
 #include "core/check/capture_timeline.h"
 #include "core/check/sequence_check.h"
+#include "core/check/shard_check.h"
 #include "core/error.h"
 #include "core/snapshot/snapshot_builder.h"
 
@@ -77,12 +78,48 @@ std::vector<InspectedSequence> inspectedSequences(const SequenceCheck& check) {
 
 }  // namespace
 
+namespace {
+
+// The check of one capture, or of every rank of a run, kept as the shown
+// sequence's check (and, for ranks, a note naming the rank shown).
+SequenceCheck checkOpened(const std::vector<std::shared_ptr<const CaptureFile>>& files, const CaptureCheckOptions& options,
+                          const TokenText& text, int64_t sequence, std::vector<std::string>& notes) {
+  const CaptureFile& file = *files.front();
+  if (files.size() == 1) {
+    if (file.manifest().shard) notes.push_back(shardAloneNote(file.manifest()));
+    return checkEverySequence(file, options, text, sequence);
+  }
+  ShardCheck ranks = checkEveryRank(files, options, text);
+  std::string note = "a tensor-parallel run of " + std::to_string(files.size()) +
+                     " ranks, each checked on the KV heads it holds; shown: rank " + std::to_string(ranks.shown_rank) +
+                     " (" + files[static_cast<size_t>(ranks.shown_rank)]->path() + "); ranks whose cache broke the contract: " +
+                     ranks.brokenRanks();
+  if (ranks.followingRanks() != "none") note += " (later breaches in rank(s) " + ranks.followingRanks() + " may follow from it)";
+  notes.push_back(note);
+  if (sequence >= 0 && sequence != ranks.run.shown_sequence) {  // another sequence of the shown rank
+    return checkEverySequence(*files[static_cast<size_t>(ranks.shown_rank)], options, text, sequence);
+  }
+  return std::move(ranks.run);
+}
+
+}  // namespace
+
 CaptureInspection inspectCapture(const std::string& path, const std::array<LoadedCaptureModel, kCaptureRoles>& loaded,
                                  SnapshotBuilder& builder, int64_t sequence) {
-  const auto file = CaptureFile::open(path);
+  return inspectCaptures({path}, loaded, builder, sequence);
+}
+
+CaptureInspection inspectCaptures(const std::vector<std::string>& paths,
+                                  const std::array<LoadedCaptureModel, kCaptureRoles>& loaded, SnapshotBuilder& builder,
+                                  int64_t sequence) {
+  if (paths.empty()) throw Error("no capture to open");
+  std::vector<std::shared_ptr<const CaptureFile>> files;
+  for (const std::string& path : paths) files.push_back(CaptureFile::open(path));
+  if (files.size() > 1) files = orderedRanks(std::move(files));
+  const auto& file = files.front();
   CaptureInspection out;
   CaptureSnapshotSource source;
-  source.path = path;
+  source.path = file->path();
   source.engine = file->manifest().engine_name;
   CaptureCheckOptions options;
   RoleReference references[kCaptureRoles];
@@ -104,13 +141,14 @@ CaptureInspection inspectCapture(const std::string& path, const std::array<Loade
 
   source.target = references[0].model.get();
   if (sequence >= file->sequences())
-    throw Error(path + ": no sequence " + std::to_string(sequence) + " (the capture holds " +
+    throw Error(file->path() + ": no sequence " + std::to_string(sequence) + " (the capture holds " +
                 std::to_string(file->sequences()) + ")");
-  SequenceCheck check = checkEverySequence(*file, options, text, sequence);
+  std::vector<std::string> rank_notes;
+  SequenceCheck check = checkOpened(files, options, text, sequence, rank_notes);
   out.report = shownSequenceReport(check, file->sequences());
+  out.report.notes.insert(out.report.notes.begin(), rank_notes.begin(), rank_notes.end());
   out.sequences = inspectedSequences(check);
   out.shown_sequence = check.shown_sequence;
-  if (file->manifest().shard) out.report.notes.push_back(shardAloneNote(file->manifest()));
   // The check's own "no model" notes say less than referenceFor's: keep those.
   for (int r = 0; r < kCaptureRoles; ++r) {
     if (options.models[static_cast<size_t>(r)] || !file->manifest().models[r]) continue;

@@ -45,4 +45,11 @@ struct CaptureInspection {
 CaptureInspection inspectCapture(const std::string& path, const std::array<LoadedCaptureModel, kCaptureRoles>& loaded,
                                  SnapshotBuilder& builder, int64_t sequence = -1);
 
+// Every rank's capture of one tensor-parallel run (shard_check.h), checked as
+// one run and shown on the rank of its root cause (else rank 0); one path
+// is inspectCapture's.
+CaptureInspection inspectCaptures(const std::vector<std::string>& paths,
+                                  const std::array<LoadedCaptureModel, kCaptureRoles>& loaded, SnapshotBuilder& builder,
+                                  int64_t sequence = -1);
+
 }  // namespace kvscope

@@ -39,9 +39,13 @@ def tokenize(text):
 
 
 def run_ranks(directory, prompt, bug=None, bug_rank=1):
-    """Runs the engine on RANKS processes; returns per rank its books (committed, departure)."""
+    """Runs the engine on RANKS processes over the bundled pair; returns per rank its books (committed, departure)."""
+    return run_ranks_of(directory, MODELS, prompt, NEW_TOKENS, bug, bug_rank)
+
+
+def run_ranks_of(directory, models, prompt, new_tokens, bug=None, bug_rank=1):
     rendezvous = os.path.join(directory, "rendezvous")
-    mp.start_processes(tp_engine.run_rank, args=(RANKS, rendezvous, directory, MODELS, prompt, NEW_TOKENS, bug,
+    mp.start_processes(tp_engine.run_rank, args=(RANKS, rendezvous, directory, models, prompt, new_tokens, bug,
                                                  bug_rank), nprocs=RANKS, start_method="spawn")
     books = []
     for rank in range(RANKS):

@@ -103,6 +103,26 @@ class SequencePickerTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != shown && captureShown(window), kTimeout);
     QTRY_VERIFY(!picker->isVisible());
   }
+
+  // Every rank's capture of a tensor-parallel run opens as one run, on the
+  // rank whose cache broke first (tests/python/make_rank_fixtures.py: rank 1's
+  // rollback keeps a rejected draft); in either order.
+  void theRanksOfARunOpenAsOneRun() {
+    MainWindowOptions options = fixtureOptions();
+    MainWindow window(options);
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    window.openCaptures({QString::fromUtf8(KVSCOPE_FIXTURES "/captures/tp-rank1.kvcapture"),
+                         QString::fromUtf8(KVSCOPE_FIXTURES "/captures/tp-rank0.kvcapture")});
+    QTRY_VERIFY_WITH_TIMEOUT(captureShown(window), kTimeout);
+    const SessionSnapshot* shown = window.context().snapshot();
+    QVERIFY(shown->diff && shown->diff->root_cause);
+    QCOMPARE(shown->diff->root_cause->kind, std::string("crop"));
+    flush(window);
+    const QString report = window.diffPanel()->report()->toPlainText();
+    QVERIFY2(report.contains(QStringLiteral("a tensor-parallel run of 2 ranks")), qPrintable(report));
+    QVERIFY2(report.contains(QStringLiteral("shown: rank 1")), qPrintable(report));
+    QVERIFY2(window.windowTitle().contains(QStringLiteral("1 more rank")), qPrintable(window.windowTitle()));
+  }
 };
 
 QTEST_MAIN(SequencePickerTest)

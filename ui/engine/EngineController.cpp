@@ -71,13 +71,13 @@ QStringList sequenceLabels(const std::vector<InspectedSequence>& sequences) {
   return out;
 }
 
-OpenedCapture inspectCaptureOn(SessionController& engine, const std::string& path, int sequence) {
+OpenedCapture inspectCaptureOn(SessionController& engine, const std::vector<std::string>& paths, int sequence) {
   const SessionController::LoadedModels loaded = engine.loaded();
   std::array<LoadedCaptureModel, kCaptureRoles> candidates;
   candidates[0] = {loaded.target, loaded.tokenizer, loaded.target_dir};
   candidates[1] = {loaded.drafter, loaded.tokenizer, loaded.drafter_dir};
   SnapshotBuilder builder;
-  const CaptureInspection inspection = inspectCapture(path, candidates, builder, sequence);
+  const CaptureInspection inspection = inspectCaptures(paths, candidates, builder, sequence);
   engine.showReplay(inspection.snapshot);
   const CaptureCheckReport& report = inspection.report;
   const std::string verdict = report.root_cause          ? "root cause: " + report.root_cause->what
@@ -90,9 +90,10 @@ OpenedCapture inspectCaptureOn(SessionController& engine, const std::string& pat
 // A capture is a file from anywhere: whatever opening it throws (a
 // kvscope::Error, libtorch, the standard library) becomes one clear message
 // for the error dialog, clipped and escaped, libtorch's without its backtrace.
-OpenedCapture openCaptureOn(SessionController& engine, const std::string& path, int sequence) {
+OpenedCapture openCaptureOn(SessionController& engine, const std::vector<std::string>& paths, int sequence) {
+  const std::string path = paths.empty() ? std::string() : paths.front();
   try {
-    return inspectCaptureOn(engine, path, sequence);
+    return inspectCaptureOn(engine, paths, sequence);
   } catch (const std::exception& error) {
     throw Error(exceptionText(error));
   } catch (...) {
@@ -323,10 +324,14 @@ void EngineController::openTrace(const QString& path) {
   });
 }
 
-void EngineController::openCapture(const QString& path, int sequence) {
-  invoke(tr("Opening the capture"), [path, sequence](EngineWorker& worker) {
-    return openCaptureOn(worker.engine(), path.toStdString(), sequence);
-  }, [this, path](const OpenedCapture& opened) {
+void EngineController::openCapture(const QStringList& paths, int sequence) {
+  std::vector<std::string> files;
+  for (const QString& path : paths) files.push_back(path.toStdString());
+  invoke(tr("Opening the capture"), [files, sequence](EngineWorker& worker) {
+    return openCaptureOn(worker.engine(), files, sequence);
+  }, [this, paths](const OpenedCapture& opened) {
+    const QString path = paths.size() == 1 ? paths.front()
+                                           : tr("%1 and %2 more rank(s)").arg(paths.front()).arg(paths.size() - 1);
     emit snapshotReady(opened.snapshot, SnapshotReason::Trace);
     emit captureOpened(path, opened.verdict, opened.sequences, opened.shown);
   });

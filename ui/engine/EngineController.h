@@ -84,7 +84,8 @@ class EngineController : public QObject {
   // structure only) and shown in place of the live session; the live session
   // written as a capture (core/check/capture_writer.h).
   // sequence: of a batch, the one the views show (-1: the root cause's).
-  void openCapture(const QString& path, int sequence = -1);
+  // Several paths: every rank's capture of one tensor-parallel run.
+  void openCapture(const QStringList& paths, int sequence = -1);
   void saveCapture(const QString& path);
   // Attention step by step / what if for one query of the live target.
   // Quiet: no busyChanged (milliseconds on small models); errors go to

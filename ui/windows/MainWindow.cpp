@@ -219,14 +219,17 @@ void MainWindow::buildActions() {
   file->addAction(tr("&Save Trace As\u2026"), QKeySequence::Save, this, &MainWindow::saveTraceAs);
   file->addSeparator();
   QAction* open_capture = file->addAction(tr("Open &Capture\u2026"), this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open capture"), QString(),
-                                                      tr("engine captures (*.kvcapture);;All files (*)"));
-    if (path.isEmpty()) return;
-    if (const QString problem = openableProblem(path, OpenableKind::Capture); !problem.isEmpty()) {
-      showError(tr("Opening the capture"), problem);
-      return;
+    // Several files: every rank's capture of one tensor-parallel run.
+    const QStringList paths = QFileDialog::getOpenFileNames(this, tr("Open capture (or every rank's capture of a run)"),
+                                                            QString(), tr("engine captures (*.kvcapture);;All files (*)"));
+    if (paths.isEmpty()) return;
+    for (const QString& path : paths) {
+      if (const QString problem = openableProblem(path, OpenableKind::Capture); !problem.isEmpty()) {
+        showError(tr("Opening the capture"), problem);
+        return;
+      }
     }
-    replaceSession(tr("Save the trace before opening a capture?"), [this, path] { openCapture(path); });
+    replaceSession(tr("Save the trace before opening a capture?"), [this, paths] { openCaptures(paths); });
   });
   open_capture->setObjectName(QStringLiteral("openCaptureAction"));
   open_capture->setToolTip(tr("Open a .kvcapture of any engine (kvscope_capture for PyTorch, kvscope-cli run --capture): "
@@ -326,9 +329,10 @@ void MainWindow::buildActions() {
   sequence_picker_ = new SequencePicker;
   statusBar()->addPermanentWidget(sequence_picker_);
   connect(sequence_picker_, &SequencePicker::picked, this, [this](int sequence) {
-    if (capture_path_.isEmpty()) return;
+    if (capture_paths_.isEmpty()) return;
     repicking_sequence_ = true;
-    controller_.openCapture(capture_path_, sequence);
+    opening_capture_ = capture_paths_;
+    controller_.openCapture(capture_paths_, sequence);
   });
   cursor_label_ = new QLabel;
   cursor_label_->setObjectName(QStringLiteral("cursorLabel"));
@@ -472,7 +476,7 @@ void MainWindow::connectEngine() {
   connect(&controller_, &EngineController::captureOpened, this,
           [this](const QString& path, const QString& verdict, const QStringList& sequences, int shown) {
     setWindowTitle(tr("kvscope \u2014 %1 (capture)").arg(path));
-    capture_path_ = path;
+    capture_paths_ = opening_capture_;
     sequence_picker_->setSequences(sequences, shown);
     // Another sequence of the open capture: every panel follows, the workspace stays.
     if (!std::exchange(repicking_sequence_, false)) workspaces_->switchTo(Workspace::Capture);
@@ -508,9 +512,12 @@ void MainWindow::openTrace(const QString& path) {
   controller_.openTrace(path);
 }
 
-void MainWindow::openCapture(const QString& path) {
+void MainWindow::openCapture(const QString& path) { openCaptures({path}); }
+
+void MainWindow::openCaptures(const QStringList& paths) {
   stopStartupForUser();
-  controller_.openCapture(path);
+  opening_capture_ = paths;
+  controller_.openCapture(paths);
 }
 
 void MainWindow::openFile(const QString& path) {
@@ -638,7 +645,7 @@ void MainWindow::onSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
   const bool had_cursor = context_.cursor().valid();
   if (fresh) {
     context_.setBookmarks({});
-    capture_path_.clear();  // a capture's handler sets it again after its snapshot
+    capture_paths_.clear();  // a capture's handler sets it again after its snapshot
     sequence_picker_->setSequences({}, 0);
     if (snapshot && !snapshot->replay_only) setWindowTitle(tr("kvscope \u2014 KV cache debugger for speculative decoding"));
   }
@@ -694,6 +701,10 @@ MainWindow::StepStart MainWindow::startStartupStep(const StartupStep& step) {
       // The last step (a replay has nothing to step), done when the file's
       // snapshot arrives: a file that fails to open stops the start-up, so a
       // --screenshot run exits instead of waiting for a snapshot.
+      if (!options_.other_ranks.isEmpty()) {
+        openCaptures(QStringList{step.file} + options_.other_ranks);
+        return StepStart::Waiting;
+      }
       openFile(step.file);
       return startup_.stopped() ? StepStart::Failed : StepStart::Waiting;
     case StartupAction::RunCompression:

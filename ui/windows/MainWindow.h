@@ -57,6 +57,7 @@ struct MainWindowOptions {
   QStringList compression;  // once the first session is ready: set the Compression panel's slots ("h2o:0.25") and run them
   QString workspace;       // start in this workspace ("debug", "teach", "compress", "capture"; empty: the saved one)
   QString open_file;      // once the models are loaded, open this .kvtrace or .kvcapture instead of a plain session
+  QStringList other_ranks;  // with a .kvcapture: the other ranks' captures of its tensor-parallel run
 };
 
 class MainWindow : public QMainWindow {
@@ -107,6 +108,8 @@ class MainWindow : public QMainWindow {
   // Another engine's capture (or kvscope's own), checked against the loaded
   // models, in place of the live session.
   void openCapture(const QString& path);
+  // Every rank's capture of one tensor-parallel run (one path: openCapture).
+  void openCaptures(const QStringList& paths);
   // A .kvcapture by its name, else a trace.
   void openFile(const QString& path);
   void saveCaptureAs();
@@ -218,7 +221,8 @@ class MainWindow : public QMainWindow {
   QSlider* scrubber_ = nullptr;
   QLabel* cursor_label_ = nullptr;
   SequencePicker* sequence_picker_ = nullptr;  // a batched capture's shown sequence
-  QString capture_path_;                       // the open capture ("" none)
+  QStringList capture_paths_;                  // the open capture (a run's ranks: every rank's file); empty: none
+  QStringList opening_capture_;                // the capture being opened
   bool repicking_sequence_ = false;            // the capture is being reopened on another sequence
   QLabel* busy_label_ = nullptr;
   QLabel* hint_ = nullptr;
