@@ -27,8 +27,9 @@ void requireList(const std::string& path, const std::string& what, const Json& v
 
 // Runs [first, count] with first in {-2} or [0, pool_slots - 1] and
 // first + count within the pool; at most `limit` slots in all.
+// `unit` names what the numbers count ("pool slot", "block").
 std::vector<CaptureSlotRun> poolRuns(const std::string& path, const std::string& what, const Json& runs,
-                                     int64_t pool_slots, int64_t limit, bool allow_padding) {
+                                     int64_t pool_slots, int64_t limit, bool allow_padding, const std::string& unit) {
   if (!runs.is_array()) fail(path, what + " must be a list of runs [first, count], got " + jsonSnippet(runs));
   if (static_cast<int64_t>(runs.size()) > limit)
     fail(path, what + " has " + std::to_string(runs.size()) + " runs, more than its " + std::to_string(limit) + " slots");
@@ -42,12 +43,12 @@ std::vector<CaptureSlotRun> poolRuns(const std::string& path, const std::string&
     CaptureSlotRun run;
     run.first = jsonInteger(runs[r][0], path, run_what + " first", allow_padding ? kCapturePaddingSlot : 0,
                             pool_slots - 1);
-    if (run.first == -1) fail(path, run_what + " first is -1: a pool slot is -2 (padding) or in [0, " +
+    if (run.first == -1) fail(path, run_what + " first is -1: a " + unit + " is -2 (padding) or in [0, " +
                                         std::to_string(pool_slots - 1) + "]");
     run.count = jsonInteger(runs[r][1], path, run_what + " count", 1, limit);
     if (run.first >= 0 && run.first + run.count > pool_slots)  // both bounded: no overflow
-      fail(path, run_what + " runs to pool slot " + std::to_string(run.first + run.count - 1) + ", past the pool's " +
-                     std::to_string(pool_slots) + " slots");
+      fail(path, run_what + " runs to " + unit + " " + std::to_string(run.first + run.count - 1) + ", past the pool's " +
+                     std::to_string(pool_slots) + " " + unit + "s");
     total += run.count;
     if (total > limit) fail(path, what + " covers more than " + std::to_string(limit) + " slots");
     out.push_back(run);
@@ -80,8 +81,10 @@ void requireSamePadding(const std::string& path, const std::string& what, const 
   }
 }
 
-void validateLayers(const std::string& path, const std::string& what, const Json& layers,
-                    const CaptureCacheState& parsed, int64_t batch, int64_t pool_slots) {
+std::vector<std::vector<std::vector<CaptureSlotRun>>> parseLayers(const std::string& path, const std::string& what,
+                                                                  const Json& layers, const CaptureCacheState& parsed,
+                                                                  int64_t batch, int64_t pool_slots) {
+  std::vector<std::vector<std::vector<CaptureSlotRun>>> out(parsed.layers.size());
   requireList(path, what, layers, parsed.layers.size(), "layers (the state's)");
   for (size_t layer = 0; layer < parsed.layers.size(); ++layer) {
     const std::string layer_what = what + "[" + std::to_string(layer) + "]";
@@ -90,18 +93,20 @@ void validateLayers(const std::string& path, const std::string& what, const Json
     for (int64_t b = 0; b < batch; ++b) {
       const std::string sequence_what = layer_what + "[" + std::to_string(b) + "]";
       const auto pool = poolRuns(path, sequence_what, layers[layer][static_cast<size_t>(b)], pool_slots,
-                                 std::max<int64_t>(rows.slot_count, 0), true);
+                                 std::max<int64_t>(rows.slot_count, 0), true, "pool slot");
       requireSamePadding(path, sequence_what, pool, rows.sequence_runs[static_cast<size_t>(b)], rows.slot_count);
+      out[layer].push_back(pool);
     }
   }
+  return out;
 }
 
 }  // namespace
 
-void validatePagedState(const std::string& path, const std::string& what, const Json& state,
-                        const CaptureCacheState& parsed, const CaptureManifest& manifest) {
+std::optional<CapturePagedState> parsePagedState(const std::string& path, const std::string& what, const Json& state,
+                                                 const CaptureCacheState& parsed, const CaptureManifest& manifest) {
   const auto it = state.find("paged");
-  if (it == state.end()) return;
+  if (it == state.end()) return std::nullopt;
   const std::string at = what + ".paged";
   if (manifest.version < 3)
     fail(path, at + " is a version 3 field; this file is version " + std::to_string(manifest.version));
@@ -112,10 +117,32 @@ void validatePagedState(const std::string& path, const std::string& what, const 
   if (block_size * num_blocks > kMaxPoolSlots)  // both bounded by 2^30: no overflow
     fail(path, at + ": " + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) +
                    " rows are more than " + std::to_string(kMaxPoolSlots) + " pool slots");
-  validateLayers(path, at + ".layers", field(path, at, paged, "layers"), parsed, manifest.batch, block_size * num_blocks);
+  CapturePagedState out;
+  out.block_size = block_size;
+  out.num_blocks = num_blocks;
+  out.layers = parseLayers(path, at + ".layers", field(path, at, paged, "layers"), parsed, manifest.batch,
+                           block_size * num_blocks);
   const auto free = paged.find("free");
-  if (free != paged.end() && !free->is_null())
-    poolRuns(path, at + ".free", *free, num_blocks, num_blocks, false);
+  if (free != paged.end() && !free->is_null()) out.free = poolRuns(path, at + ".free", *free, num_blocks, num_blocks, false, "block");
+  return out;
 }
 
 }  // namespace kvscope::capture_paged
+
+namespace kvscope {
+
+std::vector<int64_t> CapturePagedState::poolSlots(size_t layer, size_t sequence) const {
+  std::vector<int64_t> slots;
+  for (const CaptureSlotRun& run : layers.at(layer).at(sequence))
+    for (int64_t i = 0; i < run.count; ++i) slots.push_back(run.first < 0 ? run.first : run.first + i);
+  return slots;
+}
+
+bool CapturePagedState::blockFree(int64_t block) const {
+  if (!free) return false;
+  for (const CaptureSlotRun& run : *free)
+    if (block >= run.first && block < run.first + run.count) return true;
+  return false;
+}
+
+}  // namespace kvscope

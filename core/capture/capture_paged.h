@@ -19,8 +19,8 @@ constexpr int64_t kMaxPoolSlots = int64_t{1} << 30;  // block_size * num_blocks
 // layer or sequence count other than the state's, a run whose pool slot is
 // outside the pool or whose counts do not tile the layer's slots, padding
 // (-2) where the row runs hold none or a pool slot where they hold padding,
-// and free runs outside [0, num_blocks). Absent `paged` is accepted.
-void validatePagedState(const std::string& path, const std::string& what, const nlohmann::json& state,
+// and free runs outside [0, num_blocks). Absent `paged`: nullopt.
+std::optional<CapturePagedState> parsePagedState(const std::string& path, const std::string& what, const nlohmann::json& state,
                         const CaptureCacheState& parsed, const CaptureManifest& manifest);
 
 }  // namespace kvscope::capture_paged

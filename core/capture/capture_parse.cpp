@@ -437,7 +437,7 @@ std::optional<CaptureCacheState> parseCacheState(const std::string& path, const 
                      std::to_string(limits::kMaxStateSlots) + " per state");
   }
   // Paged pools (version 3's optional `paged`, docs/capture-format-v3.md): checked against the runs just read.
-  capture_paged::validatePagedState(path, at, value, state, manifest);
+  state.paged = capture_paged::parsePagedState(path, at, value, state, manifest);
   return state;
 }
 
