@@ -88,7 +88,8 @@ PagedRowFact factOf(const CaptureManifest& manifest, const CaptureCall& call, co
   return fact;
 }
 
-std::string sentenceOf(const PagedRowFact& f, int64_t sequence, size_t more) {
+std::string sentenceOf(const PagedRowFact& f, const RootCause& cause, size_t more) {
+  const int64_t sequence = cause.sequence;
   std::string out = "; in the paged pool, row " + std::to_string(f.row) + " is in block " + std::to_string(f.block) +
                     " (offset " + std::to_string(f.offset) + ")";
   if (f.written_by)
@@ -100,7 +101,7 @@ std::string sentenceOf(const PagedRowFact& f, int64_t sequence, size_t more) {
            (*f.handed_to == sequence ? "it again" : "sequence " + std::to_string(*f.handed_to)) + " (a freed block)";
   }
   if (f.on_free_list) out += ", and is on the free list";
-  if (f.past_length) out += ", past the sequence's length";
+  if (f.past_length) out += ", past the " + std::to_string(cause.expected_rows) + " rows the sequence should hold";
   if (more > 0) out += " (and " + std::to_string(more) + " more row(s): row_details)";
   return out;
 }
@@ -123,7 +124,7 @@ std::optional<PagedExplanation> explainPagedRows(const CaptureManifest& manifest
     if (row < 0 || static_cast<size_t>(row) >= attended.size()) continue;  // a missing row has no slot
     out.rows.push_back(factOf(manifest, *call, cause, *state, layer, row, pool[attended[static_cast<size_t>(row)]]));
   }
-  if (!out.rows.empty()) out.sentence = sentenceOf(out.rows.front(), cause.sequence, out.rows.size() - 1);
+  if (!out.rows.empty()) out.sentence = sentenceOf(out.rows.front(), cause, out.rows.size() - 1);
   return out;
 }
 

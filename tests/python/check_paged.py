@@ -126,8 +126,26 @@ class BuggyEngines(unittest.TestCase):
                 named = {"sequence": cause["sequence"], "role": cause["role"], "call": cause["call"],
                          "operation": cause["step"]}
                 self.assertEqual(named, first, cause["what"])
+                self.assertTrue(cause["what"].startswith(f"sequence {first['sequence']}: "), cause["what"])
+                self.check_explanation(bug, cause)
         for bug, sequences in departed.items():
             self.assertGreater(len(sequences), 1, f"{bug} departed in the same sequence in both orders")
+
+    def check_explanation(self, bug, cause):
+        """The block facts of the wrong rows (core/check/paged_explanation.h), in row_details and the sentence."""
+        facts = [detail for detail in cause["row_details"] if "block" in detail]
+        self.assertTrue(facts, cause)
+        for detail in facts:
+            self.assertTrue(0 <= detail["block"] < 64 and 0 <= detail["offset"] < paged_engine.BLOCK_SIZE, detail)
+        if bug == "freed-block":
+            handed = [d for d in facts if d["freed_and_handed_to"] is not None]
+            self.assertTrue(handed, facts)
+            self.assertIn("(a freed block)", cause["what"])
+            self.assertTrue(all(d["also_mapped_by"] or d["freed_and_handed_to"] == cause["sequence"] for d in handed))
+        else:
+            self.assertTrue(all(d["past_length"] for d in facts), facts)
+            self.assertTrue(all(not d["also_mapped_by"] and d["freed_and_handed_to"] is None for d in facts), facts)
+            self.assertIn("rows the sequence should hold", cause["what"])
 
 
 @unittest.skipUnless(os.path.exists(CLI), f"needs kvscope-cli ($KVSCOPE_CLI, or {CLI})")
@@ -159,6 +177,14 @@ class HostilePagedFields(unittest.TestCase):
     def paged(self, manifest):
         return manifest["calls"][1]["after"]["paged"]
 
+    def slots(self, manifest):
+        return sum(count for _, count in manifest["calls"][1]["after"]["layers"][0][0])
+
+    def longest(self, manifest):
+        """A sequence without padding slots in call 1's first layer."""
+        sequences = manifest["calls"][1]["after"]["layers"][0]
+        return next(b for b, runs in enumerate(sequences) if all(first != -2 for first, _ in runs))
+
     def test_each_breach_is_refused(self):
         cases = {
             "block_size": (lambda m: self.paged(m).update(block_size=0), ".paged.block_size"),
@@ -169,11 +195,12 @@ class HostilePagedFields(unittest.TestCase):
             "no layers": (lambda m: self.paged(m).pop("layers"), "'layers'"),
             "layer count": (lambda m: self.paged(m)["layers"].pop(), ".paged.layers"),
             "sequence count": (lambda m: self.paged(m)["layers"][0].pop(), ".paged.layers[0]"),
-            "pool slot past the pool": (lambda m: self.paged(m)["layers"][0][0].__setitem__(-1, [255, 9]),
-                                        "past the pool"),
+            "pool slot past the pool": (lambda m: self.paged(m)["layers"][0].__setitem__(
+                self.longest(m), [[64 * paged_engine.BLOCK_SIZE - 1, self.slots(m)]]), "past the pool"),
             "negative pool slot": (lambda m: self.paged(m)["layers"][0][0].__setitem__(-1, [-7, 1]), "first"),
             "slots not tiled": (lambda m: self.paged(m)["layers"][0][0].append([0, 1]), "slots"),
-            "padding moved": (lambda m: self.paged(m)["layers"][0][1].__setitem__(0, [-2, 1]), "padding"),
+            "padding moved": (lambda m: self.paged(m)["layers"][0].__setitem__(
+                self.longest(m), [[-2, self.slots(m)]]), "slot 0 is padding where the layer holds a row"),
             "free block outside": (lambda m: self.paged(m).update(free=[[60, 10]]), ".paged.free"),
             "free not runs": (lambda m: self.paged(m).update(free=[7]), ".paged.free"),
             "version 2": (lambda m: m.update(version=2), "version"),

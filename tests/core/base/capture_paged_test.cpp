@@ -246,7 +246,7 @@ TEST_F(PagedCaptureTest, ExplainsARowPastTheSequencesLength) {
   EXPECT_TRUE(fact.past_length);
   EXPECT_TRUE(fact.also_mapped_by.empty());
   EXPECT_FALSE(fact.handed_to.has_value());
-  EXPECT_EQ(explained->sentence, "; in the paged pool, row 1 is in block 0 (offset 1), past the sequence's length");
+  EXPECT_EQ(explained->sentence, "; in the paged pool, row 1 is in block 0 (offset 1), past the 1 rows the sequence should hold");
 }
 
 TEST_F(PagedCaptureTest, NothingToExplainWithoutBlocks) {
