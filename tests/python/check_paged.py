@@ -148,6 +148,57 @@ class BuggyEngines(unittest.TestCase):
             self.assertIn("rows the sequence should hold", cause["what"])
 
 
+class ReaderMistakes(unittest.TestCase):
+    """A cache_reader that gives what the recorder cannot write stops recording
+    with a message naming the problem; the engine's run goes on."""
+
+    def record_with(self, break_cache):
+        target = paged_engine.PagedLlama(TARGET)
+        with tempfile.TemporaryDirectory() as directory:
+            rec = kvscope_capture.Recorder(os.path.join(directory, "broken.kvcapture"))
+            run = paged_engine.BatchRun([list(p) for p in prompts()[1:]])
+            side = paged_engine.PagedSide(target, "target", run, 2)
+            rec.watch(target, role="target", cache_reader=lambda *a: break_cache(side.cache(*a)))
+            ids, real = paged_engine.left_padded([p[:-1] for p in prompts()[1:]])
+            with self.assertWarns(RuntimeWarning):
+                side.feed(ids, real)
+            self.assertEqual(side.lengths, [6, 3])  # the engine's call ran
+            with self.assertRaises(kvscope_capture.CaptureError) as raised:
+                rec.__exit__(None, None, None)
+        return str(raised.exception)
+
+    def test_each_mistake_is_named(self):
+        def drop_sequence(cache):
+            cache.sequences.pop()
+            return cache
+
+        def no_block_size(cache):
+            cache.block_size = None
+            return cache
+
+        def block_outside(cache):
+            if cache.sequences[0].layers[0].blocks:
+                cache.sequences[0].layers[0].blocks[0] = 64
+            return cache
+
+        def short_blocks(cache):
+            if cache.sequences[1].layers[0].blocks:
+                cache.sequences[1].layers[0].blocks.pop()
+            return cache
+
+        cases = {"gave 1 sequences for a call of 2": drop_sequence,
+                 "block_size must be an integer in [1, 65536], not None": no_block_size,
+                 "layer 0 sequence 0 names block 64, outside the pool's 64 blocks": block_outside,
+                 "layer 0 sequence 1: 2 blocks and 3 offsets for 3 rows": short_blocks}
+        for message, mistake in cases.items():
+            with self.subTest(message):
+                self.assertIn(message, self.record_with(mistake))
+
+    def test_a_reader_must_be_callable(self):
+        with self.assertRaises(ValueError):
+            kvscope_capture.Recorder(os.devnull).watch(paged_engine.PagedLlama(TARGET), cache_reader="cache")
+
+
 @unittest.skipUnless(os.path.exists(CLI), f"needs kvscope-cli ($KVSCOPE_CLI, or {CLI})")
 class HostilePagedFields(unittest.TestCase):
     """Each broken `paged` field is refused with exit 2, the message naming it."""

@@ -24,7 +24,7 @@ sequence has the same slot count (format version 2's rule), and the blocks
 as format version 3's `paged` field of the state (docs/capture-format-v3.md,
 "Paged pools"): per layer and sequence the pool slot (block * block_size +
 offset) of each slot, as runs."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 import torch
@@ -67,7 +67,6 @@ class PagedView(CacheView):
     block_size: Optional[int] = None
     num_blocks: Optional[int] = None
     free_blocks: Optional[list] = None
-    kinds: List[str] = field(default_factory=list)
 
     def paged_json(self):
         """The state's `paged` field, or None when the reader gave no blocks."""
