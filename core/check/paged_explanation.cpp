@@ -1,7 +1,8 @@
 #include "core/check/paged_explanation.h"
 
-#include <algorithm>
+#include <map>
 #include <set>
+#include <utility>
 
 namespace kvscope {
 namespace {
@@ -37,52 +38,73 @@ std::vector<std::set<int64_t>> mappedBlocks(const CapturePagedState& paged, size
   return blocks;
 }
 
-// A block mapped by `sequence` before the call (its role's previous state)
-// and now by another sequence too, or twice by `sequence`: the pool handed
-// out a block still mapped, which it does only after freeing it.
-std::optional<int64_t> handedTo(const CaptureManifest& manifest, const CaptureCall& call, bool forward,
-                                const CapturePagedState& now, size_t layer, size_t sequence, int64_t block) {
-  const CaptureCall* previous = forward ? &call : findCall(manifest, call.role, call.index - 1);
-  const std::optional<CaptureCacheState>& before = forward ? call.before : previous ? previous->after : call.before;
-  if (!before || !before->paged || layer >= before->paged->layers.size()) return std::nullopt;
-  const auto earlier = mappedBlocks(*before->paged, layer);
-  if (sequence >= earlier.size() || !earlier[sequence].count(block)) return std::nullopt;
-  for (size_t a = 0; a < now.layers[layer].size(); ++a) {
-    if (a == sequence || (a < earlier.size() && earlier[a].count(block))) continue;
-    for (int64_t slot : now.poolSlots(layer, a))
-      if (slot >= 0 && slot / now.block_size == block) return static_cast<int64_t>(a);
+// One layer of the named state, indexed once (a state holds at most 2^20
+// slots across its sequences), so each wrong row's facts are looked up.
+struct PoolIndex {
+  std::map<int64_t, std::vector<std::pair<size_t, int64_t>>> holders;  // pool slot -> (sequence, attended index)
+  std::map<int64_t, std::set<size_t>> block_holders;                   // block -> sequences mapping it now
+  std::vector<std::set<int64_t>> blocks_before;  // per sequence, the blocks its table mapped before (empty: unknown)
+  std::vector<int64_t> rows_before;              // per sequence, the rows it held before a forward
+};
+
+// The state before the change the root cause names: the call's `before` for a
+// forward, the role's previous `after` for a change between calls.
+const std::optional<CaptureCacheState>* earlierState(const CaptureManifest& manifest, const CaptureCall& call,
+                                                     bool forward) {
+  if (forward) return &call.before;
+  const CaptureCall* previous = findCall(manifest, call.role, call.index - 1);
+  return previous ? &previous->after : nullptr;
+}
+
+PoolIndex indexPool(const CaptureManifest& manifest, const CaptureCall& call, bool forward,
+                    const CapturePagedState& now, size_t layer) {
+  PoolIndex index;
+  const size_t batch = now.layers[layer].size();
+  for (size_t b = 0; b < batch; ++b) {
+    int64_t i = 0;
+    for (int64_t slot : now.poolSlots(layer, b)) {
+      if (slot == kCapturePaddingSlot) continue;
+      index.holders[slot].push_back({b, i++});
+      index.block_holders[slot / now.block_size].insert(b);
+    }
+    index.rows_before.push_back(forward ? attendedCount(call.before, layer, b) : 0);
   }
-  int64_t mapped = 0;  // the same block at two places of the sequence's own table
-  const auto own = now.poolSlots(layer, sequence);
-  std::set<int64_t> offsets_seen;
-  for (int64_t slot : own)
-    if (slot >= 0 && slot / now.block_size == block && !offsets_seen.insert(slot % now.block_size).second) ++mapped;
-  if (mapped > 0) return static_cast<int64_t>(sequence);
+  const auto* earlier = earlierState(manifest, call, forward);
+  if (earlier && *earlier && (*earlier)->paged && layer < (*earlier)->paged->layers.size())
+    index.blocks_before = mappedBlocks(*(*earlier)->paged, layer);
+  return index;
+}
+
+// A block `sequence` mapped before and that another sequence maps now (one
+// that did not before), or a pool slot `sequence` maps twice: the pool
+// handed out a block still mapped, which it does only after freeing it.
+std::optional<int64_t> handedTo(const PoolIndex& index, size_t sequence, int64_t block, int64_t slot) {
+  if (sequence >= index.blocks_before.size() || !index.blocks_before[sequence].count(block)) return std::nullopt;
+  for (size_t a : index.block_holders.at(block)) {
+    if (a != sequence && (a >= index.blocks_before.size() || !index.blocks_before[a].count(block)))
+      return static_cast<int64_t>(a);
+  }
+  int64_t own = 0;
+  for (const auto& holder : index.holders.at(slot)) own += holder.first == sequence;
+  if (own > 1) return static_cast<int64_t>(sequence);
   return std::nullopt;
 }
 
-PagedRowFact factOf(const CaptureManifest& manifest, const CaptureCall& call, const RootCause& cause,
-                    const CaptureCacheState& state, size_t layer, int64_t row, int64_t slot) {
-  const CapturePagedState& paged = *state.paged;
+PagedRowFact factOf(const PoolIndex& index, const RootCause& cause, const CapturePagedState& paged, size_t layer,
+                    int64_t row, int64_t slot) {
   const auto sequence = static_cast<size_t>(cause.sequence);
   PagedRowFact fact;
   fact.layer = static_cast<int64_t>(layer);
   fact.row = row;
   fact.block = slot / paged.block_size;
   fact.offset = slot % paged.block_size;
-  for (size_t a = 0; a < paged.layers[layer].size(); ++a) {
+  for (const auto& [a, i] : index.holders.at(slot)) {
     if (a == sequence) continue;
-    const auto pool = paged.poolSlots(layer, a);
-    const auto attended = attendedSlots(pool);
-    for (size_t i = 0; i < attended.size(); ++i) {
-      if (pool[attended[i]] != slot) continue;
-      fact.also_mapped_by.push_back(static_cast<int64_t>(a));
-      // A row of `a` past the rows it held before a forward: `a` wrote it in this call.
-      if (cause.forward() && !fact.written_by && static_cast<int64_t>(i) >= attendedCount(call.before, layer, a))
-        fact.written_by = static_cast<int64_t>(a);
-    }
+    fact.also_mapped_by.push_back(static_cast<int64_t>(a));
+    // A row of `a` past the rows it held before a forward: `a` wrote it in this call.
+    if (cause.forward() && !fact.written_by && i >= index.rows_before[a]) fact.written_by = static_cast<int64_t>(a);
   }
-  fact.handed_to = handedTo(manifest, call, cause.forward(), paged, layer, sequence, fact.block);
+  fact.handed_to = handedTo(index, sequence, fact.block, slot);
   fact.on_free_list = paged.blockFree(fact.block);
   fact.past_length = cause.actual_rows > cause.expected_rows && row >= cause.expected_rows;
   return fact;
@@ -119,10 +141,11 @@ std::optional<PagedExplanation> explainPagedRows(const CaptureManifest& manifest
   if (layer >= state->paged->layers.size() || sequence >= state->paged->layers[layer].size()) return std::nullopt;
   const auto pool = state->paged->poolSlots(layer, sequence);
   const auto attended = attendedSlots(pool);
+  const PoolIndex index = indexPool(manifest, *call, cause.forward(), *state->paged, layer);
   PagedExplanation out;
   for (int64_t row : cause.rows) {
     if (row < 0 || static_cast<size_t>(row) >= attended.size()) continue;  // a missing row has no slot
-    out.rows.push_back(factOf(manifest, *call, cause, *state, layer, row, pool[attended[static_cast<size_t>(row)]]));
+    out.rows.push_back(factOf(index, cause, *state->paged, layer, row, pool[attended[static_cast<size_t>(row)]]));
   }
   if (!out.rows.empty()) out.sentence = sentenceOf(out.rows.front(), cause, out.rows.size() - 1);
   return out;
