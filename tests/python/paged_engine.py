@@ -181,15 +181,16 @@ class PagedSide:
                 if slot >= 0:
                     self.owner[slot] = (b, position)
             self.lengths[b] += int(real[b].sum())
-        self.check_books("forward")
+        self.check_books()
         self.calls += 1
         return out.logits
 
-    def check_books(self, operation):
-        """Each sequence attends exactly its own rows 0 .. length - 1."""
+    def check_books(self):
+        """After a forward each sequence attends exactly its own rows 0 .. length - 1
+        (the first sequence that does not departs at this call)."""
         for b, length in enumerate(self.lengths):
             if any(self.owner.get(self.slot(b, i)) != (b, i) for i in range(length)):
-                note_departure(self.run, self.role, b, self.calls, operation)
+                note_departure(self.run, self.role, b, self.calls, "forward")
                 return
 
     def rollback(self, keep, bug=None):
