@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the hand-made captures of fuzz/regression/capture/: the version 3
-shard (a tensor-parallel rank's capture), the version 2
+shard (a tensor-parallel rank's capture), the version 3 paged pools (paged_*),
+the version 2
 (batched) ones (docs/capture-format-v2.md), one valid two-sequence capture and
 hostile edits of it, each refused by CaptureFile::open with an Error naming the
 field (tests/core/base/capture_batch_test.cpp checks the same refusals on a
@@ -263,6 +264,46 @@ def hostile_v3():
     }
 
 
+# Paged pools (version 3's `paged`, docs/capture-format-v3.md): the valid batch
+# as a paged engine's, a pool of 4 blocks of 2 rows; then `change`.
+PAGED_POOLS = ([[[[-2, 1], [0, 2]], [[2, 3]]]], [[[[-2, 1], [0, 2], [4, 1]], [[2, 4]]]])
+
+
+def paged_edited(change):
+    def both(m, t):
+        m.update(version=3)
+        for call, pool in zip(m["calls"], PAGED_POOLS):
+            call["after"]["paged"] = {"block_size": 2, "num_blocks": 4, "layers": copy.deepcopy(pool), "free": [[3, 1]]}
+        m["calls"][1]["before"] = copy.deepcopy(m["calls"][0]["after"])
+        change(m, t)
+    manifest, tensors = valid()
+    manifest = copy.deepcopy(manifest)
+    both(manifest, tensors)
+    return encode(manifest, tensors, version="3")
+
+
+def hostile_paged():
+    """The version 3 paged field the same way: pool bounds, pool slots, padding, free blocks."""
+    paged = lambda m: m["calls"][1]["after"]["paged"]  # noqa: E731
+    return {
+        "paged_valid": paged_edited(lambda m, t: None),
+        "paged_block_size_zero": paged_edited(lambda m, t: paged(m).update(block_size=0)),
+        "paged_block_size_2_40": paged_edited(lambda m, t: paged(m).update(block_size=1 << 40)),
+        "paged_num_blocks_negative": paged_edited(lambda m, t: paged(m).update(num_blocks=-1)),
+        "paged_pool_past_2_30": paged_edited(lambda m, t: paged(m).update(block_size=1 << 16, num_blocks=1 << 20)),
+        "paged_slot_past_pool": paged_edited(lambda m, t: paged(m)["layers"][0].__setitem__(1, [[6, 4]])),
+        "paged_slot_int64_max": paged_edited(lambda m, t: paged(m)["layers"][0].__setitem__(1, [[(1 << 63) - 1, 4]])),
+        "paged_count_2_40": paged_edited(lambda m, t: paged(m)["layers"][0].__setitem__(1, [[2, 1 << 40]])),
+        "paged_slots_not_tiled": paged_edited(lambda m, t: paged(m)["layers"][0].__setitem__(1, [[2, 3]])),
+        "paged_padding_moved": paged_edited(lambda m, t: paged(m)["layers"][0].__setitem__(1, [[-2, 1], [2, 3]])),
+        "paged_runs_past_slots": paged_edited(
+            lambda m, t: paged(m)["layers"][0].__setitem__(1, [[2, 1]] * 100000)),
+        "paged_free_past_pool": paged_edited(lambda m, t: paged(m).update(free=[[3, 1 << 40]])),
+        "paged_in_version_2": edited(lambda m, t: m["calls"][1]["after"].update(
+            paged={"block_size": 2, "num_blocks": 4, "layers": PAGED_POOLS[1]})),
+    }
+
+
 def with_reference(manifest, tensors, shape):
     """Call 1's logits with the engine's own reference rows of `shape` (docs/capture-format-v3.md)."""
     manifest["calls"][1]["logits"]["tensors"]["reference"] = "target.call1.reference_logits"
@@ -273,6 +314,7 @@ def main():
     everything = hostile()
     everything.update(hostile_v2())
     everything.update(hostile_v3())
+    everything.update(hostile_paged())  # paged pools (version 3)
     everything.update(hostile_v1())
     for name, data in everything.items():
         with open(os.path.join(OUT, name), "wb") as f:

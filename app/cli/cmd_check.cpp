@@ -13,6 +13,7 @@
 #include "core/capture/capture_file.h"
 #include "core/check/capture_check.h"
 #include "core/check/capture_models.h"
+#include "core/check/paged_explanation.h"
 #include "core/check/sequence_check.h"
 #include "core/check/shard_check.h"
 #include "core/capture/capture_shard.h"
@@ -146,10 +147,13 @@ std::vector<std::shared_ptr<const CaptureFile>> openCaptures(const std::vector<s
 }
 
 // The rank that broke, beside the one JSON form of a root cause.
-nlohmann::json rootCauseJson(const std::optional<RootCause>& cause, const CheckedRun& checked) {
+// A paged engine's block facts join the row_details (core/check/paged_explanation.h).
+nlohmann::json rootCauseJson(const std::optional<RootCause>& cause, const CheckedRun& checked, const CaptureFile& file) {
   if (!cause) return nlohmann::json();
   nlohmann::json out = toJson(*cause);
   if (checked.ranks) out["rank"] = checked.ranks->root_cause_rank.value_or(0);
+  if (!checked.ranks)
+    if (const auto paged = explainPagedRows(file.manifest(), *cause)) addPagedFacts(out, *paged);
   return out;
 }
 
@@ -202,7 +206,7 @@ int runCheck(Args& args) {
         {"format", 2},
         {"ok", report.ok()},
         {"calls", {{"target", report.calls[0]}, {"drafter", report.calls[1]}}},
-        {"root_cause", rootCauseJson(report.root_cause, checked)},
+        {"root_cause", rootCauseJson(report.root_cause, checked, file)},
         {"first_divergence", report.first_divergence ? toJson(*report.first_divergence) : nlohmann::json()},
         {"batch", file.sequences()},
         {"sequences", sequencesJson(checked.check.sequences)},

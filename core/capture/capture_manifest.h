@@ -90,9 +90,24 @@ struct CaptureLayerState {
   std::vector<int64_t> sequenceSlotRows(size_t sequence) const;
 };
 
+// Format version 3's `paged` of a state (docs/capture-format-v3.md, "Paged
+// pools"): a paged engine's pool and where each slot's row lives in it.
+struct CapturePagedState {
+  int64_t block_size = 0;
+  int64_t num_blocks = 0;
+  // [layer][sequence]: runs of pool slots (block * block_size + offset), one
+  // per slot of the layer; first == kCapturePaddingSlot on padding.
+  std::vector<std::vector<std::vector<CaptureSlotRun>>> layers;
+  std::optional<std::vector<CaptureSlotRun>> free;  // runs of free block ids, when the engine gave its free list
+  // The pool slot of each slot of `layer` for `sequence`, -2 on padding (capture_paged.cpp).
+  std::vector<int64_t> poolSlots(size_t layer, size_t sequence) const;
+  bool blockFree(int64_t block) const;
+};
+
 struct CaptureCacheState {
   std::string cache;  // the cache's class name, informational
   std::vector<CaptureLayerState> layers;
+  std::optional<CapturePagedState> paged;  // version 3, a paged engine's pool (docs/capture-format-v3.md)
 };
 
 // The recorder's hint of what changed since the role's previous call.

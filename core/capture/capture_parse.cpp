@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/capture/capture_limits.h"
+#include "core/capture/capture_paged.h"  // version 3: paged pools
 #include "core/error.h"
 #include "core/model/json_fields.h"
 #include "core/model/json_limits.h"
@@ -435,6 +436,8 @@ std::optional<CaptureCacheState> parseCacheState(const std::string& path, const 
                      " across its layers" + (manifest.batch > 1 ? " and sequences" : "") + ", the limit is " +
                      std::to_string(limits::kMaxStateSlots) + " per state");
   }
+  // Paged pools (version 3's optional `paged`, docs/capture-format-v3.md): checked against the runs just read.
+  state.paged = capture_paged::parsePagedState(path, at, value, state, manifest);
   return state;
 }
 

@@ -20,7 +20,8 @@ bool holdsPadding(const std::vector<CaptureSlotRun>& runs) {
 // move positions: refused rather than misread.
 CaptureCacheState sequenceState(const CaptureCacheState& state, size_t b, const std::string& path,
                                 const std::string& what) {
-  CaptureCacheState out{state.cache, {}};
+  CaptureCacheState out;  // a sequence's view keeps no paged pool: check reads it from the file (paged_explanation.h)
+  out.cache = state.cache;
   for (size_t l = 0; l < state.layers.size(); ++l) {
     const CaptureLayerState& layer = state.layers[l];
     const std::vector<CaptureSlotRun>& runs = layer.sequence_runs.at(b);

@@ -4,6 +4,8 @@
 #include <map>
 #include <tuple>
 
+#include "core/check/paged_explanation.h"
+
 namespace kvscope {
 namespace {
 
@@ -112,6 +114,9 @@ SequenceCheck checkEverySequence(const CaptureFile& file, const CaptureCheckOpti
     bool earliest = false;
     if (verdict.root_cause) {
       verdict.root_cause->sequence = b;
+      // A paged engine: where the wrong rows came from, read off the named state's blocks (paged_explanation.h).
+      if (const auto paged = explainPagedRows(file.manifest(), *verdict.root_cause))
+        verdict.root_cause->what += paged->sentence;
       if (batched) verdict.root_cause->what = sequenceNamed(b, verdict.root_cause->what);
       const When when = rootCauseTime(clock, *view, timeline, record, *verdict.root_cause);
       if (!first_breach || when < *first_breach) {

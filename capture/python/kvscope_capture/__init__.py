@@ -9,7 +9,8 @@ kvscope (`kvscope-cli check run.kvcapture`). Format: docs/capture-format.md.
         rec.commit(out)
 """
 from .errors import CaptureError
+from .paged import PagedCache, PagedLayer, PagedSequence
 from .recorder import Recorder
 from .version import FORMAT_VERSION, __version__
 
-__all__ = ["Recorder", "CaptureError", "FORMAT_VERSION", "__version__"]
+__all__ = ["Recorder", "CaptureError", "PagedCache", "PagedSequence", "PagedLayer", "FORMAT_VERSION", "__version__"]

@@ -6,7 +6,8 @@ B = 1 is written as format version 1, exactly as before batches existed; B > 1
 as version 2, where every per-call field holds one entry per sequence
 (docs/capture-format-v2.md). A tensor-parallel rank's capture (shard=...) is
 version 3: version 2's layout, whatever B, plus the rank's `shard`
-(docs/capture-format-v3.md)."""
+(docs/capture-format-v3.md). A paged engine's cache is read through its own
+cache_reader (paged.py); its block ids make the file version 3 too."""
 import functools
 import json
 import platform
@@ -21,6 +22,7 @@ from .cache_views import read_cache
 from .call_inputs import attention_mask, bind_arguments, forward_signature, positions, token_ids
 from .errors import CaptureError
 from .model_info import describe_model
+from .paged import PagedView, read_paged  # paged pools: an engine's cache_reader
 from .row_registry import PADDING, Fingerprinter, LayerRows, LayerState, TensorSource, assign_ids
 from .safetensors_writer import write_safetensors
 from .self_reference import SelfReference, real_inputs, reference_rows
@@ -49,8 +51,9 @@ def default_engine_name():
 class WatchedRole:
     """One watched module and what the recorder knows of its cache so far."""
 
-    def __init__(self, role, module):
+    def __init__(self, role, module, cache_reader=None):
         self.role = role
+        self.cache_reader = cache_reader  # paged pools (paged.py): fn(module, arguments, output) -> PagedCache, or None
         self.module = module
         self.had_own_forward = "forward" in module.__dict__
         self.original_forward = module.forward
@@ -100,20 +103,26 @@ class Recorder:
         if reference not in (None, "self"):
             raise ValueError(f"reference must be None or 'self', not {reference!r}")
         self.reference = reference
+        self.paged_blocks = False  # a state held a paged engine's blocks: format version 3 (paged.py)
 
     # --- the user's API --------------------------------------------------
 
     def __enter__(self):
         return self
 
-    def watch(self, module, role="target"):
+    def watch(self, module, role="target", cache_reader=None):
+        """cache_reader: for an engine whose cache is no past_key_values (a paged
+        block pool), fn(module, arguments, output) -> paged.PagedCache, called before
+        (output None) and after each watched call (paged.py, docs/engine-captures.md)."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, not {role!r}")
         if role in self.roles:
             raise ValueError(f"a module is already watched as {role!r}")
         if any(watched.module is module for watched in self.roles.values()):
             raise ValueError("this module is already watched under another role")
-        watched = WatchedRole(role, module)
+        if cache_reader is not None and not callable(cache_reader):
+            raise ValueError("cache_reader must be callable: fn(module, arguments, output) -> PagedCache or None")
+        watched = WatchedRole(role, module, cache_reader)
         if self.shard is not None:
             self.shard.resolve(role, watched.model["config"]["num_key_value_heads"])
         self.roles[role] = watched
@@ -200,8 +209,8 @@ class Recorder:
         count = len(ids[0])
         rope_positions, source, cache_position = positions(arguments, count, self.batch)
         mask = attention_mask(arguments, count, self.batch)
-        view = read_cache(arguments.get("past_key_values"))
-        before = self.state_ids(watched, view, watched.last_after, self.padding_of(mask))
+        view = self.read_view(watched, arguments, None)
+        before = self.state_ids(watched, view, watched.last_after, self.padding_of(mask, view))
         before_json, before_ids = self.state_json(view, before)
         between = None
         if watched.calls > 0:
@@ -215,9 +224,25 @@ class Recorder:
                 "before": before_json, "between": between, "after": None, "logits": None}
         return call, mask, before, count, (ids, rope_positions, arguments)
 
-    def padding_of(self, mask):
+    def read_view(self, watched, arguments, output):
+        """The cache before (output None) or after the call: the engine's
+        cache_reader's (a PagedView), else past_key_values'."""
+        if watched.cache_reader is not None:
+            view = read_paged(watched.cache_reader, watched.module, arguments, output, self.batch)
+            if view is not None and view.pool_slots is not None and not self.paged_blocks:
+                if self.calls and not self.batched_layout():
+                    raise CaptureError("cache_reader gave blocks after calls without them of a batch of 1 "
+                                       "(recorded in version 1's layout)")
+                self.paged_blocks = True  # version 3 from here on (paged.py)
+            return view
+        return read_cache(arguments.get("past_key_values") if output is None else output_cache(output))
+
+    def padding_of(self, mask, view=None):
         """bool [batch, keys], True where a batched call's 2-D mask masks a slot;
-        None for batch 1 (version 1 records masked slots as rows) or no such mask."""
+        None for batch 1 (version 1 records masked slots as rows) or no such mask.
+        A paged view's padding is its own: the front slots of the shorter sequences."""
+        if isinstance(view, PagedView):
+            return view.padding
         if self.batch == 1 or mask is None or mask[0] != "padding":
             return None
         return ~mask[1]
@@ -238,8 +263,8 @@ class Recorder:
 
     def after_call(self, watched, pending, output):
         call, mask, before, count, fed = pending
-        view = read_cache(output_cache(output))
-        after = self.state_ids(watched, view, before, self.padding_of(mask))
+        view = self.read_view(watched, fed[2], output)
+        after = self.state_ids(watched, view, before, self.padding_of(mask, view))
         call["after"], after_ids = self.state_json(view, after)
         prefix = f"{watched.role}.call{watched.calls}"
         if mask is not None:
@@ -334,7 +359,11 @@ class Recorder:
             layers = [layer.runs() for layer in state[0]]
         else:
             layers = [[sequence[layer].runs() for sequence in state] for layer in range(layer_count)]
-        return {"cache": view.class_name, "kinds": kinds, "layers": layers}, id_lists
+        out = {"cache": view.class_name, "kinds": kinds, "layers": layers}
+        paged = view.paged_json() if isinstance(view, PagedView) else None
+        if paged is not None:  # format version 3's `paged` (docs/capture-format-v3.md, "Paged pools")
+            out["paged"] = paged
+        return out, id_lists
 
     def mask_json(self, prefix, mask, count, before, after):
         kind, allowed = mask
@@ -392,8 +421,9 @@ class Recorder:
 
     def format_version(self):
         """Version 1 for a batch of one (or no call), version 2 for a batch,
-        version 3 for a rank's part of a tensor-parallel run or a run recorded with reference="self"."""
-        if self.shard is not None or self.reference is not None:
+        version 3 for a rank's part of a tensor-parallel run, a run recorded with reference="self",
+        or a paged engine's run whose reader gave blocks."""
+        if self.shard is not None or self.reference is not None or self.paged_blocks:
             return version.EXTENDED_FORMAT_VERSION
         return version.BATCH_FORMAT_VERSION if (self.batch or 1) > 1 else version.SINGLE_FORMAT_VERSION
 

@@ -1,4 +1,4 @@
-// The hostile captures of fuzz/regression/capture/hostile_* and batch_*
+// The hostile captures of fuzz/regression/capture/hostile_*, batch_* and paged_*
 // (written by fuzz/make_capture_regression.py): files that once passed
 // CaptureFile::open and then cost the timeline, the check or the GUI
 // gigabytes, minutes or a libtorch backtrace. Each is refused at open now,
@@ -67,6 +67,24 @@ TEST(CaptureHostile, TopIdsAreInTheLargestVocabularyWithoutAVocabSize) {
 TEST(CaptureHostile, TokenIdsAreInTheLargestVocabularyWithoutAVocabSize) {
   expectRefusedAtOpen("hostile_committed_2_40", {"committed", "1099511627776"});
   expectRefusedAtOpen("hostile_input_id_2_40", {"input_ids", "1099511627776"});
+}
+
+// Version 3's paged pools (paged_*): bounds and pool slots by name.
+TEST(CaptureHostile, PagedPoolsAreBoundedByName) {
+  EXPECT_NO_THROW(CaptureFile::open(kCorpus + "paged_valid"));
+  const std::string at = "call 1 (target index 1): after.paged";
+  expectRefusedAtOpen("paged_block_size_zero", {at + ".block_size must be an integer in [1, 65536]"});
+  expectRefusedAtOpen("paged_block_size_2_40", {at + ".block_size must be an integer in [1, 65536]"});
+  expectRefusedAtOpen("paged_num_blocks_negative", {at + ".num_blocks must be an integer in [1, 1073741824]"});
+  expectRefusedAtOpen("paged_pool_past_2_30", {at + ": 1048576 blocks of 65536 rows", "1073741824 pool slots"});
+  expectRefusedAtOpen("paged_slot_past_pool", {at + ".layers[0][1] run 0 runs to pool slot 9"});
+  expectRefusedAtOpen("paged_slot_int64_max", {at + ".layers[0][1] run 0 first must be an integer in [-2, 7]"});
+  expectRefusedAtOpen("paged_count_2_40", {at + ".layers[0][1] run 0 count must be an integer in [1, 4]"});
+  expectRefusedAtOpen("paged_slots_not_tiled", {at + ".layers[0][1] covers 3 slots where the layer has 4"});
+  expectRefusedAtOpen("paged_padding_moved", {at + ".layers[0][1] slot 0 is padding where the layer holds a row"});
+  expectRefusedAtOpen("paged_runs_past_slots", {at + ".layers[0][1] has 100000 runs, more than its 4 slots"});
+  expectRefusedAtOpen("paged_free_past_pool", {at + ".free run 0 count must be an integer in [1, 4]"});
+  expectRefusedAtOpen("paged_in_version_2", {at + " is a version 3 field; this file is version 2"});
 }
 
 }  // namespace
