@@ -30,6 +30,7 @@ class Symptom {
   }
 
   int64_t logitRowsChecked() const { return logit_rows_checked_; }
+  std::vector<CaptureLogitRow> takeAgreeingRows() { return std::move(agreeing_); }
 
   at::Tensor floatTensor(const std::string& name) const {
     const CaptureTensor t = file_.tensor(name);
@@ -70,12 +71,12 @@ class Symptom {
       const CaptureCall& call = callOf(step);
       if (!call.logits || call.logits->rows == 0) continue;
       if (!references_.has(step.role) && call.logits->reference.empty()) continue;
-      if (auto d = divergenceOf(step, call)) return d;
+      if (auto d = divergenceOf(step, call, i)) return d;
     }
     return std::nullopt;
   }
 
-  std::optional<CaptureDivergence> divergenceOf(const CaptureStep& step, const CaptureCall& call) {
+  std::optional<CaptureDivergence> divergenceOf(const CaptureStep& step, const CaptureCall& call, size_t step_index) {
     c10::InferenceMode guard;
     const int64_t rows = call.logits->rows;
     const at::Tensor logits_ref = referenceLogits(step, call, rows);
@@ -116,7 +117,14 @@ class Symptom {
       // A different top-1 counts only when the reference tells the two apart.
       const double gap = (reference[r][reference_top] - reference[r][engine_top]).item<double>();
       const double d = delta[r].item<double>();
-      if (d <= tol && (engine_top == reference_top || gap <= tol)) continue;
+      if (d <= tol && (engine_top == reference_top || gap <= tol)) {
+        if (agreeing_.size() < kMaxKeptLogitRows) {
+          const int64_t input = step.inputs - rows + r;
+          agreeing_.push_back({step_index, step.role, step.true_start + input, d,
+                               full ? std::optional<double>(klDivergence(reference[r], engine_lp[r])) : std::nullopt});
+        }
+        continue;
+      }
       CaptureDivergence div;
       div.role = step.role;
       div.call = step.call;
@@ -163,6 +171,7 @@ class Symptom {
   const TokenText& text_;
   double log_probability_[kCaptureRoles] = {0, 0};
   int64_t logit_rows_checked_ = 0;
+  std::vector<CaptureLogitRow> agreeing_;
 };
 
 // Every token id the capture feeds a reference model is inside that model's
@@ -243,6 +252,7 @@ CaptureCheckReport checkCapture(const CaptureFile& file, const CaptureTimeline& 
   report.rows_value_checked = rules.rowsValueChecked();
   report.max_value_error = rules.maxValueError();
   report.logit_rows_checked = symptom.logitRowsChecked();
+  report.agreeing_rows = symptom.takeAgreeingRows();
   return report;
 }
 

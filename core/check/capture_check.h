@@ -45,6 +45,20 @@ struct CaptureCheckOptions {
   std::array<std::string, kCaptureRoles> no_model_reason;
 };
 
+// One logit row compared with the reference and found within tolerance,
+// kept so a view can plot what the check compared, not only where it failed.
+struct CaptureLogitRow {
+  size_t step = 0;        // into the timeline's steps
+  CaptureRole role = CaptureRole::Target;
+  int64_t position = 0;   // where the input belongs
+  double max_abs_delta = 0;
+  std::optional<double> kl;
+};
+
+// The rows kept to plot: a view needs no more, and a file of tiny top-k
+// rows must not make the check's memory grow with its millions of rows.
+constexpr size_t kMaxKeptLogitRows = 65536;
+
 struct CaptureCheckReport {
   std::array<int64_t, kCaptureRoles> calls{0, 0};
   std::optional<RootCause> root_cause;  // event_index: into the walked record (capture_record_view.h)
@@ -53,6 +67,9 @@ struct CaptureCheckReport {
   int64_t rows_value_checked = 0;
   double max_value_error = 0;   // over the rows compared
   int64_t logit_rows_checked = 0;
+  // The first kMaxKeptLogitRows rows within tolerance, in the order checked
+  // (those before the first divergence: the check stops there).
+  std::vector<CaptureLogitRow> agreeing_rows;
   std::vector<std::string> notes;  // what was not checked and why
 
   bool ok() const { return !root_cause && !first_divergence; }

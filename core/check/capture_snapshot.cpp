@@ -62,7 +62,21 @@ DiffReport captureDiffReport(const CaptureTimeline& timeline, const CaptureRecor
     diff.root_cause = cause;
     diff.audit_at_divergence = breachAudit(cause, events.at(static_cast<size_t>(cause.event_index)));
   }
-  diff.agree = report.logit_rows_checked;
+  // The shown sequence's rows within tolerance (a batch's count of rows
+  // checked is every sequence's); past the kept rows, the count alone.
+  const bool all_kept = report.agreeing_rows.size() < kMaxKeptLogitRows;
+  diff.agree = all_kept ? static_cast<int64_t>(report.agreeing_rows.size())
+                        : report.logit_rows_checked - (report.first_divergence ? 1 : 0);
+  for (const CaptureLogitRow& row : report.agreeing_rows) {
+    PositionDiff point;
+    point.cache = cacheRoleOf(row.role);
+    point.round = events.at(view.event_of_step[row.step]).round;
+    point.position = row.position;
+    point.max_abs_logit_diff = row.max_abs_delta;
+    point.kl = row.kl.value_or(0);
+    point.verdict = PositionClass::Agree;
+    diff.positions.push_back(point);
+  }
   if (report.first_divergence) {
     const CaptureDivergence& d = *report.first_divergence;
     for (size_t s = 0; s < timeline.steps.size(); ++s) {
@@ -88,7 +102,6 @@ DiffReport captureDiffReport(const CaptureTimeline& timeline, const CaptureRecor
       diff.positions.push_back(point);
       diff.max_abs_logit_diff = d.max_abs_delta;
       diff.divergent = 1;
-      diff.agree = std::max<int64_t>(0, diff.agree - 1);
       break;
     }
   }

@@ -144,6 +144,7 @@ SequenceCheck checkEverySequence(const CaptureFile& file, const CaptureCheckOpti
     // earliest breach's, else sequence 0's.
     if (show >= 0 ? b == show : (b == 0 || earliest)) {
       out.shown_sequence = b;
+      run.agreeing_rows = std::move(report.agreeing_rows);  // the shown sequence's, for its views
       out.view = std::move(view);
       out.timeline = std::move(timeline);
       out.record = std::move(record);
