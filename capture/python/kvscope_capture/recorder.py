@@ -245,6 +245,21 @@ class Recorder:
         self.recurrent.used = True  # version 3 from here on
         return self.recurrent.ids_of(watched.role, states, self.batch)
 
+    def first_recurrent_call(self, call):
+        """The run's first call made recurrent states (a prefill from no cache):
+        the file is version 3 from here on, so this call's fields written so far
+        in version 1's layout take version 3's (one entry per sequence)."""
+        if self.calls and not self.batched_layout():
+            raise CaptureError("recurrent states appeared after calls without them of a batch of 1 "
+                               "(recorded in version 1's layout)")
+        was_batched = self.batched_layout()
+        self.recurrent.used = True
+        if was_batched:
+            return
+        call["input_ids"], call["positions"] = [call["input_ids"]], [call["positions"]]
+        if call["before"] is not None:
+            call["before"]["layers"] = [[runs] for runs in call["before"]["layers"]]
+
     def read_view(self, watched, arguments, output):
         """The cache before (output None) or after the call: the engine's
         cache_reader's (a PagedView), else past_key_values'."""
@@ -284,6 +299,9 @@ class Recorder:
 
     def after_call(self, watched, pending, output):
         call, mask, (before, recurrent_before), count, fed = pending
+        states = self.recurrent.read(watched.state_reader, watched.module, fed[2], output)
+        if states is not None and not self.recurrent.used:
+            self.first_recurrent_call(call)
         view = self.read_view(watched, fed[2], output)
         after = self.state_ids(watched, view, before, self.padding_of(mask, view))
         call["after"], after_ids = self.state_json(view, after)
@@ -293,7 +311,6 @@ class Recorder:
         call["logits"] = self.logits_json(prefix, output_logits(output), count)
         if self.reference == "self":
             self.add_self_reference(watched, call, prefix, mask, count, fed)
-        states = self.recurrent.read(watched.state_reader, watched.module, fed[2], output)
         recurrent = self.recurrent.call_json(watched.role, watched.calls, recurrent_before, states, fed[1], self.batch)
         if recurrent is not None:  # format version 3's `recurrent` (docs/capture-format-v3.md, "Recurrent state")
             call["recurrent"] = recurrent
