@@ -40,6 +40,11 @@ struct RootCause {
   std::vector<RowVerdict> verdicts;    // those rows, described
   std::string fault_action;            // what the injected fault did to the operation
   std::string what;                    // one sentence for people
+  // A capture's breach of a hybrid model's recurrent state (kind "state"):
+  // the operation the engine got wrong ("restore", written in place of
+  // `operation`) and the state's kind ("conv" or "ssm"); empty otherwise.
+  std::string state_operation;
+  std::string state_kind;
 
   Moment moment() const { return {round, phase}; }
   // A forward's write, or a change between two forwards.
