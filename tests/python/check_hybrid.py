@@ -3,10 +3,10 @@ the recorder's recurrent-state identities and provenance must name exactly
 the loop's own first departure (never typed in), and nothing on the correct
 loop, whose greedy output equals decoding without speculation.
 
-The verdict is read off the file by recurrent_verdict.py (written from
-docs/capture-format-v3.md, "Recurrent state"). `kvscope-cli check` must
-accept the file; it does not judge recurrent states yet (see
-docs/engine-captures.md, "A hybrid model")."""
+The verdict is read off the file twice: by `kvscope-cli check --json` (the
+one walker's root cause) and by recurrent_verdict.py, written from
+docs/capture-format-v3.md, "Recurrent state"; both must name exactly the
+loop's departure."""
 import json
 import os
 import subprocess
@@ -88,14 +88,32 @@ class HybridRuns(unittest.TestCase):
         self.assertIsNone(breach["state_after"])
         self.assertIn("no recorded call computed", breach["what"])
 
-    def test_check_reads_the_file(self):
+    def check(self, path):
         cli = os.environ.get("KVSCOPE_CLI")
         if not cli:
             self.skipTest("KVSCOPE_CLI not set (run under CTest)")
-        path, _, _ = self.record("cli")
         result = subprocess.run([cli, "check", path, "--json"], capture_output=True, text=True)
         self.assertNotIn("error", result.stderr, result.stderr)
-        self.assertEqual(json.loads(result.stdout)["calls"]["target"], load_manifest(path)["models"]["target"]["calls"])
+        return result.returncode, json.loads(result.stdout)
+
+    def test_check_passes_the_correct_loop(self):
+        path, _, _ = self.record("cli-correct")
+        code, report = self.check(path)
+        self.assertEqual(code, 0, report.get("root_cause"))
+        self.assertIsNone(report["root_cause"])
+
+    def test_check_names_the_loops_own_departure(self):
+        for bug in BUGS:
+            with self.subTest(bug=bug):
+                path, _, departure = self.record(f"cli-{bug}", bug=bug)
+                code, report = self.check(path)
+                self.assertNotEqual(code, 0)
+                cause = report["root_cause"]
+                self.assertEqual((cause["sequence"], cause["role"], cause["call"], cause["operation"], cause["kind"]),
+                                 (departure["sequence"], departure["role"], departure["call"],
+                                  departure["operation"], "state"), cause["what"])
+                self.assertEqual((cause["layers"], cause["state"]), ([departure["layer"]], departure["state"]))
+                self.assertEqual(cause["what"], first_breach(path)["what"])  # the spec's reading, word for word
 
 
 class HybridCacheLayout(unittest.TestCase):
