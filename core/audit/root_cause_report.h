@@ -26,7 +26,8 @@ struct RootCause {
   // "reset", "evict", and a capture's "slice", "overwrite", "roll",
   // "replace", "none"); for a forward "rows", "window", "values", "store",
   // and a capture's "tokens", "positions", "refed_prefix",
-  // "skipped_position", "unwritten", "empty_slot", "mask", "no_cache".
+  // "skipped_position", "unwritten", "empty_slot", "mask", "no_cache", and a
+  // hybrid model's recurrent "state" (state_operation, state_kind below).
   std::string kind;
   // The engine's own call the operation belongs to (a capture's target or
   // drafter call; for a change between calls, the next call, the first to
