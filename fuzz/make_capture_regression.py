@@ -340,12 +340,12 @@ def hostile_recurrent():
         "recurrent_from_self_cycle": recurrent_edited(lambda m, t: states(m)[2].update({"from": 2})),
         "recurrent_position_huge": recurrent_edited(lambda m, t: states(m)[0].update(after_position=1 << 40)),
         "recurrent_half_provenance": recurrent_edited(lambda m, t: states(m)[0].update(call=None)),
-        "recurrent_state_not_an_object": recurrent_edited(lambda m, t: m["recurrent_states"].update(target=[0] * 100000)),
+        "recurrent_state_not_an_object": recurrent_edited(lambda m, t: m["recurrent_states"].update(target=[0] * 1000)),
         "recurrent_id_unknown": recurrent_edited(lambda m, t: before(m)[0][0].update(id=(1 << 63) - 1)),
         "recurrent_id_other_kind": recurrent_edited(lambda m, t: before(m)[0][0].update(id=1)),
         "recurrent_sequences": recurrent_edited(lambda m, t: before(m).pop()),
         "recurrent_entries_amplified": recurrent_edited(
-            lambda m, t: before(m)[0].extend([{"layer": 0, "kind": "conv", "id": 0}] * 100000)),
+            lambda m, t: before(m)[0].extend([{"layer": 0, "kind": "conv", "id": 0}] * 1000)),
         "recurrent_intermediate_count": recurrent_edited(lambda m, t: m["calls"][1]["recurrent"].update(
             intermediate=[[{"layer": 0, "kind": "conv", "ids": [0, 0]}], []])),
         "recurrent_in_version_2": edited(lambda m, t: m.update(recurrent_states={"target": recurrent_states()})),
