@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the hand-made captures of fuzz/regression/capture/: the version 3
 shard (a tensor-parallel rank's capture), the version 3 paged pools (paged_*),
+the version 3 recurrent states of a hybrid model (recurrent_*),
 the version 2
 (batched) ones (docs/capture-format-v2.md), one valid two-sequence capture and
 hostile edits of it, each refused by CaptureFile::open with an Error naming the
@@ -304,6 +305,53 @@ def hostile_paged():
     }
 
 
+# Recurrent state (version 3's `recurrent` and `recurrent_states`, docs/capture-format-v3.md,
+# "Recurrent state"): the valid batch as a hybrid model's whose layer 0 also keeps a conv and
+# an SSM state; call 0 computes states 0 / 1 (sequence 0) and 2 / 3 (sequence 1) from none.
+def recurrent_states():
+    return [{"id": i, "layer": 0, "kind": "conv" if i % 2 == 0 else "ssm", "call": 0, "input": 2, "from": None,
+             "after_position": 1 if i < 2 else 2} for i in range(4)]
+
+
+def recurrent_edited(change):
+    def both(m, t):
+        m.update(version=3, recurrent_states={"target": recurrent_states()})
+        ids = [[{"layer": 0, "kind": "conv", "id": 0}, {"layer": 0, "kind": "ssm", "id": 1}],
+               [{"layer": 0, "kind": "conv", "id": 2}, {"layer": 0, "kind": "ssm", "id": 3}]]
+        m["calls"][0]["recurrent"] = {"before": None, "after": copy.deepcopy(ids)}
+        m["calls"][1]["recurrent"] = {"before": copy.deepcopy(ids), "after": copy.deepcopy(ids)}
+        change(m, t)
+    manifest, tensors = valid()
+    manifest = copy.deepcopy(manifest)
+    both(manifest, tensors)
+    return encode(manifest, tensors, version="3")
+
+
+def hostile_recurrent():
+    """The version 3 recurrent fields the same way: ids, layers, kinds, provenance, per-input lists."""
+    states = lambda m: m["recurrent_states"]["target"]  # noqa: E731
+    before = lambda m: m["calls"][1]["recurrent"]["before"]  # noqa: E731
+    return {
+        "recurrent_valid": recurrent_edited(lambda m, t: None),
+        "recurrent_id_out_of_order": recurrent_edited(lambda m, t: states(m)[1].update(id=7)),
+        "recurrent_layer_past_model": recurrent_edited(lambda m, t: states(m)[0].update(layer=1 << 40)),
+        "recurrent_kind_unknown": recurrent_edited(lambda m, t: states(m)[0].update(kind="attention")),
+        "recurrent_from_later": recurrent_edited(lambda m, t: states(m)[0].update({"from": 2})),
+        "recurrent_from_self_cycle": recurrent_edited(lambda m, t: states(m)[2].update({"from": 2})),
+        "recurrent_position_huge": recurrent_edited(lambda m, t: states(m)[0].update(after_position=1 << 40)),
+        "recurrent_half_provenance": recurrent_edited(lambda m, t: states(m)[0].update(call=None)),
+        "recurrent_state_not_an_object": recurrent_edited(lambda m, t: m["recurrent_states"].update(target=[0] * 1000)),
+        "recurrent_id_unknown": recurrent_edited(lambda m, t: before(m)[0][0].update(id=(1 << 63) - 1)),
+        "recurrent_id_other_kind": recurrent_edited(lambda m, t: before(m)[0][0].update(id=1)),
+        "recurrent_sequences": recurrent_edited(lambda m, t: before(m).pop()),
+        "recurrent_entries_amplified": recurrent_edited(
+            lambda m, t: before(m)[0].extend([{"layer": 0, "kind": "conv", "id": 0}] * 1000)),
+        "recurrent_intermediate_count": recurrent_edited(lambda m, t: m["calls"][1]["recurrent"].update(
+            intermediate=[[{"layer": 0, "kind": "conv", "ids": [0, 0]}], []])),
+        "recurrent_in_version_2": edited(lambda m, t: m.update(recurrent_states={"target": recurrent_states()})),
+    }
+
+
 def with_reference(manifest, tensors, shape):
     """Call 1's logits with the engine's own reference rows of `shape` (docs/capture-format-v3.md)."""
     manifest["calls"][1]["logits"]["tensors"]["reference"] = "target.call1.reference_logits"
@@ -315,6 +363,7 @@ def main():
     everything.update(hostile_v2())
     everything.update(hostile_v3())
     everything.update(hostile_paged())  # paged pools (version 3)
+    everything.update(hostile_recurrent())  # recurrent state (version 3)
     everything.update(hostile_v1())
     for name, data in everything.items():
         with open(os.path.join(OUT, name), "wb") as f:

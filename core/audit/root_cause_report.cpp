@@ -10,7 +10,7 @@ namespace kvscope {
 nlohmann::json toJson(const RootCause& c) {
   nlohmann::json verdicts = nlohmann::json::array();
   for (const RowVerdict& v : c.verdicts) verdicts.push_back(toJson(v));
-  return {{"event", c.event_index},
+  nlohmann::json out = {{"event", c.event_index},
           {"cache", cacheRoleName(c.cache)},
           {"role", cacheRoleName(c.cache)},
           {"sequence", c.sequence},
@@ -18,7 +18,7 @@ nlohmann::json toJson(const RootCause& c) {
           {"phase", phaseName(c.phase)},
           {"call", c.call >= 0 ? nlohmann::json(c.call) : nlohmann::json()},
           {"step", c.forward() ? "forward" : "between"},
-          {"operation", cacheEventKindName(c.operation)},
+          {"operation", c.state_operation.empty() ? cacheEventKindName(c.operation) : c.state_operation},
           {"kind", c.kind},
           {"expected_rows", c.expected_rows},
           {"actual_rows", c.actual_rows},
@@ -27,6 +27,8 @@ nlohmann::json toJson(const RootCause& c) {
           {"row_details", verdicts},
           {"fault_action", c.fault_action},
           {"what", c.what}};
+  if (!c.state_kind.empty()) out["state"] = c.state_kind;  // a recurrent state's breach only
+  return out;
 }
 
 RootCause rootCauseFromJson(const nlohmann::json& j) {
@@ -36,7 +38,13 @@ RootCause rootCauseFromJson(const nlohmann::json& j) {
     c.cache = parseCacheRole(j.at("cache").get<std::string>());
     c.round = j.at("round").get<int64_t>();
     c.phase = parsePhase(j.at("phase").get<std::string>());
-    c.operation = parseCacheEventKind(j.at("operation").get<std::string>());
+    const std::string operation = j.at("operation").get<std::string>();
+    if (operation == "restore") {  // a recurrent state's breach (RootCause::state_operation)
+      c.state_operation = operation;
+      c.state_kind = j.value("state", std::string());
+    } else {
+      c.operation = parseCacheEventKind(operation);
+    }
     c.expected_rows = j.at("expected_rows").get<int64_t>();
     c.actual_rows = j.at("actual_rows").get<int64_t>();
     c.layers = j.at("layers").get<std::vector<int64_t>>();

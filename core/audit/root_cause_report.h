@@ -26,7 +26,8 @@ struct RootCause {
   // "reset", "evict", and a capture's "slice", "overwrite", "roll",
   // "replace", "none"); for a forward "rows", "window", "values", "store",
   // and a capture's "tokens", "positions", "refed_prefix",
-  // "skipped_position", "unwritten", "empty_slot", "mask", "no_cache".
+  // "skipped_position", "unwritten", "empty_slot", "mask", "no_cache", and a
+  // hybrid model's recurrent "state" (state_operation, state_kind below).
   std::string kind;
   // The engine's own call the operation belongs to (a capture's target or
   // drafter call; for a change between calls, the next call, the first to
@@ -40,6 +41,11 @@ struct RootCause {
   std::vector<RowVerdict> verdicts;    // those rows, described
   std::string fault_action;            // what the injected fault did to the operation
   std::string what;                    // one sentence for people
+  // A capture's breach of a hybrid model's recurrent state (kind "state"):
+  // the operation the engine got wrong ("restore", written in place of
+  // `operation`) and the state's kind ("conv" or "ssm"); empty otherwise.
+  std::string state_operation;
+  std::string state_kind;
 
   Moment moment() const { return {round, phase}; }
   // A forward's write, or a change between two forwards.

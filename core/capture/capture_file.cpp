@@ -7,6 +7,7 @@
 #include "core/capture/capture_limits.h"
 #include "core/capture/capture_parse.h"
 #include "core/capture/capture_sequence.h"
+#include "core/capture/capture_recurrent.h"  // version 3: recurrent states
 #include "core/capture/capture_shard.h"
 #include "core/error.h"
 
@@ -78,6 +79,8 @@ CaptureCall readCall(const std::string& path, const nlohmann::json& value, size_
   validator.checkMask(what, call);
   call.logits = parseLogitsRef(path, what, value, static_cast<int64_t>(call.input_ids.size()), manifest);
   validator.checkLogits(what, call, manifest);
+  // A hybrid model's recurrent states (version 3, docs/capture-format-v3.md, "Recurrent state").
+  call.recurrent = capture_recurrent::parseCallRecurrent(path, what, value, call, manifest);
   return call;
 }
 
@@ -105,6 +108,7 @@ std::shared_ptr<const CaptureFile> CaptureFile::open(const std::string& path) {
   parseManifestHead(path, manifest_json, manifest);  // step 4
   parseModels(path, manifest_json, manifest);        // step 5
   manifest.shard = parseCaptureShard(path, manifest_json, manifest);
+  capture_recurrent::parseRecurrentStates(path, manifest_json, manifest);  // version 3: recurrent states
   CaptureValidator validator(path, *capture->file_, manifest.version, manifest.batch);
   for (const auto& model : manifest.models)
     if (model) validator.checkModelTensors(*model);

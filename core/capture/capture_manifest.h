@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvscope {
@@ -138,6 +139,33 @@ struct CaptureLogitsRef {
   std::string reference;
 };
 
+// Format version 3's recurrent state of a hybrid model (docs/capture-format-v3.md,
+// "Recurrent state"): per recurrent layer a conv and an SSM state, each named by
+// an id of the manifest's recurrent_states (capture_recurrent.h).
+enum class CaptureStateKind { Conv, Ssm };
+
+struct CaptureStateRef {
+  int64_t layer = 0;
+  CaptureStateKind kind = CaptureStateKind::Conv;
+  int64_t id = 0;
+};
+
+// What a state is: computed by `call` (that role's index) after its input
+// `input`, at position `after_position`, from state `from`; nullopt for a state
+// no recorded call computed (the initial state, or one only seen).
+struct CaptureRecurrentState {
+  int64_t layer = 0;
+  CaptureStateKind kind = CaptureStateKind::Conv;
+  std::optional<int64_t> call, input, from, after_position;
+};
+
+struct CaptureCallRecurrent {
+  // [sequence][entry], sorted as written; nullopt when the field is null.
+  std::optional<std::vector<std::vector<CaptureStateRef>>> before, after;
+  // [sequence][entry]: the state after each input, one id per input (optional).
+  std::vector<std::vector<std::pair<CaptureStateRef, std::vector<int64_t>>>> intermediate;
+};
+
 struct CaptureCall {
   CaptureRole role = CaptureRole::Target;
   int64_t index = 0;  // that role's forward count from 0
@@ -153,6 +181,7 @@ struct CaptureCall {
   std::optional<CaptureBetween> between;  // nullopt for index 0
   std::optional<CaptureCacheState> after;
   std::optional<CaptureLogitsRef> logits;
+  std::optional<CaptureCallRecurrent> recurrent;  // version 3, a hybrid model's recurrent states
 };
 
 // One rank's part of a tensor-parallel run (version 3,
@@ -181,6 +210,8 @@ struct CaptureManifest {
   std::optional<std::vector<std::vector<int64_t>>> batch_committed;
   bool has_padding_slots = false;  // some state holds a padding run
   std::optional<CaptureShard> shard;  // a tensor-parallel rank's capture (version 3)
+  // Version 3's recurrent_states: per CaptureRole, state id -> what it is (capture_recurrent.h).
+  std::array<std::vector<CaptureRecurrentState>, kCaptureRoles> recurrent_states;
 
   const CaptureModel* model(CaptureRole role) const;
 };

@@ -143,6 +143,13 @@ std::optional<CaptureCall> sequenceCall(const CaptureCall& call, const CaptureMa
   if (call.before) out.before = sequenceState(*call.before, s, path, what + ": before");
   if (call.after) out.after = sequenceState(*call.after, s, path, what + ": after");
   if (call.between) out.between = manifest.batch > 1 ? sequenceBetween(*call.between, b) : *call.between;
+  if (call.recurrent) {  // version 3's recurrent states: sequence b's (ids stay the file's)
+    CaptureCallRecurrent recurrent;
+    if (call.recurrent->before) recurrent.before.emplace(1, call.recurrent->before->at(s));
+    if (call.recurrent->after) recurrent.after.emplace(1, call.recurrent->after->at(s));
+    if (!call.recurrent->intermediate.empty()) recurrent.intermediate.assign(1, call.recurrent->intermediate.at(s));
+    out.recurrent = std::move(recurrent);
+  }
   if (call.logits) {
     out.logits = sequenceLogits(*call.logits, static_cast<int64_t>(call.batch_input_ids.at(s).size()), kept, b, slices);
   }
@@ -167,6 +174,7 @@ CaptureSequenceView captureSequenceView(const CaptureManifest& manifest, int64_t
   out.logits_mode = manifest.logits_mode;
   out.top_k = manifest.top_k;
   out.shard = manifest.shard;
+  out.recurrent_states = manifest.recurrent_states;  // version 3: provenance by id, shared by the sequences
   for (int r = 0; r < kCaptureRoles; ++r) {
     out.models[r] = manifest.models[r];
     if (out.models[r]) out.models[r]->calls = 0;

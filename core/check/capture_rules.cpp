@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "core/audit/kv_tolerance.h"
+#include "core/capture/capture_recurrent.h"  // version 3: recurrent states
+#include "core/check/recurrent_rule.h"
 #include "core/model/tokenizer/visible_text.h"
 
 namespace kvscope {
@@ -93,7 +95,25 @@ std::unordered_set<int64_t> CaptureRules::hiddenRows(size_t index) const {
 std::optional<RootCause> CaptureRules::forwardBreach(size_t index) {
   const CaptureStep& step = stepOf(index);
   if (step.uncached && step.true_start > 0) return lostCache(index);
+  if (auto state = recurrentState(index)) return state;  // version 3: a hybrid model's recurrent state
   return mask(index);
+}
+
+// The recurrent state this forward resumed from, when it is not the one after
+// the position before its first input over the kept tokens (recurrent_rule.h).
+// The state was restored (or not) before the call: the operation is "restore".
+std::optional<RootCause> CaptureRules::recurrentState(size_t index) const {
+  const CaptureStep& step = stepOf(index);
+  const auto breach = recurrentBreach(file_.manifest(), callOf(step));
+  if (!breach) return std::nullopt;
+  RootCause c = causeAt(index);
+  c.kind = "state";
+  c.state_operation = "restore";
+  c.state_kind = capture_recurrent::stateKindName(breach->kind);
+  c.layers = {breach->layer};
+  c.expected_rows = c.actual_rows = 0;
+  c.what = breach->what;
+  return c;
 }
 
 std::optional<RootCause> CaptureRules::lostCache(size_t index) const {

@@ -62,6 +62,7 @@ class CaptureRules : public ContractRules {
 
   std::optional<RootCause> lostCache(size_t index) const;
   std::optional<RootCause> mask(size_t index) const;
+  std::optional<RootCause> recurrentState(size_t index) const;  // version 3's recurrent state (recurrent_rule.h)
 
   std::string quoted(int64_t token) const;
   std::string rowText(const RowVerdict& v, const CaptureStep& step) const;

@@ -262,6 +262,10 @@ class TimelineBuilder {
     const auto& config = model.config;
     out_.window[static_cast<int>(role)] = config.sliding_window.value_or(0);
     if (config.sliding_layers) sliding_[static_cast<int>(role)] = *config.sliding_layers;
+    // A hybrid model's recurrent layers keep states, not rows (docs/capture-format-v3.md, "Recurrent state").
+    recurrent_[static_cast<int>(role)].assign(static_cast<size_t>(s.layers), false);
+    for (const auto& recurrent : manifest_.recurrent_states[static_cast<int>(role)])
+      if (recurrent.layer < s.layers) recurrent_[static_cast<int>(role)][static_cast<size_t>(recurrent.layer)] = true;
     out_.empty_entry[static_cast<int>(role)] =
         birth(role, {{-1, kEmptyPosition, kEmptyPosition}}, {std::vector<int64_t>(static_cast<size_t>(s.layers), -1)}, 0,
               Phase::Prefill);
@@ -356,6 +360,11 @@ class TimelineBuilder {
     return layout;
   }
 
+  bool recurrentLayer(CaptureRole role, size_t layer) const {
+    const auto& recurrent = recurrent_[static_cast<int>(role)];
+    return layer < recurrent.size() && recurrent[layer];
+  }
+
   bool slidingLayer(CaptureRole role, size_t layer) const {
     const auto& sliding = sliding_[static_cast<int>(role)];
     return out_.window[static_cast<int>(role)] > 0 && (sliding.empty() || (layer < sliding.size() && sliding[layer]));
@@ -372,7 +381,9 @@ class TimelineBuilder {
     const int64_t window = out_.window[static_cast<int>(role)];
     for (size_t l = 0; l < kinds.size(); ++l) {
       int64_t first = 0;
-      if (kinds[l] == CaptureLayerKind::Ring) {
+      if (recurrentLayer(role, l)) {
+        first = end;  // a recurrent layer holds no rows: [end, end)
+      } else if (kinds[l] == CaptureLayerKind::Ring) {
         first = std::max<int64_t>(0, end - (window > 0 ? window : ring_rows));
       } else if (kinds[l] == CaptureLayerKind::Append && slidingLayer(role, l) && !layout[l].empty()) {
         const int64_t needed = std::max<int64_t>(0, end - window + (between ? 1 : 0));
@@ -603,6 +614,7 @@ class TimelineBuilder {
   size_t call_index_ = 0;        // the manifest call being added
   int64_t ledger_floats_ = 0;    // K and V floats the ledger holds so far
   std::vector<bool> sliding_[kCaptureRoles];  // per layer, from the config (empty: every layer when windowed)
+  std::vector<bool> recurrent_[kCaptureRoles];  // per layer: keeps recurrent states, no rows (version 3)
 };
 
 }  // namespace

@@ -111,15 +111,39 @@ def read_key_value_lists(cache):
     name = type(cache).__name__
     if hasattr(cache, "_quantized_key_cache"):
         raise CaptureError(f"{name}: quantized caches are not supported (their rows are not in key_cache)")
-    keys, values = list(cache.key_cache), list(cache.value_cache)
-    if "Hybrid" in name:
-        sliding = list(getattr(cache, "is_sliding", [False] * len(keys)))
-        kinds = ["ring" if flag else "static" for flag in sliding]
-    elif "Static" in name or "Sliding" in name:
-        kinds = [fixed_kind(name)] * len(keys)
-    else:
-        kinds = ["append"] * len(keys)
+    keys = [attention_rows(tensor) for tensor in cache.key_cache]
+    values = [attention_rows(tensor) for tensor in cache.value_cache]
+    kinds = [list_layer_kind(cache, layer, tensor) for layer, tensor in enumerate(keys)]
     return CacheView(name, cache, keys, values, kinds)
+
+
+def attention_rows(tensor):
+    """A layer's key or value tensor, or None for a layer that holds no attention
+    rows: a hybrid model's recurrent layer keeps an empty placeholder there
+    ([batch, 0], as transformers' HybridMambaAttentionDynamicCache does)."""
+    if isinstance(tensor, torch.Tensor) and tensor.dim() != 4 and tensor.numel() == 0:
+        return None
+    return tensor
+
+
+def list_layer_kind(cache, layer, tensor):
+    """A key_cache layer's kind from the cache's layout, never its class name:
+    per-layer `is_sliding` flags (HybridCache), else a buffer as long as the
+    cache's `sliding_window` is a ring, one as long as its `max_cache_len` a
+    static buffer, anything else grows by appending."""
+    sliding = getattr(cache, "is_sliding", None)
+    if sliding is not None and layer < len(sliding):
+        return "ring" if sliding[layer] else "static"
+    if not isinstance(tensor, torch.Tensor) or tensor.dim() != 4:
+        return "append"
+    slots = int(tensor.shape[2])
+    window = getattr(cache, "sliding_window", None)
+    if isinstance(window, int) and slots == window and getattr(cache, "max_cache_len", None) is not None:
+        return "ring"
+    max_length = getattr(cache, "max_cache_len", None)
+    if isinstance(max_length, int) and slots == max_length:
+        return "static"
+    return "append"
 
 
 def read_cache(past):

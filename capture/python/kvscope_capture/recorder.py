@@ -23,6 +23,7 @@ from .call_inputs import attention_mask, bind_arguments, forward_signature, posi
 from .errors import CaptureError
 from .model_info import describe_model
 from .paged import PagedView, read_paged  # paged pools: an engine's cache_reader
+from .recurrent import RecurrentRecorder  # hybrid models' recurrent states (recurrent.py)
 from .row_registry import PADDING, Fingerprinter, LayerRows, LayerState, TensorSource, assign_ids
 from .safetensors_writer import write_safetensors
 from .self_reference import SelfReference, real_inputs, reference_rows
@@ -51,8 +52,9 @@ def default_engine_name():
 class WatchedRole:
     """One watched module and what the recorder knows of its cache so far."""
 
-    def __init__(self, role, module, cache_reader=None):
+    def __init__(self, role, module, cache_reader=None, state_reader=None):
         self.role = role
+        self.state_reader = state_reader  # recurrent states (recurrent.py): fn(module, arguments, output) -> RecurrentStates
         self.cache_reader = cache_reader  # paged pools (paged.py): fn(module, arguments, output) -> PagedCache, or None
         self.module = module
         self.had_own_forward = "forward" in module.__dict__
@@ -104,16 +106,20 @@ class Recorder:
             raise ValueError(f"reference must be None or 'self', not {reference!r}")
         self.reference = reference
         self.paged_blocks = False  # a state held a paged engine's blocks: format version 3 (paged.py)
+        self.recurrent = RecurrentRecorder()  # recurrent states seen: format version 3 (recurrent.py)
 
     # --- the user's API --------------------------------------------------
 
     def __enter__(self):
         return self
 
-    def watch(self, module, role="target", cache_reader=None):
+    def watch(self, module, role="target", cache_reader=None, state_reader=None):
         """cache_reader: for an engine whose cache is no past_key_values (a paged
         block pool), fn(module, arguments, output) -> paged.PagedCache, called before
-        (output None) and after each watched call (paged.py, docs/engine-captures.md)."""
+        (output None) and after each watched call (paged.py, docs/engine-captures.md).
+        state_reader: a hybrid model's recurrent states, fn(module, arguments, output)
+        -> recurrent.RecurrentStates or None; without one, a past_key_values with
+        conv_states / ssm_states lists is read (recurrent.py)."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, not {role!r}")
         if role in self.roles:
@@ -122,7 +128,9 @@ class Recorder:
             raise ValueError("this module is already watched under another role")
         if cache_reader is not None and not callable(cache_reader):
             raise ValueError("cache_reader must be callable: fn(module, arguments, output) -> PagedCache or None")
-        watched = WatchedRole(role, module, cache_reader)
+        if state_reader is not None and not callable(state_reader):
+            raise ValueError("state_reader must be callable: fn(module, arguments, output) -> RecurrentStates or None")
+        watched = WatchedRole(role, module, cache_reader, state_reader)
         if self.shard is not None:
             self.shard.resolve(role, watched.model["config"]["num_key_value_heads"])
         self.roles[role] = watched
@@ -208,6 +216,7 @@ class Recorder:
         self.set_batch(len(ids))
         count = len(ids[0])
         rope_positions, source, cache_position = positions(arguments, count, self.batch)
+        recurrent_before = self.recurrent_before(watched, arguments)
         mask = attention_mask(arguments, count, self.batch)
         view = self.read_view(watched, arguments, None)
         before = self.state_ids(watched, view, watched.last_after, self.padding_of(mask, view))
@@ -222,7 +231,34 @@ class Recorder:
                 "positions": rope_positions[0] if one else rope_positions,
                 "positions_source": source, "cache_position": cache_position, "attention_mask": None,
                 "before": before_json, "between": between, "after": None, "logits": None}
-        return call, mask, before, count, (ids, rope_positions, arguments)
+        return call, mask, (before, recurrent_before), count, (ids, rope_positions, arguments)
+
+    def recurrent_before(self, watched, arguments):
+        """The recurrent states' ids before the call, read now: the call updates
+        them in place. Their first sight makes the file version 3 (recurrent.py)."""
+        states = self.recurrent.read(watched.state_reader, watched.module, arguments, None)
+        if states is None:
+            return None
+        if not self.recurrent.used and self.calls and not self.batched_layout():
+            raise CaptureError("recurrent states appeared after calls without them of a batch of 1 "
+                               "(recorded in version 1's layout)")
+        self.recurrent.used = True  # version 3 from here on
+        return self.recurrent.ids_of(watched.role, states, self.batch)
+
+    def first_recurrent_call(self, call):
+        """The run's first call made recurrent states (a prefill from no cache):
+        the file is version 3 from here on, so this call's fields written so far
+        in version 1's layout take version 3's (one entry per sequence)."""
+        if self.calls and not self.batched_layout():
+            raise CaptureError("recurrent states appeared after calls without them of a batch of 1 "
+                               "(recorded in version 1's layout)")
+        was_batched = self.batched_layout()
+        self.recurrent.used = True
+        if was_batched:
+            return
+        call["input_ids"], call["positions"] = [call["input_ids"]], [call["positions"]]
+        if call["before"] is not None:
+            call["before"]["layers"] = [[runs] for runs in call["before"]["layers"]]
 
     def read_view(self, watched, arguments, output):
         """The cache before (output None) or after the call: the engine's
@@ -262,7 +298,10 @@ class Recorder:
         return {"kind": first["kind"], "layers": layers, "what": f"sequence {b}: {first['what']}"}
 
     def after_call(self, watched, pending, output):
-        call, mask, before, count, fed = pending
+        call, mask, (before, recurrent_before), count, fed = pending
+        states = self.recurrent.read(watched.state_reader, watched.module, fed[2], output)
+        if states is not None and not self.recurrent.used:
+            self.first_recurrent_call(call)
         view = self.read_view(watched, fed[2], output)
         after = self.state_ids(watched, view, before, self.padding_of(mask, view))
         call["after"], after_ids = self.state_json(view, after)
@@ -272,6 +311,9 @@ class Recorder:
         call["logits"] = self.logits_json(prefix, output_logits(output), count)
         if self.reference == "self":
             self.add_self_reference(watched, call, prefix, mask, count, fed)
+        recurrent = self.recurrent.call_json(watched.role, watched.calls, recurrent_before, states, fed[1], self.batch)
+        if recurrent is not None:  # format version 3's `recurrent` (docs/capture-format-v3.md, "Recurrent state")
+            call["recurrent"] = recurrent
         watched.last_after, watched.last_after_ids = after, after_ids
         watched.last_after_object = view.cache_object if view else None
         watched.calls += 1
@@ -423,7 +465,7 @@ class Recorder:
         """Version 1 for a batch of one (or no call), version 2 for a batch,
         version 3 for a rank's part of a tensor-parallel run, a run recorded with reference="self",
         or a paged engine's run whose reader gave blocks."""
-        if self.shard is not None or self.reference is not None or self.paged_blocks:
+        if self.shard is not None or self.reference is not None or self.paged_blocks or self.recurrent.used:
             return version.EXTENDED_FORMAT_VERSION
         return version.BATCH_FORMAT_VERSION if (self.batch or 1) > 1 else version.SINGLE_FORMAT_VERSION
 
@@ -447,6 +489,8 @@ class Recorder:
             manifest["batch"] = self.batch or 1
         if self.shard is not None:
             manifest["shard"] = self.shard.json()
+        if self.recurrent.used:  # format version 3: each recurrent state's provenance (recurrent.py)
+            manifest["recurrent_states"] = self.recurrent.manifest_json()
         return manifest
 
     def write(self, complete):

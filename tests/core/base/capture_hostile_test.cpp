@@ -1,4 +1,4 @@
-// The hostile captures of fuzz/regression/capture/hostile_*, batch_* and paged_*
+// The hostile captures of fuzz/regression/capture/hostile_*, batch_*, paged_* and recurrent_*
 // (written by fuzz/make_capture_regression.py): files that once passed
 // CaptureFile::open and then cost the timeline, the check or the GUI
 // gigabytes, minutes or a libtorch backtrace. Each is refused at open now,
@@ -85,6 +85,33 @@ TEST(CaptureHostile, PagedPoolsAreBoundedByName) {
   expectRefusedAtOpen("paged_runs_past_slots", {at + ".layers[0][1] has 100000 runs, more than its 4 slots"});
   expectRefusedAtOpen("paged_free_past_pool", {at + ".free run 0 count must be an integer in [1, 4]"});
   expectRefusedAtOpen("paged_in_version_2", {at + " is a version 3 field; this file is version 2"});
+}
+
+// Version 3's recurrent states (recurrent_*): ids, layers, kinds and provenance by name.
+TEST(CaptureHostile, RecurrentStatesAreBoundedByName) {
+  const auto valid = CaptureFile::open(kCorpus + "recurrent_valid");
+  const auto& states = valid->manifest().recurrent_states[static_cast<int>(CaptureRole::Target)];
+  ASSERT_EQ(states.size(), 4u);
+  EXPECT_EQ(states[1].kind, CaptureStateKind::Ssm);
+  EXPECT_EQ(states[2].after_position, 2);
+  ASSERT_TRUE(valid->manifest().calls[1].recurrent && valid->manifest().calls[1].recurrent->before);
+  EXPECT_EQ((*valid->manifest().calls[1].recurrent->before)[1][1].id, 3);
+  const std::string states_at = "recurrent_states.target";
+  const std::string call_at = "call 1 (target index 1): recurrent";
+  expectRefusedAtOpen("recurrent_id_out_of_order", {states_at + "[1].id is 7 where 1 was due"});
+  expectRefusedAtOpen("recurrent_layer_past_model", {states_at + "[0].layer must be an integer in [0, 0]"});
+  expectRefusedAtOpen("recurrent_kind_unknown", {states_at + "[0].kind must be \"conv\" or \"ssm\""});
+  expectRefusedAtOpen("recurrent_from_later", {states_at + "[0].from is 2, not an earlier state"});
+  expectRefusedAtOpen("recurrent_from_self_cycle", {states_at + "[2].from is 2, not an earlier state"});
+  expectRefusedAtOpen("recurrent_position_huge", {states_at + "[0].after_position must be an integer in [0, 2147483647]"});
+  expectRefusedAtOpen("recurrent_half_provenance", {states_at + "[0]: call, input and after_position are all set"});
+  expectRefusedAtOpen("recurrent_state_not_an_object", {states_at + "[0] must be an object"});
+  expectRefusedAtOpen("recurrent_id_unknown", {call_at + ".before[0][0].id must be an integer in [0, 3]"});
+  expectRefusedAtOpen("recurrent_id_other_kind", {call_at + ".before[0][0].id is state 1 of layer 0 (ssm)"});
+  expectRefusedAtOpen("recurrent_sequences", {call_at + ".before must be null or a list of 2 lists"});
+  expectRefusedAtOpen("recurrent_entries_amplified", {call_at + ".before[0] must be a list of at most 2 states"});
+  expectRefusedAtOpen("recurrent_intermediate_count", {call_at + ".intermediate[0][0].ids must be a list of 1 ids"});
+  expectRefusedAtOpen("recurrent_in_version_2", {"recurrent_states is a version 3 field; this file is version 2"});
 }
 
 }  // namespace
