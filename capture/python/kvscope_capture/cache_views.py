@@ -173,3 +173,14 @@ def past_length(past):
     if hasattr(past, "get_seq_length"):
         return int(past.get_seq_length())
     raise CaptureError(f"{type(past).__name__} has no get_seq_length(): cannot derive positions")
+
+
+def output_cache(output):
+    """The cache a forward returned: .past_key_values, the dict's, or a tuple's second item; None."""
+    if hasattr(output, "past_key_values"):
+        return output.past_key_values
+    if isinstance(output, dict):
+        return output.get("past_key_values")
+    if isinstance(output, (tuple, list)) and len(output) > 1:
+        return output[1]
+    return None

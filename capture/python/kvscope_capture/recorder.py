@@ -18,7 +18,7 @@ import torch
 
 from . import version
 from .between import describe_change
-from .cache_views import read_cache
+from .cache_views import output_cache, read_cache
 from .call_inputs import attention_mask, bind_arguments, forward_signature, positions, token_ids
 from .errors import CaptureError
 from .model_info import describe_model
@@ -513,15 +513,6 @@ def output_logits(output):
         return output.get("logits")
     return None
 
-
-def output_cache(output):
-    if hasattr(output, "past_key_values"):
-        return output.past_key_values
-    if isinstance(output, dict):
-        return output.get("past_key_values")
-    if isinstance(output, (tuple, list)) and len(output) > 1:
-        return output[1]
-    return None
 
 
 def is_sequence(item):

@@ -18,10 +18,11 @@ from s (and, when the reader gives per-input intermediate states, input i's
 "after position p+i")."""
 import hashlib
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict
 
 import torch
 
+from .cache_views import output_cache
 from .errors import CaptureError
 
 KINDS = ("conv", "ssm")
@@ -97,7 +98,7 @@ class RecurrentRecorder:
         if reader is not None:
             states = reader(module, arguments, output)
         else:
-            cache = arguments.get("past_key_values") if output is None else output_cache_of(output)
+            cache = arguments.get("past_key_values") if output is None else output_cache(output)
             states = read_hybrid_cache(cache)
         if states is not None and not isinstance(states, RecurrentStates):
             raise CaptureError(f"state_reader returned {type(states).__name__}, expected RecurrentStates or None")
@@ -163,11 +164,3 @@ def check_state(layer, kind, tensor, batch):
         raise CaptureError(f"layer {layer} {kind} state: {shape}, expected [{batch}, ...]")
 
 
-def output_cache_of(output):
-    if hasattr(output, "past_key_values"):
-        return output.past_key_values
-    if isinstance(output, dict):
-        return output.get("past_key_values")
-    if isinstance(output, (tuple, list)) and len(output) > 1:
-        return output[1]
-    return None
