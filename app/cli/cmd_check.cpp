@@ -151,9 +151,11 @@ std::vector<std::shared_ptr<const CaptureFile>> openCaptures(const std::vector<s
 nlohmann::json rootCauseJson(const std::optional<RootCause>& cause, const CheckedRun& checked, const CaptureFile& file) {
   if (!cause) return nlohmann::json();
   nlohmann::json out = toJson(*cause);
-  if (checked.ranks) out["rank"] = checked.ranks->root_cause_rank.value_or(0);
-  if (!checked.ranks)
-    if (const auto paged = explainPagedRows(file.manifest(), *cause)) addPagedFacts(out, *paged);
+  if (checked.ranks) {
+    out["rank"] = checked.ranks->root_cause_rank.value_or(0);
+  } else if (const auto paged = explainPagedRows(file.manifest(), *cause)) {
+    addPagedFacts(out, *paged);
+  }
   return out;
 }
 
@@ -191,7 +193,7 @@ int runCheck(Args& args) {
   CheckedRun checked;
   if (files.size() > 1) {
     checked.ranks = checkEveryRank(files, options, text);
-    checked.check = checked.ranks->run;
+    checked.check = std::move(checked.ranks->run);  // the ranks' list and names stay in `ranks`
   } else {
     checked.check = checkEverySequence(file, options, text);
     if (file.manifest().shard) checked.check.report.notes.push_back(shardAloneNote(file.manifest()));

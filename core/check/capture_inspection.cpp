@@ -57,9 +57,7 @@ RoleReference referenceFor(const CaptureFile& file, CaptureRole role, const Load
 CaptureCheckReport shownSequenceReport(const SequenceCheck& check, int64_t sequences) {
   if (sequences <= 1) return check.report;
   CaptureCheckReport report = check.shownReport();
-  const auto& shown = check.sequences[static_cast<size_t>(check.shown_sequence)].root_cause;
-  const bool first = shown && check.report.root_cause && shown->event_index == check.report.root_cause->event_index &&
-                     check.report.root_cause->sequence == check.shown_sequence;
+  const bool first = check.report.root_cause && check.report.root_cause->sequence == check.shown_sequence;
   report.notes.insert(report.notes.begin(),
                       "a batch of " + std::to_string(sequences) + " sequences, each checked as its own run; shown: sequence " +
                           std::to_string(check.shown_sequence) + (first ? " (the first breach in the run)" : "") +
@@ -75,10 +73,6 @@ std::vector<InspectedSequence> inspectedSequences(const SequenceCheck& check) {
   }
   return out;
 }
-
-}  // namespace
-
-namespace {
 
 // The check of one capture, or of every rank of a run, kept as the shown
 // sequence's check (and, for ranks, a note naming the rank shown).

@@ -9,8 +9,6 @@
 namespace kvscope {
 namespace {
 
-using When = RunTime;
-
 class RunClock {
  public:
   explicit RunClock(const CaptureManifest& manifest) {
@@ -18,12 +16,12 @@ class RunClock {
   }
 
   // A sequence view's call `view_call` (an index into its manifest's calls).
-  When forward(const CaptureManifest& view, size_t view_call) const { return {positionOf(view, view_call), 0, 0}; }
+  RunTime forward(const CaptureManifest& view, size_t view_call) const { return {positionOf(view, view_call), 0, 0}; }
 
   // A change a sequence's cache went through before `view_call`: it happened
   // after the role's previous call, and a drafter's opening its round after
   // the verify that decided it (capture_record_view.h).
-  When between(const CaptureManifest& view, size_t view_call) const {
+  RunTime between(const CaptureManifest& view, size_t view_call) const {
     const CaptureRole role = view.calls[view_call].role;
     size_t anchor = 0;
     for (size_t c = 0; c < view_call; ++c) {
@@ -41,14 +39,14 @@ class RunClock {
   std::map<std::pair<CaptureRole, int64_t>, size_t> position_;
 };
 
-When rootCauseTime(const RunClock& clock, const CaptureFile& view, const CaptureTimeline& timeline,
+RunTime rootCauseTime(const RunClock& clock, const CaptureFile& view, const CaptureTimeline& timeline,
                    const CaptureRecordView& record, const RootCause& cause) {
   const CaptureStep& step = timeline.steps[record.step_of_event[static_cast<size_t>(cause.event_index)]];
   return step.operation == CaptureOperation::Forward ? clock.forward(view.manifest(), step.manifest_call)
                                                      : clock.between(view.manifest(), step.manifest_call);
 }
 
-When divergenceTime(const RunClock& clock, const CaptureFile& view, const CaptureDivergence& d) {
+RunTime divergenceTime(const RunClock& clock, const CaptureFile& view, const CaptureDivergence& d) {
   const auto& calls = view.manifest().calls;
   for (size_t c = 0; c < calls.size(); ++c) {
     if (calls[c].role == d.role && calls[c].index == d.call) return clock.forward(view.manifest(), c);
@@ -104,7 +102,7 @@ SequenceCheck checkEverySequence(const CaptureFile& file, const CaptureCheckOpti
   const bool batched = file.sequences() > 1;
   SequenceCheck out;
   CaptureCheckReport& run = out.report;
-  std::optional<When> first_breach, first_divergence;
+  std::optional<RunTime> first_breach, first_divergence;
   for (int64_t b = 0; b < file.sequences(); ++b) {
     auto view = file.sequence(b);
     CaptureTimeline timeline = buildCaptureTimeline(*view);
@@ -118,7 +116,7 @@ SequenceCheck checkEverySequence(const CaptureFile& file, const CaptureCheckOpti
       if (const auto paged = explainPagedRows(file.manifest(), *verdict.root_cause))
         verdict.root_cause->what += paged->sentence;
       if (batched) verdict.root_cause->what = sequenceNamed(b, verdict.root_cause->what);
-      const When when = rootCauseTime(clock, *view, timeline, record, *verdict.root_cause);
+      const RunTime when = rootCauseTime(clock, *view, timeline, record, *verdict.root_cause);
       if (!first_breach || when < *first_breach) {
         first_breach = when;
         run.root_cause = verdict.root_cause;
@@ -128,7 +126,7 @@ SequenceCheck checkEverySequence(const CaptureFile& file, const CaptureCheckOpti
     if (verdict.first_divergence) {
       verdict.first_divergence->sequence = b;
       if (batched) verdict.first_divergence->what = sequenceNamed(b, verdict.first_divergence->what);
-      const When when = divergenceTime(clock, *view, *verdict.first_divergence);
+      const RunTime when = divergenceTime(clock, *view, *verdict.first_divergence);
       if (!first_divergence || when < *first_divergence) {
         first_divergence = when;
         run.first_divergence = verdict.first_divergence;

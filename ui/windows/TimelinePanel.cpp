@@ -163,9 +163,16 @@ QColor sequenceColor(size_t b) {
                                   QColor(62, 39, 35),  QColor(13, 71, 161), QColor(191, 54, 12), QColor(51, 51, 51)};
   return colors[b % 8];
 }
-QCPScatterStyle::ScatterShape sequenceShape(size_t b) {
-  static const QCPScatterStyle::ScatterShape shapes[] = {QCPScatterStyle::ssDiamond, QCPScatterStyle::ssTriangle,
-                                                         QCPScatterStyle::ssSquare, QCPScatterStyle::ssTriangleInverted};
+// A marker's shape and the character that draws it in the key.
+struct MarkerShape {
+  QCPScatterStyle::ScatterShape shape;
+  const char* glyph;
+};
+MarkerShape sequenceShape(size_t b) {
+  static const MarkerShape shapes[] = {{QCPScatterStyle::ssDiamond, "&#9670;"},
+                                       {QCPScatterStyle::ssTriangle, "&#9650;"},
+                                       {QCPScatterStyle::ssSquare, "&#9632;"},
+                                       {QCPScatterStyle::ssTriangleInverted, "&#9660;"}};
   return shapes[(b / 8 + b) % 4];
 }
 constexpr size_t kMaxSequenceMarkers = 16;  // beyond, the markers of one round would overlap: the legend says so
@@ -178,7 +185,7 @@ void TimelinePanel::showBatch(const SessionSnapshot* snapshot) {
     const size_t b = sequences_.size();
     QCPGraph* graph = plot_->addGraph(plot_->xAxis, plot_->yAxis);
     graph->setLineStyle(QCPGraph::lsNone);
-    graph->setScatterStyle(QCPScatterStyle(sequenceShape(b), QPen(Qt::white, 1), sequenceColor(b), 9));
+    graph->setScatterStyle(QCPScatterStyle(sequenceShape(b).shape, QPen(Qt::white, 1), sequenceColor(b), 9));
     graph->setName(tr("sequence %1").arg(b));
     sequences_.push_back(graph);
   }
@@ -195,19 +202,15 @@ void TimelinePanel::showBatch(const SessionSnapshot* snapshot) {
         y << static_cast<double>(accepted[round]);
       }
       keys += QStringLiteral("<nobr><span style='color:%1'>%2</span>&nbsp;%3</nobr> ")
-                  .arg(sequenceColor(b).name(), sequenceShape(b) == QCPScatterStyle::ssDiamond ? QStringLiteral("&#9670;")
-                                                : sequenceShape(b) == QCPScatterStyle::ssTriangle ? QStringLiteral("&#9650;")
-                                                : sequenceShape(b) == QCPScatterStyle::ssSquare   ? QStringLiteral("&#9632;")
-                                                                                                  : QStringLiteral("&#9660;"))
+                  .arg(sequenceColor(b).name(), QLatin1String(sequenceShape(b).glyph))
                   .arg(b);
     }
     sequences_[b]->setData(x, y, true);
     sequences_[b]->setVisible(b < drawn);
   }
   batch_legend_->setVisible(drawn > 1);
-  // A sequence that accepted nothing is a marker at 0: keep it above the axis.
-  if (drawn > 1) plot_->yAxis->setRangeLower(-0.45);
   if (drawn > 1) {
+    plot_->yAxis->setRangeLower(-0.45);  // a sequence that accepted nothing is a marker at 0: above the axis
     QString text = tr("drafts each sequence accepted: %1; bars: sequence %2").arg(keys.trimmed()).arg(snapshot->shown_sequence);
     if (batch > drawn) text += tr(" (markers for the first %1 of %2 sequences)").arg(drawn).arg(batch);
     batch_legend_->setLegend(text);

@@ -12,6 +12,7 @@
 #include "core/capture/capture_file.h"
 #include "core/capture/capture_shard.h"
 #include "core/model/safetensors.h"
+#include "tests/core/base/capture_builder.h"
 #include "tests/core/base/hostile_support.h"
 
 namespace kvscope {
@@ -20,29 +21,9 @@ namespace {
 using Json = nlohmann::json;
 const std::string kSpeculativeV1 = std::string(KVSCOPE_FIXTURES) + "/captures/verify-mask-leak-dynamic-topk.kvcapture";
 
-struct Tensor {
-  std::string name;
-  StDType dtype;
-  std::vector<int64_t> shape;
-  std::string bytes;
-};
-
-Tensor floats(const std::string& name, std::vector<int64_t> shape) {
-  int64_t count = 1;
-  for (int64_t extent : shape) count *= extent;
-  std::string bytes(static_cast<size_t>(count) * 4, '\0');
-  for (int64_t i = 0; i < count; ++i) {
-    const float value = 0.25f * static_cast<float>(i % 13) - 1.0f;
-    std::memcpy(bytes.data() + 4 * i, &value, 4);
-  }
-  return {name, StDType::F32, std::move(shape), std::move(bytes)};
-}
-
-Tensor mask(const std::string& name, const std::vector<std::vector<uint8_t>>& rows) {
-  std::string bytes;
-  for (const auto& row : rows) bytes.append(row.begin(), row.end());
-  return {name, StDType::BOOL, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows.front().size())}, bytes};
-}
+using capture_builder::floats;
+using capture_builder::mask;
+using Tensor = capture_builder::CaptureTensor;
 
 // Two sequences, one target layer. Sequence 0 is the prompt [5, 6] left-padded
 // by one slot; sequence 1 is [7, 8, 9]. Call 0 prefills both, call 1 feeds one
@@ -107,12 +88,8 @@ class BatchCaptureTest : public hostile::TempDirTest {
   }
 
   std::string save() {
-    std::map<std::string, std::string> metadata = metadata_;
-    metadata["kvscope_capture"] = manifest_.dump();
-    std::vector<StWriteTensor> out;
-    for (const auto& t : tensors_) out.push_back({t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size()});
     const std::string path = (dir_ / "batch.kvcapture").string();
-    writeSafetensors(path, out, metadata);
+    capture_builder::writeCapture(path, manifest_, metadata_, tensors_);
     return path;
   }
   void expectRefused(const std::vector<std::string>& parts) {

@@ -13,6 +13,7 @@
 #include "core/capture/capture_file.h"
 #include "core/check/paged_explanation.h"
 #include "core/model/safetensors.h"
+#include "tests/core/base/capture_builder.h"
 #include "tests/core/base/hostile_support.h"
 
 namespace kvscope {
@@ -20,29 +21,9 @@ namespace {
 
 using Json = nlohmann::json;
 
-struct Tensor {
-  std::string name;
-  StDType dtype;
-  std::vector<int64_t> shape;
-  std::string bytes;
-};
-
-Tensor floats(const std::string& name, std::vector<int64_t> shape) {
-  int64_t count = 1;
-  for (int64_t extent : shape) count *= extent;
-  std::string bytes(static_cast<size_t>(count) * 4, '\0');
-  for (int64_t i = 0; i < count; ++i) {
-    const float value = 0.25f * static_cast<float>(i % 13) - 1.0f;
-    std::memcpy(bytes.data() + 4 * i, &value, 4);
-  }
-  return {name, StDType::F32, std::move(shape), std::move(bytes)};
-}
-
-Tensor mask(const std::string& name, const std::vector<std::vector<uint8_t>>& rows) {
-  std::string bytes;
-  for (const auto& row : rows) bytes.append(row.begin(), row.end());
-  return {name, StDType::BOOL, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows.front().size())}, bytes};
-}
+using capture_builder::floats;
+using capture_builder::mask;
+using Tensor = capture_builder::CaptureTensor;
 
 // Two sequences, one target layer, a pool of 4 blocks of 2 rows. Call 0
 // prefills sequence 0's [5, 6] (left-padded by one slot) into block 0 and
@@ -114,12 +95,8 @@ class PagedCaptureTest : public hostile::TempDirTest {
   }
 
   std::string save() {
-    std::map<std::string, std::string> metadata = metadata_;
-    metadata["kvscope_capture"] = manifest_.dump();
-    std::vector<StWriteTensor> out;
-    for (const auto& t : tensors_) out.push_back({t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size()});
     const std::string path = (dir_ / "paged.kvcapture").string();
-    writeSafetensors(path, out, metadata);
+    capture_builder::writeCapture(path, manifest_, metadata_, tensors_);
     return path;
   }
   void expectRefused(const std::vector<std::string>& parts) {
