@@ -152,8 +152,8 @@ at::Tensor TrackedCache::forward(const CausalLM& model, Phase phase, const std::
   try {
     // A fault's feed may not match the cache's length: only the unchecked
     // forward lets it happen, so that the audit can see it.
-    logits = faults_.active() ? model.forwardUnchecked(ids, write.rope_start, storage_.get(), &computed, logit_rows)
-                              : model.forward(ids, write.rope_start, storage_.get(), &computed, logit_rows);  // [rows, vocab]
+    const SequenceForward feed{ids, write.rope_start, storage_.get(), &computed, logit_rows, faults_.active()};
+    logits = runner_->run(model, feed);  // [rows, vocab]
   } catch (...) {
     clearSwitches();  // the forward failed: nothing written, nothing logged
     throw;

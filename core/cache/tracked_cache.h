@@ -32,6 +32,7 @@
 #include "core/cache/fault_policy.h"
 #include "core/cache/kv_cache.h"
 #include "core/cache/kv_ledger.h"
+#include "core/model/forward_runner.h"
 
 namespace kvscope {
 
@@ -69,6 +70,9 @@ class TrackedCache {
                const FaultPolicy& faults, KvLedger& ledger, CacheEventLog& log);
 
   CacheRole role() const { return role_; }
+  // How forward() reaches the model: at once (the default), or joined with
+  // other sequences' forwards into a batch (core/decode/forward_batcher.h).
+  void setForwardRunner(ForwardRunner& runner) { runner_ = &runner; }
   // What the cache holds, to read (policies decide from it); every change is
   // a method below.
   const KvCache& storage() const { return *storage_; }
@@ -158,6 +162,7 @@ class TrackedCache {
   const FaultPolicy& faults_;
   KvLedger& ledger_;
   CacheEventLog& log_;
+  ForwardRunner* runner_ = &directForwards();
 
   CacheLayout layout_;
   EvictionMasks masks_;

@@ -22,12 +22,14 @@ double millisecondsSince(Clock::time_point start) {
 }  // namespace
 
 Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const Drafter> drafter,
-                 std::vector<int64_t> prompt, SessionOptions options, std::vector<int64_t> eos_ids)
+                 std::vector<int64_t> prompt, SessionOptions options, std::vector<int64_t> eos_ids,
+                 ForwardRunner* runner)
     : target_(std::move(target)),
       drafter_(std::move(drafter)),
       options_(std::move(options)),
       faults_(options_.fault),
       eos_ids_(std::move(eos_ids)),
+      runner_(runner != nullptr ? runner : &directForwards()),
       generator_(makeGenerator(options_.seed)),
       // Clamped so that an invalid value (refused just below) cannot overflow.
       record_budget_(std::clamp<int64_t>(options_.trace_budget_mb, 0, SessionLimits::kMaxTraceBudgetMb) * 1024 * 1024) {
@@ -95,8 +97,10 @@ TrackedCache* Session::cacheOf(CacheRole role) const {
 std::unique_ptr<TrackedCache> Session::makeTrackedCache(CacheRole role, const CausalLM& model) {
   std::vector<int64_t> windows;
   for (int64_t layer = 0; layer < model.config().num_layers; ++layer) windows.push_back(model.config().windowOf(layer));
-  return std::make_unique<TrackedCache>(role, model.makeCache(cacheStorage()), std::move(windows), faults_, record_.ledger,
-                                        record_.events);
+  auto cache = std::make_unique<TrackedCache>(role, model.makeCache(cacheStorage()), std::move(windows), faults_,
+                                              record_.ledger, record_.events);
+  cache->setForwardRunner(*runner_);
+  return cache;
 }
 
 const std::vector<int64_t>& Session::believedCacheTokens(CacheRole role) const {
@@ -113,7 +117,7 @@ at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Pha
   TrackedCache* cache = cacheOf(role);
   RoundRecord& record = record_.rounds.back();
   (role == CacheRole::Target ? record.target_forwards : record.drafter_forwards) += 1;
-  if (cache == nullptr) return model.forward(idsTensor(tokens), 0, nullptr, probes, logit_rows);  // [rows, vocab]
+  if (cache == nullptr) return runner_->run(model, {idsTensor(tokens), 0, nullptr, probes, logit_rows});  // [rows, vocab]
   // The cache feeds only the tokens it does not hold yet, and logs the write.
   return cache->forward(model, phase, tokens, round_index_, probes, logit_rows, copy_to);  // [rows, vocab]
 }

@@ -37,8 +37,11 @@ class Session {
   // drafter may be nullptr: then every round is a plain target step (gamma 0).
   // Throws Error for a drafter whose vocabulary differs from the target's, a
   // prompt that does not fit the context, or bad options.
+  // runner: how the session's forwards reach the models (nullptr: each at
+  // once); a batch's sessions share one that joins them (core/decode/batch_session.h).
   Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const Drafter> drafter,
-          std::vector<int64_t> prompt, SessionOptions options, std::vector<int64_t> eos_ids);
+          std::vector<int64_t> prompt, SessionOptions options, std::vector<int64_t> eos_ids,
+          ForwardRunner* runner = nullptr);
   ~Session();
 
   // --- advancing ---------------------------------------------------------
@@ -115,6 +118,7 @@ class Session {
   SessionOptions options_;
   FaultPolicy faults_;
   std::vector<int64_t> eos_ids_;
+  ForwardRunner* runner_;
   at::Generator generator_;
 
   SessionRecord record_;

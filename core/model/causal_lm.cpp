@@ -95,15 +95,18 @@ c10::TensorOptions residentOptions(const StTensorInfo& info, const TensorSpec& s
 
 }  // namespace
 
-void CausalLM::checkForwardArguments(const at::Tensor& tokens, int64_t start_pos, const KvCache* cache,
-                                     bool require_cache_at_start) const {
-  require(tokens.dim() == 1 && tokens.scalar_type() == torch::kInt64, "forward: tokens must be a 1-D int64 tensor");
+void CausalLM::checkForwardArguments(const SequenceForward& sequence) const {
+  const at::Tensor& tokens = sequence.tokens;
+  const int64_t start_pos = sequence.start_pos;
+  const KvCache* cache = sequence.cache;
+  require(tokens.defined() && tokens.dim() == 1 && tokens.scalar_type() == torch::kInt64,
+          "forward: tokens must be a 1-D int64 tensor");
   const int64_t n = tokens.size(0);
   require(n > 0, "forward: no tokens to feed");
   if (cache == nullptr) {
     require(start_pos == 0, "forward without a cache recomputes the whole sequence: start_pos must be 0, got " +
                                 std::to_string(start_pos));
-  } else if (require_cache_at_start) {
+  } else if (!sequence.unchecked) {
     for (int64_t layer = 0; layer < cache->numLayers(); ++layer) {
       require(cache->endPosition(layer) == start_pos,
               "forward: layer " + std::to_string(layer) + " of the cache holds positions up to " +
@@ -125,48 +128,81 @@ void CausalLM::checkForwardArguments(const at::Tensor& tokens, int64_t start_pos
 
 at::Tensor CausalLM::forward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
                              int64_t logit_rows) const {
-  checkForwardArguments(tokens, start_pos, cache, /*require_cache_at_start=*/true);
-  shareThreadsBeforeForward();  // this thread's share of the process's threads
-  return guardedForward(tokens, start_pos, cache, probes, logit_rows);
+  SequenceResult result = forwardBatch({{tokens, start_pos, cache, probes, logit_rows, /*unchecked=*/false}}).front();
+  if (result.error) std::rethrow_exception(result.error);
+  return result.logits;
 }
 
 at::Tensor CausalLM::forwardUnchecked(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
                                       ProbeSink* probes, int64_t logit_rows) const {
-  checkForwardArguments(tokens, start_pos, cache, /*require_cache_at_start=*/false);
-  shareThreadsBeforeForward();
-  return guardedForward(tokens, start_pos, cache, probes, logit_rows);
+  SequenceResult result = forwardBatch({{tokens, start_pos, cache, probes, logit_rows, /*unchecked=*/true}}).front();
+  if (result.error) std::rethrow_exception(result.error);
+  return result.logits;
 }
 
-at::Tensor CausalLM::guardedForward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
-                                    int64_t logit_rows) const {
-  std::vector<int64_t> rows_before;  // per layer; a fault may write fewer rows than it feeds
-  if (cache != nullptr) {
-    rows_before.reserve(static_cast<size_t>(cache->numLayers()));
-    for (int64_t layer = 0; layer < cache->numLayers(); ++layer) rows_before.push_back(cache->length(layer));
+std::vector<CausalLM::SequenceResult> CausalLM::forwardBatch(const std::vector<SequenceForward>& sequences) const {
+  std::vector<SequenceResult> results(sequences.size());
+  std::vector<SequenceForward> runnable;  // the sequences whose arguments hold, in order
+  std::vector<size_t> runnable_index;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    try {
+      checkForwardArguments(sequences[i]);
+      runnable.push_back(sequences[i]);
+      runnable_index.push_back(i);
+    } catch (...) {
+      results[i].error = std::current_exception();
+    }
   }
-  at::Tensor logits = forwardImpl(tokens, start_pos, cache, probes, logit_rows);
-  if (!finiteGuardEnabled() || allFinite(logits)) return logits;
+  if (runnable.empty()) return results;
+  std::vector<std::vector<int64_t>> rows_before;  // per sequence, per layer; a fault may write fewer rows than it feeds
+  for (const SequenceForward& s : runnable) rows_before.push_back(rowsBefore(s));
+  shareThreadsBeforeForward();  // this thread's share of the process's threads
+  const BatchRows batch(runnable);
+  const std::vector<at::Tensor> logits = batch.splitLogits(forwardImpl(batch));
+  for (size_t r = 0; r < runnable.size(); ++r) {
+    SequenceResult& result = results[runnable_index[r]];
+    result.error = finiteOrError(runnable[r], logits[r], rows_before[r]);
+    if (!result.error) result.logits = logits[r];
+  }
+  return results;
+}
+
+std::vector<int64_t> CausalLM::rowsBefore(const SequenceForward& sequence) {
+  std::vector<int64_t> rows;
+  if (sequence.cache == nullptr) return rows;
+  rows.reserve(static_cast<size_t>(sequence.cache->numLayers()));
+  for (int64_t layer = 0; layer < sequence.cache->numLayers(); ++layer) rows.push_back(sequence.cache->length(layer));
+  return rows;
+}
+
+std::exception_ptr CausalLM::finiteOrError(const SequenceForward& sequence, const at::Tensor& logits,
+                                           const std::vector<int64_t>& rows_before) const {
+  if (!finiteGuardEnabled() || allFinite(logits)) return nullptr;
   try {
-    refuseNonFinite(tokens, start_pos, cache, rows_before, logit_rows);
+    refuseNonFinite(sequence, rows_before);
   } catch (const Error&) {
     // Drop the rows this forward appended: a session that shows the error
     // and stays open must be able to step again from where it was.
+    KvCache* cache = sequence.cache;
     for (int64_t layer = 0; cache != nullptr && layer < cache->numLayers(); ++layer)
       cache->cropLayer(layer, rows_before[static_cast<size_t>(layer)]);
-    throw;
+    return std::current_exception();
   }
+  return nullptr;  // unreachable: refuseNonFinite always throws
 }
 
-void CausalLM::refuseNonFinite(const at::Tensor& tokens, int64_t start_pos, const KvCache* cache,
-                               const std::vector<int64_t>& rows_before, int64_t logit_rows) const {
+void CausalLM::refuseNonFinite(const SequenceForward& sequence, const std::vector<int64_t>& rows_before) const {
   FirstNonFinite site;
   bool stale_cache = false;
-  if (cache == nullptr) {
-    forwardImpl(tokens, start_pos, nullptr, &site, logit_rows);
+  SequenceForward rerun_forward = sequence;
+  rerun_forward.probes = &site;
+  if (sequence.cache == nullptr) {
+    forwardImpl(BatchRows({rerun_forward}));
   } else {
-    KvCache rerun = cache->clone();
+    KvCache rerun = sequence.cache->clone();
     for (int64_t layer = 0; layer < rerun.numLayers(); ++layer) rerun.cropLayer(layer, rows_before[static_cast<size_t>(layer)]);
-    forwardImpl(tokens, start_pos, &rerun, &site, logit_rows);
+    rerun_forward.cache = &rerun;
+    forwardImpl(BatchRows({rerun_forward}));
     // Attention that read non-finite rows written earlier (by a prefill that
     // computed no logits, so nothing checked it then).
     const bool reads_cache = site.point() == Probe::AttentionWeights || site.point() == Probe::AttentionOutput;
@@ -176,14 +212,9 @@ void CausalLM::refuseNonFinite(const at::Tensor& tokens, int64_t start_pos, cons
                                   allFinite(rerun.values(site.layer()).narrow(1, 0, rows)));
     }
   }
-  throw Error((source_.empty() ? config_.architecture_name : source_) + ": forward of " + std::to_string(tokens.size(0)) + " token(s) at position " + std::to_string(start_pos) +
+  throw Error((source_.empty() ? config_.architecture_name : source_) + ": forward of " +
+              std::to_string(sequence.tokens.size(0)) + " token(s) at position " + std::to_string(sequence.start_pos) +
               " gave non-finite logits (NaN or Inf): " + describeNonFinite(config_, site, stale_cache));
-}
-
-at::Tensor CausalLM::rowsForLogits(const at::Tensor& x, int64_t logit_rows) {
-  const int64_t n = x.size(0);
-  if (logit_rows < 0 || logit_rows >= n) return x;
-  return x.narrow(0, n - logit_rows, logit_rows);  // [logit_rows, hidden]
 }
 
 std::unique_ptr<KvCache> CausalLM::makeCache(c10::optional<c10::ScalarType> storage) const {

@@ -2,6 +2,7 @@
 // A causal language model (GPT-2 or Llama family) with an explicit-position
 // forward that feeds only the tokens not yet in the cache.
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include <c10/core/TensorOptions.h>
 
 #include "core/cache/kv_cache.h"
+#include "core/model/batch_rows.h"
 #include "core/model/model_config.h"
 #include "core/model/probe.h"
 #include "core/model/weight_residency.h"
@@ -56,6 +58,18 @@ class CausalLM {
   at::Tensor forwardUnchecked(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
                               ProbeSink* probes = nullptr, int64_t logit_rows = kAllRows) const;
 
+  // One forward of several sequences (core/model/batch_rows.h), each with its
+  // own tokens, positions, cache, probes and logit rows, checked as forward()
+  // (or, with `unchecked`, forwardUnchecked()) checks one. Per sequence: its
+  // logits [logit rows, vocab], or the error its forward alone would have
+  // thrown; a sequence that fails leaves its cache as the call found it and
+  // the others keep their rows. A batch of one is forward() itself.
+  struct SequenceResult {
+    at::Tensor logits;
+    std::exception_ptr error;
+  };
+  std::vector<SequenceResult> forwardBatch(const std::vector<SequenceForward>& sequences) const;
+
   // An empty cache shaped for this model, storing K/V in `storage` dtype
   // (default: the compute dtype).
   std::unique_ptr<KvCache> makeCache(c10::optional<c10::ScalarType> storage = c10::nullopt) const;
@@ -71,27 +85,28 @@ class CausalLM {
  protected:
   CausalLM(ModelConfig config, c10::TensorOptions options)
       : config_(std::move(config)), options_(options) {}
-  // Architecture-specific body; arguments already checked.
-  virtual at::Tensor forwardImpl(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
-                                 int64_t logit_rows) const = 0;
-  // x [n, hidden] -> its last `logit_rows` rows (all when kAllRows or >= n).
-  static at::Tensor rowsForLogits(const at::Tensor& x, int64_t logit_rows);
+  // Architecture-specific body; arguments already checked. Returns the
+  // logits of every sequence's logit rows, in batch order: [sum of logit
+  // rows, vocab] (BatchRows::splitLogits parts them).
+  virtual at::Tensor forwardImpl(const BatchRows& batch) const = 0;
 
   ModelConfig config_;
   c10::TensorOptions options_;
   std::string source_;
 
  private:
-  void checkForwardArguments(const at::Tensor& tokens, int64_t start_pos, const KvCache* cache,
-                             bool require_cache_at_start) const;
-  // forwardImpl, then the finite-logits guard (core/model/finite_logits.h).
-  at::Tensor guardedForward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
-                            int64_t logit_rows) const;
-  // Runs the forward again on a copy of the cache as it was before (each
-  // layer cut back to rows_before), watching every probe point, and throws
-  // Error naming the layer and step where values first became non-finite.
-  [[noreturn]] void refuseNonFinite(const at::Tensor& tokens, int64_t start_pos, const KvCache* cache,
-                                    const std::vector<int64_t>& rows_before, int64_t logit_rows) const;
+  void checkForwardArguments(const SequenceForward& sequence) const;
+  // The rows each layer of a sequence's cache holds (empty without a cache).
+  static std::vector<int64_t> rowsBefore(const SequenceForward& sequence);
+  // Runs the sequence's forward again on a copy of its cache as it was
+  // before (each layer cut back to rows_before), watching every probe point,
+  // and throws Error naming the layer and step where values first became
+  // non-finite.
+  [[noreturn]] void refuseNonFinite(const SequenceForward& sequence, const std::vector<int64_t>& rows_before) const;
+  // Checks one sequence's logits; on NaN or Inf, the error refuseNonFinite
+  // gives, with the sequence's cache cut back to rows_before.
+  std::exception_ptr finiteOrError(const SequenceForward& sequence, const at::Tensor& logits,
+                                   const std::vector<int64_t>& rows_before) const;
 };
 
 // The parameters an architecture expects, with shapes, under HF names.

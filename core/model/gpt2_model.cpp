@@ -101,26 +101,29 @@ at::Tensor Gpt2Model::activation(const at::Tensor& x) const {
   return torch::gelu(x, "tanh");  // gelu_new / gelu_pytorch_tanh
 }
 
-at::Tensor Gpt2Model::attention(const Layer& layer, int64_t index, const at::Tensor& x, KvCache* cache,
-                                ProbeSink* probes) const {
-  const int64_t n = x.size(0), C = config_.hidden_size, H = config_.num_heads, D = config_.head_dim;
-  probe(probes, Probe::LayerInput, index, x);
-  auto qkv = conv1d(x, layer.c_attn_w, layer.c_attn_b);  // [n, 3C]: q | k | v
-  auto heads = [&](int64_t part) { return qkv.narrow(1, part * C, C).view({n, H, D}).transpose(0, 1); };
-  auto q = heads(0), k = heads(1), v = heads(2);  // [H, n, D] views; the cache's append copies them
-  probe(probes, Probe::Query, index, q);
-  probe(probes, Probe::Key, index, k);
-  probe(probes, Probe::Value, index, v);
+at::Tensor Gpt2Model::attention(const Layer& layer, int64_t index, const at::Tensor& x, const BatchRows& batch) const {
+  const int64_t N = x.size(0), C = config_.hidden_size, H = config_.num_heads, D = config_.head_dim;
+  batch.probeEach(Probe::LayerInput, index, x);
+  auto qkv = conv1d(x, layer.c_attn_w, layer.c_attn_b);  // [N, 3C]: q | k | v, every sequence's rows at once
+  auto heads = [&](int64_t part) { return qkv.narrow(1, part * C, C).view({N, H, D}).transpose(0, 1); };
+  auto q = heads(0), k = heads(1), v = heads(2);  // [H, N, D] views; the cache's append copies them
+  batch.probeEach(Probe::Query, index, q, 1);
+  batch.probeEach(Probe::Key, index, k, 1);
+  batch.probeEach(Probe::Value, index, v, 1);
 
-  auto [keys, values] = keysAndValues(k, v, index, cache);  // [H, T, D]
-  AttentionOptions options;
-  options.scale = attentionScale(config_, index);
-  options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
-  if (cache != nullptr) options.keep = cache->keepMask(index);  // rows an eviction policy removed
-  auto out = causalAttention(q, keys, values, options, index, probes);
-  auto merged = out.transpose(0, 1).reshape({n, C});  // [n, C]
-  auto projected = conv1d(merged, layer.c_proj_w, layer.c_proj_b);  // [n, C]
-  probe(probes, Probe::AttentionProjected, index, projected);
+  std::vector<at::Tensor> outputs;  // per sequence [H, n_i, D]
+  for (size_t i = 0; i < batch.size(); ++i) {
+    KvCache* cache = batch[i].cache;
+    auto [keys, values] = keysAndValues(batch.rowsOf(k, i, 1), batch.rowsOf(v, i, 1), index, cache);  // [H, T_i, D]
+    AttentionOptions options;
+    options.scale = attentionScale(config_, index);
+    options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
+    if (cache != nullptr) options.keep = cache->keepMask(index);  // rows an eviction policy removed
+    outputs.push_back(causalAttention(batch.rowsOf(q, i, 1), keys, values, options, index, batch[i].probes));
+  }
+  auto merged = BatchRows::join(outputs, 1).transpose(0, 1).reshape({N, C});  // [N, C]
+  auto projected = conv1d(merged, layer.c_proj_w, layer.c_proj_b);          // [N, C]
+  batch.probeEach(Probe::AttentionProjected, index, projected);
   return projected;
 }
 
@@ -128,18 +131,18 @@ at::Tensor Gpt2Model::mlp(const Layer& layer, const at::Tensor& x) const {
   return conv1d(activation(conv1d(x, layer.fc_w, layer.fc_b)), layer.proj_w, layer.proj_b);
 }
 
-at::Tensor Gpt2Model::forwardImpl(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
-                                  int64_t logit_rows) const {
-  const int64_t n = tokens.size(0);
-  auto positions = torch::arange(start_pos, start_pos + n, torch::kInt64);
-  auto x = denseRows(wte_, tokens) + denseRows(wpe_, positions);  // [n, C]; float32 rows of 16-bit tables
+at::Tensor Gpt2Model::forwardImpl(const BatchRows& batch) const {
+  std::vector<at::Tensor> positions;
+  for (size_t i = 0; i < batch.size(); ++i) positions.push_back(batch.positionsOf(i));
+  // [N, C]; float32 rows of 16-bit tables
+  auto x = denseRows(wte_, batch.tokens()) + denseRows(wpe_, BatchRows::join(positions, 0));
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
-    x = x + attention(layer, static_cast<int64_t>(i), layerNorm(x, layer.ln1_w, layer.ln1_b), cache, probes);
+    x = x + attention(layer, static_cast<int64_t>(i), layerNorm(x, layer.ln1_w, layer.ln1_b), batch);
     x = x + mlp(layer, layerNorm(x, layer.ln2_w, layer.ln2_b));
-    probe(probes, Probe::LayerOutput, static_cast<int64_t>(i), x);
+    batch.probeEach(Probe::LayerOutput, static_cast<int64_t>(i), x);
   }
-  x = rowsForLogits(x, logit_rows);                       // [rows, C]
+  x = batch.logitRows(x);                                 // [rows, C]
   return dense(layerNorm(x, lnf_w_, lnf_b_), lm_head_);  // [rows, vocab]
 }
 

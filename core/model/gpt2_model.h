@@ -23,8 +23,7 @@ class Gpt2Model : public CausalLM {
   void layOutForInference() override;
 
  protected:
-  at::Tensor forwardImpl(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
-                         int64_t logit_rows) const override;
+  at::Tensor forwardImpl(const BatchRows& batch) const override;
 
  private:
   struct Layer {
@@ -35,8 +34,8 @@ class Gpt2Model : public CausalLM {
     at::Tensor fc_w, fc_b;          // [hidden, inner], [inner]
     at::Tensor proj_w, proj_b;      // [inner, hidden], [hidden]
   };
-  at::Tensor attention(const Layer& layer, int64_t index, const at::Tensor& x, KvCache* cache,
-                       ProbeSink* probes) const;
+  // x [N, hidden] (every sequence's rows, normed) -> [N, hidden].
+  at::Tensor attention(const Layer& layer, int64_t index, const at::Tensor& x, const BatchRows& batch) const;
   at::Tensor mlp(const Layer& layer, const at::Tensor& x) const;
   at::Tensor activation(const at::Tensor& x) const;
   at::Tensor layerNorm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const;

@@ -110,36 +110,40 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LlamaModel::project(const Layer& 
 }
 
 at::Tensor LlamaModel::attention(const Layer& layer, int64_t index, const at::Tensor& x, const at::Tensor& cos,
-                                 const at::Tensor& sin, KvCache* cache, ProbeSink* probes) const {
-  const int64_t n = x.size(0), D = config_.head_dim;
-  probe(probes, Probe::LayerInput, index, x);
-  auto [q, k, v] = project(layer, x);  // [H, n, D], [Hkv, n, D], [Hkv, n, D]
+                                 const at::Tensor& sin, const BatchRows& batch) const {
+  const int64_t N = x.size(0), D = config_.head_dim;
+  batch.probeEach(Probe::LayerInput, index, x);
+  auto [q, k, v] = project(layer, x);  // [H, N, D], [Hkv, N, D], [Hkv, N, D]: every sequence's rows at once
   if (config_.qk_norm) {               // Qwen3: per head, over head_dim, before RoPE
     q = rmsNorm(q, layer.q_norm);
     k = rmsNorm(k, layer.k_norm);
   }
-  probe(probes, Probe::QueryBeforeRope, index, q);
-  probe(probes, Probe::KeyBeforeRope, index, k);
-  q = Rope::apply(q, cos, sin);
+  batch.probeEach(Probe::QueryBeforeRope, index, q, 1);
+  batch.probeEach(Probe::KeyBeforeRope, index, k, 1);
+  q = Rope::apply(q, cos, sin);  // cos, sin [N, D]: each row at its own sequence's position
   k = Rope::apply(k, cos, sin);
-  probe(probes, Probe::Query, index, q);
-  probe(probes, Probe::Key, index, k);
-  probe(probes, Probe::Value, index, v);
+  batch.probeEach(Probe::Query, index, q, 1);
+  batch.probeEach(Probe::Key, index, k, 1);
+  batch.probeEach(Probe::Value, index, v, 1);
 
-  // k and v are transposed views ([Hkv, n, D] over [n, Hkv, D]); the cache's
-  // append copies them as they are, so no contiguous copy first (two copies
-  // per layer on a verify pass; free only for n = 1).
-  auto [keys, values] = keysAndValues(k, v, index, cache);  // [Hkv, T, D]
-  AttentionOptions options;
-  options.scale = attentionScale(config_, index);
-  options.softcap = config_.attn_logit_softcap;
-  options.window = config_.windowOf(index);
-  options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
-  if (cache != nullptr) options.keep = cache->keepMask(index);  // rows an eviction policy removed
-  auto out = causalAttention(q, keys, values, options, index, probes);
-  auto merged = out.transpose(0, 1).reshape({n, config_.num_heads * D});  // [n, H * D]
-  auto projected = dense(merged, layer.wo, layer.bo);                   // [n, hidden]
-  probe(probes, Probe::AttentionProjected, index, projected);
+  std::vector<at::Tensor> outputs;  // per sequence [H, n_i, D]
+  for (size_t i = 0; i < batch.size(); ++i) {
+    KvCache* cache = batch[i].cache;
+    // k and v are transposed views ([Hkv, n, D] over [n, Hkv, D]); the
+    // cache's append copies them as they are, so no contiguous copy first
+    // (two copies per layer on a verify pass; free only for n = 1).
+    auto [keys, values] = keysAndValues(batch.rowsOf(k, i, 1), batch.rowsOf(v, i, 1), index, cache);  // [Hkv, T_i, D]
+    AttentionOptions options;
+    options.scale = attentionScale(config_, index);
+    options.softcap = config_.attn_logit_softcap;
+    options.window = config_.windowOf(index);
+    options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
+    if (cache != nullptr) options.keep = cache->keepMask(index);  // rows an eviction policy removed
+    outputs.push_back(causalAttention(batch.rowsOf(q, i, 1), keys, values, options, index, batch[i].probes));
+  }
+  auto merged = BatchRows::join(outputs, 1).transpose(0, 1).reshape({N, config_.num_heads * D});  // [N, H * D]
+  auto projected = dense(merged, layer.wo, layer.bo);                                            // [N, hidden]
+  batch.probeEach(Probe::AttentionProjected, index, projected);
   return projected;
 }
 
@@ -158,33 +162,38 @@ at::Tensor LlamaModel::mlp(const Layer& layer, const at::Tensor& x) const {
 }
 
 at::Tensor LlamaModel::block(const Layer& layer, int64_t index, const at::Tensor& x, const at::Tensor& cos,
-                             const at::Tensor& sin, KvCache* cache, ProbeSink* probes) const {
+                             const at::Tensor& sin, const BatchRows& batch) const {
   if (config_.family == DecoderFamily::Gemma2) {
     // Norms on both sides of each sub-block, before the residual add.
-    auto h = x + rmsNorm(attention(layer, index, rmsNorm(x, layer.input_norm), cos, sin, cache, probes),
+    auto h = x + rmsNorm(attention(layer, index, rmsNorm(x, layer.input_norm), cos, sin, batch),
                          layer.post_attention_norm);
     return h + rmsNorm(mlp(layer, rmsNorm(h, layer.pre_ff_norm)), layer.post_ff_norm);
   }
   // Pre-norm attention and MLP, each with a residual.
-  auto h = x + attention(layer, index, rmsNorm(x, layer.input_norm), cos, sin, cache, probes);
+  auto h = x + attention(layer, index, rmsNorm(x, layer.input_norm), cos, sin, batch);
   return h + mlp(layer, rmsNorm(h, layer.post_attention_norm));
 }
 
-at::Tensor LlamaModel::forwardImpl(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
-                                   int64_t logit_rows) const {
-  const int64_t n = tokens.size(0);
-  auto positions = torch::arange(start_pos, start_pos + n, torch::kInt64);
-  auto [cos, sin] = rope_.table(positions);  // [n, D] each
-  auto x = denseRows(embed_, tokens);        // [n, hidden] (a tied embedding may be panels)
+at::Tensor LlamaModel::forwardImpl(const BatchRows& batch) const {
+  // Each sequence's rotary table from its own positions (longrope picks its
+  // factor set per sequence, as that sequence's forward alone would).
+  std::vector<at::Tensor> cos_parts, sin_parts;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto [cos, sin] = rope_.table(batch.positionsOf(i));  // [n_i, D] each
+    cos_parts.push_back(cos);
+    sin_parts.push_back(sin);
+  }
+  const at::Tensor cos = BatchRows::join(cos_parts, 0), sin = BatchRows::join(sin_parts, 0);  // [N, D]
+  auto x = denseRows(embed_, batch.tokens());  // [N, hidden] (a tied embedding may be panels)
   if (config_.family == DecoderFamily::Gemma2) {
     // sqrt(hidden) rounded to the compute dtype first, as the reference does.
     x = x * torch::tensor(std::sqrt(static_cast<double>(config_.hidden_size)), x.options());
   }
   for (size_t i = 0; i < layers_.size(); ++i) {
-    x = block(layers_[i], static_cast<int64_t>(i), x, cos, sin, cache, probes);
-    probe(probes, Probe::LayerOutput, static_cast<int64_t>(i), x);
+    x = block(layers_[i], static_cast<int64_t>(i), x, cos, sin, batch);
+    batch.probeEach(Probe::LayerOutput, static_cast<int64_t>(i), x);
   }
-  x = rowsForLogits(x, logit_rows);                                                              // [rows, hidden]
+  x = batch.logitRows(x);                                                                  // [rows, hidden]
   return softcap(dense(rmsNorm(x, final_norm_), lm_head_), config_.final_logit_softcap);  // [rows, vocab]
 }
 

@@ -28,18 +28,18 @@ class LlamaModel : public CausalLM {
   void layOutForInference() override;
 
  protected:
-  at::Tensor forwardImpl(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
-                         int64_t logit_rows) const override;
+  at::Tensor forwardImpl(const BatchRows& batch) const override;
 
  private:
   using Layer = DecoderLayerWeights;
   // q [heads, n, D], k and v [kv_heads, n, D] of one layer, before the rotary embedding.
   std::tuple<at::Tensor, at::Tensor, at::Tensor> project(const Layer& layer, const at::Tensor& x) const;
+  // x [N, hidden] (every sequence's rows, normed) -> [N, hidden]; cos, sin [N, D].
   at::Tensor attention(const Layer& layer, int64_t index, const at::Tensor& x, const at::Tensor& cos,
-                       const at::Tensor& sin, KvCache* cache, ProbeSink* probes) const;
+                       const at::Tensor& sin, const BatchRows& batch) const;
   at::Tensor mlp(const Layer& layer, const at::Tensor& x) const;
   at::Tensor block(const Layer& layer, int64_t index, const at::Tensor& x, const at::Tensor& cos,
-                   const at::Tensor& sin, KvCache* cache, ProbeSink* probes) const;
+                   const at::Tensor& sin, const BatchRows& batch) const;
   at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& gain) const;
 
   at::Tensor embed_;       // [vocab, hidden]

@@ -1,0 +1,77 @@
+#include "core/decode/batch_session.h"
+
+#include <functional>
+
+#include "core/error.h"
+
+namespace kvscope {
+
+BatchSession::BatchSession(std::shared_ptr<const CausalLM> target, std::shared_ptr<const Drafter> drafter,
+                           const std::vector<std::vector<int64_t>>& prompts, const SessionOptions& options,
+                           const std::vector<int64_t>& eos_ids) {
+  require(!prompts.empty(), "batch: no prompts (give at least one)");
+  require(static_cast<int64_t>(prompts.size()) <= kMaxSequences,
+          "batch: " + std::to_string(prompts.size()) + " prompts; at most " + std::to_string(kMaxSequences) +
+              " sequences are decoded together");
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SessionOptions row_options = options;
+    row_options.seed = options.seed + i;  // rows sample apart; greedy rows are unaffected
+    try {
+      sessions_.push_back(std::make_unique<Session>(target, drafter, prompts[i], row_options, eos_ids, &batcher_));
+    } catch (const Error& e) {
+      throw Error("sequence " + std::to_string(i) + ": " + e.what());
+    }
+  }
+}
+
+bool BatchSession::finished() const { return leader() == nullptr; }
+
+const Session* BatchSession::leader() const {
+  for (const auto& s : sessions_) {
+    if (!s->finished()) return s.get();
+  }
+  return nullptr;
+}
+
+Phase BatchSession::nextPhase() const {
+  const Session* s = leader();
+  return s ? s->nextPhase() : sessions_.front()->nextPhase();
+}
+
+int64_t BatchSession::currentRound() const {
+  const Session* s = leader();
+  return s ? s->currentRound() : sessions_.front()->currentRound();
+}
+
+void BatchSession::stepPhase() {
+  std::vector<std::function<void()>> lanes;
+  std::vector<size_t> stepped;
+  for (size_t i = 0; i < sessions_.size(); ++i) {
+    if (sessions_[i]->finished()) continue;
+    Session* session = sessions_[i].get();
+    lanes.emplace_back([session] { session->stepPhase(); });
+    stepped.push_back(i);
+  }
+  if (lanes.empty()) return;
+  const std::vector<std::exception_ptr> errors = batcher_.runLanes(lanes);
+  for (size_t k = 0; k < errors.size(); ++k) {
+    if (!errors[k]) continue;
+    try {
+      std::rethrow_exception(errors[k]);
+    } catch (const std::exception& e) {
+      throw Error("sequence " + std::to_string(stepped[k]) + ": " + e.what());
+    }
+  }
+}
+
+void BatchSession::stepRound() {
+  if (finished()) return;
+  const int64_t round = currentRound();
+  while (!finished() && currentRound() == round) stepPhase();
+}
+
+void BatchSession::runToEnd(const std::atomic<bool>* cancel) {
+  while (!finished() && !(cancel && cancel->load())) stepPhase();
+}
+
+}  // namespace kvscope

@@ -1,0 +1,198 @@
+// Several sequences decoded together (core/decode/batch_session.h): the
+// batched forward gives each sequence the logits its own forward gives; a
+// batched greedy run gives every row the tokens that row decoded alone gives,
+// for batches of 1, 2, 3 and 8 with prompts of different lengths; rows accept
+// different numbers of drafts in one round; the batcher really joins the
+// forwards.
+#include <gtest/gtest.h>
+#include <torch/types.h>
+
+#include <set>
+
+#include "core/decode/batch_session.h"
+#include "core/model/bundled_models.h"
+#include "core/model/scoring.h"
+#include "session_test_support.h"
+
+namespace kvscope {
+namespace {
+
+using namespace testing_support;
+
+SessionOptions greedyOptions(int64_t gamma, int64_t max_new) {
+  SessionOptions options;
+  options.gamma = gamma;
+  options.max_new_tokens = max_new;
+  options.ignore_eos = true;
+  options.record_attention = false;
+  return options;
+}
+
+std::vector<int64_t> decodeAlone(const std::shared_ptr<const CausalLM>& target, const std::shared_ptr<const Drafter>& drafter,
+                                 const std::vector<int64_t>& prompt, const SessionOptions& options) {
+  Session session(target, drafter, prompt, options, {});
+  session.runToEnd();
+  return session.generated();
+}
+
+struct Pair {
+  std::shared_ptr<const CausalLM> target;
+  std::shared_ptr<const Drafter> drafter;
+};
+
+Pair fixturePair() {
+  return {fixtureModel("llama-tiny"), std::make_shared<ModelDrafter>(fixtureModel("llama-tiny-draft"), "draft")};
+}
+
+Pair bundledPair() {
+  static Pair pair = [] {
+    const auto options = torch::TensorOptions().dtype(torch::kFloat32);
+    std::shared_ptr<const CausalLM> target = loadCausalLM(bundledModelDirectory("target"), options);
+    std::shared_ptr<const CausalLM> drafter = loadCausalLM(bundledModelDirectory("drafter"), options);
+    return Pair{target, std::make_shared<ModelDrafter>(drafter, "drafter")};
+  }();
+  return pair;
+}
+
+TEST(BatchedForward, EachSequenceGetsTheLogitsAndRowsOfItsOwnForward) {
+  c10::InferenceMode guard;
+  for (const std::string name : {"llama-tiny", "gpt2-tiny", "gemma2-tiny", "qwen3-tiny", "phi3-longrope-tiny"}) {
+    SCOPED_TRACE(name);
+    const auto model = fixtureModel(name);
+    const auto prompts = randomPrompts(3, model->config().vocab_size, 2, 17, /*seed=*/41);
+    std::vector<std::unique_ptr<KvCache>> alone_caches, batch_caches;
+    std::vector<SequenceForward> batch;
+    std::vector<at::Tensor> alone_logits;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      // Each sequence has a cache holding its first tokens; the batch feeds the rest at once.
+      const int64_t held = static_cast<int64_t>(prompts[i].size()) / 2;
+      const std::vector<int64_t> head(prompts[i].begin(), prompts[i].begin() + held);
+      const std::vector<int64_t> tail(prompts[i].begin() + held, prompts[i].end());
+      for (auto* caches : {&alone_caches, &batch_caches}) {
+        caches->push_back(model->makeCache());
+        if (held > 0) model->forward(idsTensor(head), 0, caches->back().get(), nullptr, 0);
+      }
+      alone_logits.push_back(model->forward(idsTensor(tail), held, alone_caches.back().get()));
+      batch.push_back({idsTensor(tail), held, batch_caches.back().get(), nullptr, CausalLM::kAllRows, false});
+    }
+    const auto results = model->forwardBatch(batch);
+    ASSERT_EQ(results.size(), prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_FALSE(results[i].error);
+      // Dense products over more rows may sum in another order: equal within float noise.
+      EXPECT_TRUE(torch::allclose(results[i].logits, alone_logits[i], 1e-5, 1e-5)) << "sequence " << i;
+      for (int64_t l = 0; l < model->config().num_layers; ++l) {
+        EXPECT_TRUE(torch::allclose(batch_caches[i]->keys(l), alone_caches[i]->keys(l), 1e-5, 1e-5));
+        EXPECT_EQ(batch_caches[i]->length(l), alone_caches[i]->length(l));
+      }
+    }
+  }
+}
+
+TEST(BatchedForward, ABadSequenceFailsAloneAndTheOthersRun) {
+  c10::InferenceMode guard;
+  const auto model = fixtureModel("llama-tiny");
+  auto good = model->makeCache(), bad = model->makeCache();
+  const std::vector<SequenceForward> batch{
+      {idsTensor({1, 2, 3}), 0, good.get(), nullptr, 1, false},
+      {idsTensor({1, 99999}), 0, bad.get(), nullptr, 1, false},  // outside the vocabulary
+  };
+  const auto results = model->forwardBatch(batch);
+  ASSERT_FALSE(results[0].error);
+  EXPECT_EQ(results[0].logits.size(0), 1);
+  EXPECT_EQ(good->length(), 3);
+  ASSERT_TRUE(results[1].error);
+  EXPECT_EQ(bad->length(), 0);
+  try {
+    std::rethrow_exception(results[1].error);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos) << e.what();
+  }
+}
+
+// Greedy rows of a batch are the rows decoded alone, for every batch size and both pairs.
+void expectBatchEqualsAlone(const Pair& pair, int count, int64_t gamma, uint64_t seed) {
+  const SessionOptions options = greedyOptions(gamma, 14);
+  const auto prompts = randomPrompts(count, pair.target->config().vocab_size, 1, 30, seed);
+  BatchSession batch(pair.target, pair.drafter, prompts, options, {});
+  batch.runToEnd();
+  ASSERT_TRUE(batch.finished());
+  for (int i = 0; i < count; ++i) {
+    EXPECT_EQ(batch.sequence(static_cast<size_t>(i)).generated(), decodeAlone(pair.target, pair.drafter, prompts[static_cast<size_t>(i)], options))
+        << "batch of " << count << ", sequence " << i << " (prompt of " << prompts[static_cast<size_t>(i)].size() << " ids)";
+  }
+  // Joined: fewer forwards than sequences forwarded (every phase ran every row at once).
+  if (count > 1) EXPECT_LT(batch.batchedForwards(), batch.sequencesForwarded());
+}
+
+TEST(BatchSession, GreedyRowsEqualEachRowDecodedAloneOnTheFixturePair) {
+  for (int count : {1, 2, 3, 8}) expectBatchEqualsAlone(fixturePair(), count, 4, 1000 + static_cast<uint64_t>(count));
+}
+
+TEST(BatchSession, GreedyRowsEqualEachRowDecodedAloneOnTheBundledPair) {
+  for (int count : {1, 2, 3, 8}) expectBatchEqualsAlone(bundledPair(), count, 3, 2000 + static_cast<uint64_t>(count));
+}
+
+TEST(BatchSession, RowsAcceptDifferentNumbersOfDraftsInOneRound) {
+  const Pair pair = bundledPair();
+  const auto prompts = randomPrompts(8, pair.target->config().vocab_size, 4, 20, /*seed=*/77);
+  BatchSession batch(pair.target, pair.drafter, prompts, greedyOptions(4, 16), {});
+  batch.runToEnd();
+  bool differed = false;
+  for (size_t round = 1; round < batch.sequence(0).rounds().size() && !differed; ++round) {
+    std::set<int64_t> accepted;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const auto& rounds = batch.sequence(i).rounds();
+      if (round < rounds.size()) accepted.insert(rounds[round].accepted);
+    }
+    differed = accepted.size() > 1;
+  }
+  EXPECT_TRUE(differed) << "every round accepted the same number of drafts in all 8 rows";
+}
+
+TEST(BatchSession, OneVerifyForwardServesEveryRow) {
+  const Pair pair = fixturePair();
+  const auto prompts = randomPrompts(5, pair.target->config().vocab_size, 3, 12, /*seed=*/5);
+  BatchSession batch(pair.target, pair.drafter, prompts, greedyOptions(2, 8), {});
+  batch.stepPhase();  // prefill: the target's prefill of 5 rows, then the drafter's
+  EXPECT_EQ(batch.batchedForwards(), 2);
+  EXPECT_EQ(batch.sequencesForwarded(), 10);
+  batch.stepPhase();  // draft: 2 drafter steps of 5 rows
+  EXPECT_EQ(batch.nextPhase(), Phase::Verify);
+  const int64_t before = batch.batchedForwards();
+  batch.stepPhase();  // verify
+  EXPECT_EQ(batch.batchedForwards(), before + 1);
+  EXPECT_EQ(batch.sequencesForwarded(), 10 + 10 + 5);
+}
+
+TEST(BatchSession, SampledRowsUseTheirOwnSeeds) {
+  const Pair pair = fixturePair();
+  SessionOptions options = greedyOptions(3, 10);
+  options.sampling.greedy = false;
+  options.sampling.temperature = 1.0;
+  options.seed = 9;
+  const std::vector<std::vector<int64_t>> prompts(3, std::vector<int64_t>{5, 6, 7, 8});
+  BatchSession batch(pair.target, pair.drafter, prompts, options, {});
+  batch.runToEnd();
+  // Row i is the run alone with seed + i.
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SessionOptions row = options;
+    row.seed = options.seed + i;
+    EXPECT_EQ(batch.sequence(i).generated(), decodeAlone(pair.target, pair.drafter, prompts[i], row)) << i;
+  }
+  EXPECT_NE(batch.sequence(0).generated(), batch.sequence(1).generated());
+}
+
+TEST(BatchSession, RefusesAnEmptyBatchAndNamesABadSequence) {
+  const Pair pair = fixturePair();
+  EXPECT_THROW(BatchSession(pair.target, pair.drafter, {}, greedyOptions(2, 4), {}), Error);
+  try {
+    BatchSession(pair.target, pair.drafter, {{1, 2}, {1, 1 << 20}}, greedyOptions(2, 4), {});
+    ADD_FAILURE() << "a prompt outside the vocabulary was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sequence 1"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kvscope
