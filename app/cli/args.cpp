@@ -6,6 +6,13 @@
 #include "core/error.h"
 
 namespace kvscope::cli {
+namespace {
+
+// Options a command may take several times, one value each: the prompts of a
+// batch. Every other option given twice is refused.
+bool repeatable(const std::string& name) { return name == "prompt" || name == "prompt-ids"; }
+
+}  // namespace
 
 Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& flags) {
   for (size_t i = 0; i < argv.size(); ++i) {
@@ -23,15 +30,16 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& fl
     }
     // A repeated option kept the last value in silence (--continuation-ids
     // twice ran with the second list): refused, as duplicate JSON keys are.
-    if (values_.count(name) || flags_set_.count(name)) throw Error("option --" + name + " is given twice");
+    if ((values_.count(name) && !repeatable(name)) || flags_set_.count(name))
+      throw Error("option --" + name + " is given twice");
     if (flags.count(name)) {
       if (has_inline) throw Error("option --" + name + " takes no value");
       flags_set_.insert(name);
     } else if (has_inline) {
-      values_[name] = inline_value;
+      values_[name].push_back(inline_value);
     } else {
       if (i + 1 >= argv.size()) throw Error("option --" + name + " needs a value");
-      values_[name] = argv[++i];
+      values_[name].push_back(argv[++i]);
     }
   }
 }
@@ -45,7 +53,16 @@ std::optional<std::string> Args::value(const std::string& name) {
   consumed_.insert(name);
   auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;
-  return it->second;
+  if (it->second.size() > 1) {
+    throw Error("option --" + name + " is given " + std::to_string(it->second.size()) + " times; this command takes one");
+  }
+  return it->second.front();
+}
+
+std::vector<std::string> Args::values(const std::string& name) {
+  consumed_.insert(name);
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>() : it->second;
 }
 
 std::string Args::required(const std::string& name) {

@@ -17,7 +17,10 @@ class Args {
   Args(const std::vector<std::string>& argv, const std::set<std::string>& flags);
 
   bool flag(const std::string& name);
+  // The option's value; throws Error when a repeatable option was given more than once.
   std::optional<std::string> value(const std::string& name);
+  // Every value of a repeatable option (--prompt, --prompt-ids), in order.
+  std::vector<std::string> values(const std::string& name);
   std::string required(const std::string& name);
   int64_t integer(const std::string& name, int64_t fallback);
   double number(const std::string& name, double fallback);
@@ -30,7 +33,7 @@ class Args {
   void finish() const;
 
  private:
-  std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> values_;
   std::set<std::string> flags_set_;
   std::set<std::string> consumed_;
   std::vector<std::string> positional_;

@@ -8,6 +8,7 @@
 
 #include <torch/types.h>
 
+#include "core/decode/batch_session.h"
 #include "core/error.h"
 #include "core/model/bundled_models.h"
 
@@ -30,6 +31,70 @@ std::vector<int64_t> promptIds(Args& args, const ModelBundle& model) {
   }
   if (text) return model.tokenizer->encode(*text);
   throw Error("missing prompt: give --prompt TEXT or --prompt-ids 1,2,3");
+}
+
+namespace {
+
+// --prompts FILE: one text prompt per line, read within bounds (a prompt file
+// is small; a hostile one must not be read whole into memory).
+std::vector<std::string> promptLines(const std::string& path) {
+  constexpr std::uintmax_t kMaxBytes = 16 * 1024 * 1024;
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  if (ec) throw Error("--prompts " + path + ": cannot read it (" + ec.message() + ")");
+  if (bytes > kMaxBytes) {
+    throw Error("--prompts " + path + ": " + std::to_string(bytes) + " bytes; a prompt file holds at most " +
+                std::to_string(kMaxBytes) + " (one prompt per line)");
+  }
+  std::ifstream in(path);
+  if (!in) throw Error("--prompts " + path + ": cannot open it");
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (static_cast<int64_t>(lines.size()) == BatchSession::kMaxSequences) {
+      throw Error("--prompts " + path + ": more than " + std::to_string(BatchSession::kMaxSequences) +
+                  " prompts; a batch decodes at most that many sequences together");
+    }
+    lines.push_back(line);
+  }
+  if (lines.empty()) throw Error("--prompts " + path + ": no prompt in it (one prompt per line)");
+  return lines;
+}
+
+std::vector<int64_t> encodePrompt(const ModelBundle& model, const std::string& text, const std::string& option) {
+  if (!model.has_tokenizer) {
+    throw Error(option + " needs a tokenizer, but " + model.dir +
+                " has no tokenizer.json: give the prompts as token ids with --prompt-ids 1,2,3 (once per sequence)");
+  }
+  return model.tokenizer->encode(text);
+}
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> promptBatch(Args& args, const ModelBundle& model) {
+  const std::vector<std::string> texts = args.values("prompt");
+  const std::vector<std::string> id_lists = args.values("prompt-ids");
+  const auto file = args.value("prompts");
+  const int given = (texts.empty() ? 0 : 1) + (id_lists.empty() ? 0 : 1) + (file ? 1 : 0);
+  if (given > 1) throw Error("give the prompts one way: --prompt (repeated), --prompt-ids (repeated) or --prompts FILE");
+  if (given == 0) throw Error("missing prompt: give --prompt TEXT or --prompt-ids 1,2,3 (repeat either for a batch), or --prompts FILE");
+  std::vector<std::vector<int64_t>> prompts;
+  const size_t count = file ? 0 : std::max(texts.size(), id_lists.size());
+  if (static_cast<int64_t>(count) > BatchSession::kMaxSequences) {
+    throw Error(std::to_string(count) + " prompts; a batch decodes at most " + std::to_string(BatchSession::kMaxSequences) +
+                " sequences together");
+  }
+  for (const std::string& text : texts) prompts.push_back(encodePrompt(model, text, "--prompt"));
+  for (const std::string& ids : id_lists) prompts.push_back(parseIdList(ids, "prompt-ids"));
+  if (file) {
+    for (const std::string& line : promptLines(*file)) prompts.push_back(encodePrompt(model, line, "--prompts"));
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (prompts[i].empty()) throw Error("prompt " + std::to_string(i) + " encodes to no token");
+  }
+  return prompts;
 }
 
 SamplingSettings samplingSettings(Args& args) {

@@ -28,6 +28,12 @@ WeightResidency weightResidency(Args& args);
 // model directory's tokenizer.json.
 std::vector<int64_t> promptIds(Args& args, const ModelBundle& model);
 
+// The prompts of a batch: --prompt TEXT and --prompt-ids 1,2,3, each as often
+// as there are sequences (one kind, not both), or --prompts FILE (one text
+// prompt per line; empty lines skipped). At least one, at most
+// BatchSession::kMaxSequences (core/decode/batch_session.h).
+std::vector<std::vector<int64_t>> promptBatch(Args& args, const ModelBundle& model);
+
 // --greedy, or --temperature T [--top-k K] [--top-p P]. Greedy when none given.
 SamplingSettings samplingSettings(Args& args);
 

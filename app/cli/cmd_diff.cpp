@@ -8,6 +8,7 @@
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
 #include "app/cli/session_setup.h"
+#include "core/audit/batch_diff.h"
 #include "core/audit/cache_diff.h"
 #include "core/error.h"
 
@@ -64,6 +65,43 @@ void printReport(const DiffReport& r, const SessionSetup& setup) {
   }
 }
 
+// A batch: every sequence diffed in lockstep; the root cause that happened
+// first names its sequence.
+int runBatchDiff(const SessionSetup& setup, const DiffTolerances& tolerances, bool json) {
+  auto batch = setup.makeBatchSession(true);
+  const BatchDiffReport report = diffBatchLockstep(*batch, tolerances);
+  if (!json) {
+    std::cout << "diff (lockstep) of a batch of " << report.sequences.size()
+              << " sequences, fault: " << faultInfo(setup.options.fault).name << "\n";
+    for (size_t i = 0; i < report.sequences.size(); ++i) {
+      const DiffReport& r = report.sequences[i];
+      std::cout << "  sequence " << i << ": " << r.positions.size() << " positions, divergent " << r.divergent
+                << (r.root_cause ? ", contract broken at round " + std::to_string(r.root_cause->round) : std::string())
+                << "\n";
+    }
+    std::cout << report.explanation() << "\n";
+    if (const RootCause* cause = report.rootCause()) {
+      std::cout << "(sequence " << cause->sequence << ") ";
+      printRootCause(*cause);
+    }
+  }
+  nlohmann::json result;
+  result["mode"] = "lockstep";
+  result["batch"] = report.sequences.size();
+  result["fault"] = faultInfo(setup.options.fault).name;
+  result["failed"] = report.failed();
+  result["explanation"] = report.explanation();
+  result["sequences"] = nlohmann::json::array();
+  for (size_t i = 0; i < report.sequences.size(); ++i) {
+    nlohmann::json one = toJson(report.sequences[i], json);
+    one["sequence"] = i;
+    result["sequences"].push_back(one);
+  }
+  result["root_cause"] = report.rootCause() ? toJson(*report.rootCause()) : nlohmann::json();
+  printJson(result);
+  return report.failed() ? 1 : 0;
+}
+
 int runDiff(Args& args) {
   const bool json = args.flag("json");
   const std::string mode = args.value("mode").value_or("lockstep");
@@ -73,6 +111,10 @@ int runDiff(Args& args) {
   SessionSetup setup = parseSessionSetup(args);
   args.finish();
   if (!setup.options.use_cache) throw Error("diff compares the cached run against an uncached one: use --cache on");
+  if (setup.batched()) {
+    if (mode != "lockstep") throw Error("--mode free compares one sequence; a batch is diffed in lockstep");
+    return runBatchDiff(setup, tolerances, json);
+  }
 
   DiffReport report;
   if (mode == "lockstep") {
@@ -98,7 +140,9 @@ int runDiff(Args& args) {
 const CommandRegistrar kRegister{
     "diff",
     "diff <run options> [--fault NAME] [--mode lockstep|free] [--noise-tolerance X] [--json]   (exit 1 if diverged "
-    "(unless after an --evict policy's eviction) or a cache operation broke the contract)",
+    "(unless after an --evict policy's eviction) or a cache operation broke the contract)\n"
+    "           several prompts (a batch): every sequence diffed in lockstep; the root cause names its sequence\n"
+    "           (root_cause.sequence), the first breach in time across the batch",
     runDiff};
 
 }  // namespace

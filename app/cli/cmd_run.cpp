@@ -7,6 +7,7 @@
 #include <iostream>
 #include <optional>
 
+#include "app/cli/batch_run.h"
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
 #include "app/cli/compressed_drafting.h"
@@ -86,6 +87,7 @@ int runRun(Args& args) {
   }
   SessionSetup setup = parseSessionSetup(args);
   args.finish();
+  if (setup.batched()) return runBatch(setup, {json, trace_path, capture_path, baseline});
 
   auto session = setup.makeSession(setup.options.use_cache);
   const auto start = std::chrono::steady_clock::now();
@@ -147,7 +149,7 @@ int runRun(Args& args) {
 
 const CommandRegistrar kRegister{
     "run",
-    "run [--target DIR] [--drafter DIR | --ngram N] (--prompt TEXT | --prompt-ids 1,2,3) [--gamma G | --adaptive]\n"
+    "run [--target DIR] [--drafter DIR | --ngram N] (--prompt TEXT | --prompt-ids 1,2,3 | --prompts FILE) [--gamma G | --adaptive]\n"
     "           [--max-new N] [--cache on|off] [--greedy | --temperature T --top-k K --top-p P] [--seed S]\n"
     "           [--bookkeeping exact|seed] [--ignore-eos] [--fault NAME] [--trace out.kvtrace] [--trace-budget MB]\n"
     "           [--capture out.kvcapture]   (the caches in the format any engine writes: kvscope-cli check reads it)\n"
@@ -155,6 +157,9 @@ const CommandRegistrar kRegister{
     "           the speedup: the session against the same session without its drafter (same recording, threads),\n"
     "           1 warm-up pair, N timed pairs (5), median; 'too short to measure' below 32 new tokens or when the\n"
     "           trials spread wider than the effect\n"
+    "           a batch: --prompt or --prompt-ids repeated (or --prompts FILE, one prompt per line) decodes every\n"
+    "           sequence together, drafts and verifies as batched forwards, each row accepting its own drafts;\n"
+    "           --json reports one object per row under \"sequences\"\n"
     "           --evict: token eviction on the target's cache after the prefill (and every N rounds), e.g.\n"
     "           h2o:0.25:every=4 or streaming:64:sinks=4; policies as in `compress`; traces carry the Evict events\n"
     "       run [--target DIR] --drafter-compressed POLICY:BUDGET[:sinks=N...] [--draft-cache compacted|masked|rerotated]\n"

@@ -33,7 +33,8 @@ SessionSetup parseSessionSetup(Args& args) {
     setup.drafter_impl = std::make_shared<ModelDrafter>(sharedModel(setup.drafter), dir);
     setup.drafter_label = dir;
   }
-  setup.prompt = promptIds(args, *setup.target);
+  setup.prompts = promptBatch(args, *setup.target);
+  setup.prompt = setup.prompts.front();
   // Every flag defaults to SessionOptions' own default (core/decode/session_options.h).
   SessionOptions& o = setup.options;
   o.adaptive_gamma = args.flag("adaptive");
@@ -59,6 +60,14 @@ std::unique_ptr<Session> SessionSetup::makeSession(bool use_cache) const {
   if (!use_cache) o.eviction.reset();  // the uncached run is the full-cache reference
   return std::make_unique<Session>(std::shared_ptr<const CausalLM>(target, target->model.get()), drafter_impl, prompt,
                                    o, target->eos_ids);
+}
+
+std::unique_ptr<BatchSession> SessionSetup::makeBatchSession(bool use_cache) const {
+  SessionOptions o = options;
+  o.use_cache = use_cache;
+  if (!use_cache) o.eviction.reset();
+  return std::make_unique<BatchSession>(std::shared_ptr<const CausalLM>(target, target->model.get()), drafter_impl,
+                                        prompts, o, target->eos_ids);
 }
 
 std::unique_ptr<SessionController> SessionSetup::makeController() const {

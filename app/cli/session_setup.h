@@ -1,6 +1,6 @@
 #pragma once
 // Builds a speculative Session from the options shared by `run`, `diff` and
-// `audit`: --target DIR (--drafter DIR | --ngram N) (--prompt T | --prompt-ids ...)
+// `audit`: --target DIR (--drafter DIR | --ngram N) (--prompt T | --prompt-ids ..., repeated for a batch | --prompts FILE)
 // --gamma G | --adaptive, --max-new N, --cache on|off, sampling, --seed,
 // --bookkeeping exact|seed, --ignore-eos, --trace-budget MB,
 // --evict POLICY:BUDGET[:every=N] (core/decode/session_eviction.h),
@@ -10,6 +10,7 @@
 
 #include "app/cli/args.h"
 #include "core/control/session_controller.h"
+#include "core/decode/batch_session.h"
 #include "core/decode/session.h"
 #include "core/model/model_bundle.h"
 
@@ -19,11 +20,15 @@ struct SessionSetup {
   std::shared_ptr<ModelBundle> target;
   std::shared_ptr<ModelBundle> drafter;  // null for the n-gram drafter
   std::shared_ptr<const Drafter> drafter_impl;
-  std::vector<int64_t> prompt;
+  std::vector<int64_t> prompt;  // the first (the only one, unless batched)
+  std::vector<std::vector<int64_t>> prompts;  // one per sequence of the batch
   SessionOptions options;
   std::string drafter_label;
 
   std::unique_ptr<Session> makeSession(bool use_cache) const;
+  // Every prompt decoded together (core/decode/batch_session.h).
+  std::unique_ptr<BatchSession> makeBatchSession(bool use_cache) const;
+  bool batched() const { return prompts.size() > 1; }
   // The controller the GUI drives, holding these models and a new session
   // (with the cache on) ready to step or diff.
   std::unique_ptr<SessionController> makeController() const;

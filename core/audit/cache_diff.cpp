@@ -67,7 +67,7 @@ std::optional<int64_t> compareRows(DiffReport& report, CacheRole role, int64_t r
   return first_bad;
 }
 
-void noteDivergence(DiffReport& report, Session& session, CacheRole role, Phase phase, int64_t round,
+void noteDivergence(DiffReport& report, const Session& session, CacheRole role, Phase phase, int64_t round,
                     int64_t position) {
   if (report.first_divergence) return;
   FirstDivergence first{role, round, phase, position, std::nullopt, std::nullopt, std::nullopt};
@@ -86,6 +86,46 @@ void noteDivergence(DiffReport& report, Session& session, CacheRole role, Phase 
 
 }  // namespace
 
+void compareLockstepPhase(DiffReport& report, const Session& session, Phase phase, int64_t round,
+                          const DiffTolerances& tol) {
+  if (phase != Phase::Draft && phase != Phase::Verify) return;
+  const RoundRecord& r = session.rounds().back();
+  const int64_t start = r.start_length;
+  std::vector<int64_t> tokens = session.sequence();  // accept has not run: the round's start sequence
+  if (phase == Phase::Draft) {
+    const auto it = session.draftLogits().find(round);
+    if (it == session.draftLogits().end()) return;  // n-gram drafter or no drafts
+    const int64_t k = it->second.size(0);
+    tokens.insert(tokens.end(), r.drafts.begin(), r.drafts.begin() + (k - 1));
+    const auto uncached = uncachedRows(*session.drafter()->model(), tokens, start - 1, k);
+    if (auto bad = compareRows(report, CacheRole::Drafter, round, start - 1, it->second, uncached, tol)) {
+      noteDivergence(report, session, CacheRole::Drafter, Phase::Draft, round, start - 1 + *bad);
+    }
+    return;
+  }
+  const VerifyRecord& v = session.verifyRecords().at(round);
+  if (!v.logits.defined()) return;  // logits not recorded (the newest round is never over budget)
+  const int64_t queries = v.logits.size(0);
+  tokens.insert(tokens.end(), r.drafts.begin(), r.drafts.end());
+  const auto uncached = uncachedRows(session.target(), tokens, start - 1, queries);
+  if (auto bad = compareRows(report, CacheRole::Target, round, start - 1, v.logits, uncached, tol)) {
+    noteDivergence(report, session, CacheRole::Target, Phase::Verify, round, start - 1 + *bad);
+  }
+}
+
+void concludeLockstep(DiffReport& report, const Session& session, const TokenText& text) {
+  RootCauseOptions options;
+  options.target = &session.target();
+  options.drafter = session.drafter() ? session.drafter()->model() : nullptr;
+  if (report.first_divergence) options.check_values_until = Moment{report.first_divergence->round, report.first_divergence->phase};
+  report.root_cause = findRootCause(session.record(), options, text);
+  if (report.root_cause) report.root_cause->sequence = session.batchPlace().sequence;
+  if (report.first_divergence && !report.root_cause) {
+    const FirstDivergence& first = *report.first_divergence;
+    report.eviction_cause = evictionBefore(session.record(), first.cache, {first.round, first.phase});
+  }
+}
+
 DiffReport diffLockstep(Session& session, const DiffTolerances& tol, const std::atomic<bool>* cancel,
                         const TokenText& text) {
   require(session.options().use_cache, "lockstep diff: the session under test must use the KV cache");
@@ -96,39 +136,9 @@ DiffReport diffLockstep(Session& session, const DiffTolerances& tol, const std::
     const Phase phase = session.nextPhase();
     const int64_t round = session.currentRound();
     session.stepPhase();
-    if (phase != Phase::Draft && phase != Phase::Verify) continue;
-    const RoundRecord& r = session.rounds().back();
-    const int64_t start = r.start_length;
-    std::vector<int64_t> tokens = session.sequence();  // accept has not run: the round's start sequence
-    if (phase == Phase::Draft) {
-      const auto it = session.draftLogits().find(round);
-      if (it == session.draftLogits().end()) continue;  // n-gram drafter or no drafts
-      const int64_t k = it->second.size(0);
-      tokens.insert(tokens.end(), r.drafts.begin(), r.drafts.begin() + (k - 1));
-      const auto uncached = uncachedRows(*session.drafter()->model(), tokens, start - 1, k);
-      if (auto bad = compareRows(report, CacheRole::Drafter, round, start - 1, it->second, uncached, tol)) {
-        noteDivergence(report, session, CacheRole::Drafter, Phase::Draft, round, start - 1 + *bad);
-      }
-    } else {
-      const VerifyRecord& v = session.verifyRecords().at(round);
-      if (!v.logits.defined()) continue;  // logits not recorded (the newest round is never over budget)
-      const int64_t queries = v.logits.size(0);
-      tokens.insert(tokens.end(), r.drafts.begin(), r.drafts.end());
-      const auto uncached = uncachedRows(session.target(), tokens, start - 1, queries);
-      if (auto bad = compareRows(report, CacheRole::Target, round, start - 1, v.logits, uncached, tol)) {
-        noteDivergence(report, session, CacheRole::Target, Phase::Verify, round, start - 1 + *bad);
-      }
-    }
+    compareLockstepPhase(report, session, phase, round, tol);
   }
-  RootCauseOptions options;
-  options.target = &session.target();
-  options.drafter = session.drafter() ? session.drafter()->model() : nullptr;
-  if (report.first_divergence) options.check_values_until = Moment{report.first_divergence->round, report.first_divergence->phase};
-  report.root_cause = findRootCause(session.record(), options, text);
-  if (report.first_divergence && !report.root_cause) {
-    const FirstDivergence& first = *report.first_divergence;
-    report.eviction_cause = evictionBefore(session.record(), first.cache, {first.round, first.phase});
-  }
+  concludeLockstep(report, session, text);
   return report;
 }
 

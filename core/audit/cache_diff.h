@@ -30,6 +30,14 @@ PositionDiff comparePosition(const at::Tensor& cached_logits, const at::Tensor& 
 DiffReport diffLockstep(Session& session, const DiffTolerances& tolerances = {},
                         const std::atomic<bool>* cancel = nullptr, const TokenText& text = {});
 
+// diffLockstep's two parts, for a driver that steps the session itself (a
+// batch's, core/audit/batch_diff.h): after the session ran `phase` of
+// `round`, compare its logits with the uncached recomputation; at the end,
+// find the root cause (named with the session's batch sequence).
+void compareLockstepPhase(DiffReport& report, const Session& session, Phase phase, int64_t round,
+                          const DiffTolerances& tolerances);
+void concludeLockstep(DiffReport& report, const Session& session, const TokenText& text = {});
+
 // Runs both sessions to the end and compares their tokens and, up to the
 // first token divergence, their verify logits.
 DiffReport diffFreeRunning(Session& cached, Session& uncached, const DiffTolerances& tolerances = {});

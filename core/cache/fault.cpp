@@ -71,6 +71,20 @@ const std::vector<FaultInfo>& allFaults() {
        "Hugging Face transformers 4.43's Gemma 2 HybridCache, which rolled its sliding ring one step early (the "
        "token landing on the last slot pushed out position 0 while it was still in the window): issue #37574, "
        "fixed in #38046."},
+      {Fault::UniformAdvance, "uniform-advance",
+       "A batch's rollback after verification moves every sequence's cache offset by the drafts the best sequence "
+       "of the batch accepted: a sequence that accepted fewer keeps the K/V rows of its rejected drafts, and its next "
+       "tokens are written after them and rotated for positions that many steps ahead. Needs a batch (several "
+       "prompts); the sequence that accepted the most is unharmed.",
+       "mlx-vlm PR 1155: a batched cache with one offset for all rows, advanced by the same block after a verify "
+       "with per-row acceptance; llama.cpp issue 26741 (output garbles only with several parallel sequences and "
+       "speculation together)."},
+      {Fault::LengthNotRolledBack, "length-not-rolled-back",
+       "A batch's rollback cuts every sequence's cache but the last one's: that sequence's length is never rolled "
+       "back, so its rejected drafts' rows stay and every later token attends to them. Needs a batch (several "
+       "prompts).",
+       "Serving engines whose per-sequence length bookkeeping (a paged pool's per-sequence token count, "
+       "llama.cpp's seq_rm per sequence id) is updated for some sequences of a batch and not others."},
   };
   return faults;
 }
@@ -84,6 +98,8 @@ const FaultInfo& faultInfo(Fault fault) {
 }
 
 bool needsSlidingWindow(Fault fault) { return fault == Fault::WindowRollEarly; }
+
+bool needsBatch(Fault fault) { return fault == Fault::UniformAdvance || fault == Fault::LengthNotRolledBack; }
 
 Fault parseFault(const std::string& name) {
   if (name == "none" || name.empty()) return Fault::None;

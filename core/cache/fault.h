@@ -24,6 +24,8 @@ enum class Fault {
   VerifyMaskLeak,       // verify drafts see the drafts after them (no causal mask among new rows)
   AppendReversed,       // a multi-row append writes its rows in reverse order
   WindowRollEarly,      // a sliding-window cache drops its oldest row one step early
+  UniformAdvance,       // a batch advances every sequence by the best sequence's acceptance
+  LengthNotRolledBack,  // a batch's rollback forgets the last sequence's length
 };
 
 struct FaultInfo {
@@ -37,6 +39,9 @@ const std::vector<FaultInfo>& allFaults();
 const FaultInfo& faultInfo(Fault fault);
 // True for faults that act only on sliding-window layers.
 bool needsSlidingWindow(Fault fault);
+// True for faults that act only when several sequences are decoded together
+// (core/decode/batch_session.h); a single sequence never shows them.
+bool needsBatch(Fault fault);
 // "none" or a name from allFaults(); throws Error listing the names otherwise.
 Fault parseFault(const std::string& name);
 

@@ -32,6 +32,20 @@ PruneAction FaultPolicy::prune(const PruneRequest& r) const {
     a.kind = CacheEventKind::Reset;
     a.reason = DeathReason::Reset;
     a.fault_action = "cleared the whole cache instead of rolling back";
+  } else if (fault_ == Fault::UniformAdvance && target && r.batch_most_accepted > r.accepted) {
+    // The batch's offset moved by the best sequence's count: this one keeps
+    // that many more rows than it accepted, and its positions run ahead.
+    const int64_t extra = std::min(r.batch_most_accepted - r.accepted, r.believed - r.keep);
+    a.crop_to = r.keep + extra;
+    a.position_shift = extra;
+    a.fault_action = "advanced the offset by the " + std::to_string(r.batch_most_accepted) +
+                     " drafts the batch's best sequence accepted, not this sequence's " + std::to_string(r.accepted) +
+                     ": " + std::to_string(extra) + " rejected draft row(s) stay and later positions run " +
+                     std::to_string(extra) + " ahead";
+  } else if (fault_ == Fault::LengthNotRolledBack && target && r.last_in_batch) {
+    a.crop_to = -1;
+    a.fault_action = "the batch's rollback skipped this sequence (the last of the batch): its length was not cut "
+                     "and its rejected rows stay";
   } else if (fault_ == Fault::PartialLayerCrop && target) {
     a.layers_cropped = (r.layers + 1) / 2;
     a.fault_action = "cropped only layers 0.." + std::to_string(a.layers_cropped - 1);

@@ -20,12 +20,17 @@ struct PruneRequest {
   int64_t keep = 0;      // entries the bookkeeping keeps
   int64_t accepted = 0;  // n, drafts accepted this round
   int64_t layers = 0;
+  // In a batch: the most drafts any sequence accepted this round (-1 alone),
+  // and whether this is the batch's last sequence.
+  int64_t batch_most_accepted = -1;
+  bool last_in_batch = false;
 };
 
 struct PruneAction {
   int64_t believed_after = 0;  // what the engine believes afterwards
   int64_t crop_to = -1;        // the physical length to cut to; -1: no crop
   int64_t layers_cropped = 0;  // the first layers cut (all of them when correct)
+  int64_t position_shift = 0;  // positions later writes are rotated ahead of where they are (uniform advance)
   CacheEventKind kind = CacheEventKind::Crop;
   DeathReason reason = DeathReason::RejectedDraft;
   std::string fault_action;

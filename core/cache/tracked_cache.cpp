@@ -130,8 +130,11 @@ PlannedWrite TrackedCache::planWrite(Phase phase, const std::vector<int64_t>& st
   write.fault_action = plan.fault_action;
   if (write.start != believed_length) write.fault_action = "fed the whole prefix again from position 0 on top of the cache";
   if (write.rope_start != rope_start) {
+    const bool batch_offset = faults_.fault() == Fault::UniformAdvance;
     write.fault_action = "rotary positions start at " + std::to_string(write.rope_start) + " instead of " +
-                         std::to_string(rope_start) + " (the position counter was not rewound after a rollback)";
+                         std::to_string(rope_start) +
+                         (batch_offset ? " (the batch's offset ran ahead of this sequence's length)"
+                                       : " (the position counter was not rewound after a rollback)");
   }
   if (faults_.halfPrecisionStorage()) write.fault_action = "stored K/V in float16";
   write.order = plan.order.value_or(std::vector<int64_t>());
@@ -217,12 +220,14 @@ void TrackedCache::logWrite(const PlannedWrite& write, int64_t round, const std:
 
 void TrackedCache::prune(int64_t round, const PruneRequestOfRound& request) {
   const int64_t required = std::min(required_rows_, request.keep);
-  const PruneAction action = faults_.prune(
-      {role_, static_cast<int64_t>(believed_.size()), request.keep, request.accepted, storage_->numLayers()});
+  const PruneAction action =
+      faults_.prune({role_, static_cast<int64_t>(believed_.size()), request.keep, request.accepted, storage_->numLayers(),
+                     request.batch_most_accepted, request.last_in_batch});
   const int64_t dropped = static_cast<int64_t>(believed_.size()) - action.believed_after;
   if (required == required_rows_ && action.crop_to < 0) return;  // nothing required, nothing done
   believed_.resize(static_cast<size_t>(action.believed_after));
   if (!faults_.rewindsPositions() && dropped > 0) position_shift_ += dropped;
+  position_shift_ += action.position_shift;
 
   CacheEvent event = eventAt({round, Phase::Prune}, action.kind);
   event.reason = action.reason;

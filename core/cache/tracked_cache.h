@@ -61,6 +61,8 @@ struct PruneRequestOfRound {
   int64_t first_wrong_position = 0;
   int64_t accepted = 0;          // n, the drafts accepted this round
   bool seed_bookkeeping = false; // correct rows cut on purpose are re-fed next round
+  int64_t batch_most_accepted = -1;  // in a batch: the most drafts any sequence accepted (-1 alone)
+  bool last_in_batch = false;        // in a batch: this is its last sequence
 };
 
 class TrackedCache {

@@ -1,5 +1,6 @@
 #include "core/decode/batch_session.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "core/error.h"
@@ -17,7 +18,8 @@ BatchSession::BatchSession(std::shared_ptr<const CausalLM> target, std::shared_p
     SessionOptions row_options = options;
     row_options.seed = options.seed + i;  // rows sample apart; greedy rows are unaffected
     try {
-      sessions_.push_back(std::make_unique<Session>(target, drafter, prompts[i], row_options, eos_ids, &batcher_));
+      const BatchPlace place{static_cast<int64_t>(i), static_cast<int64_t>(prompts.size())};
+      sessions_.push_back(std::make_unique<Session>(target, drafter, prompts[i], row_options, eos_ids, &batcher_, place));
     } catch (const Error& e) {
       throw Error("sequence " + std::to_string(i) + ": " + e.what());
     }
@@ -53,6 +55,7 @@ void BatchSession::stepPhase() {
     stepped.push_back(i);
   }
   if (lanes.empty()) return;
+  if (nextPhase() == Phase::Prune) noteBatchAcceptance();
   const std::vector<std::exception_ptr> errors = batcher_.runLanes(lanes);
   for (size_t k = 0; k < errors.size(); ++k) {
     if (!errors[k]) continue;
@@ -61,6 +64,16 @@ void BatchSession::stepPhase() {
     } catch (const std::exception& e) {
       throw Error("sequence " + std::to_string(stepped[k]) + ": " + e.what());
     }
+  }
+}
+
+void BatchSession::noteBatchAcceptance() {
+  int64_t most = 0;
+  for (const auto& s : sessions_) {
+    if (!s->finished() && s->nextPhase() == Phase::Prune) most = std::max(most, s->rounds().back().accepted);
+  }
+  for (const auto& s : sessions_) {
+    if (!s->finished() && s->nextPhase() == Phase::Prune) s->noteBatchAcceptance(most);
   }
 }
 

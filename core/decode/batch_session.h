@@ -52,6 +52,10 @@ class BatchSession {
  private:
   // The unfinished sequence that leads (the phase every unfinished one is at).
   const Session* leader() const;
+  // Before the prune phase: tells every sequence about to prune the most
+  // drafts any of them accepted this round (a batched engine's rollback
+  // knows the whole batch's acceptance).
+  void noteBatchAcceptance();
 
   ForwardBatcher batcher_;
   std::vector<std::unique_ptr<Session>> sessions_;

@@ -23,13 +23,14 @@ double millisecondsSince(Clock::time_point start) {
 
 Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const Drafter> drafter,
                  std::vector<int64_t> prompt, SessionOptions options, std::vector<int64_t> eos_ids,
-                 ForwardRunner* runner)
+                 ForwardRunner* runner, BatchPlace place)
     : target_(std::move(target)),
       drafter_(std::move(drafter)),
       options_(std::move(options)),
       faults_(options_.fault),
       eos_ids_(std::move(eos_ids)),
       runner_(runner != nullptr ? runner : &directForwards()),
+      place_(place),
       generator_(makeGenerator(options_.seed)),
       // Clamped so that an invalid value (refused just below) cannot overflow.
       record_budget_(std::clamp<int64_t>(options_.trace_budget_mb, 0, SessionLimits::kMaxTraceBudgetMb) * 1024 * 1024) {
@@ -61,6 +62,10 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
   if (options_.use_cache) target_cache_ = makeTrackedCache(CacheRole::Target, *target_);
   require(options_.use_cache || !drafter_ || drafter_->type() != DrafterType::CompressedCache,
           "a drafter over a compressed copy of the cache needs the cache on");
+  if (needsBatch(options_.fault) && place_.size < 2) {
+    throw Error(std::string("fault ") + faultInfo(options_.fault).name +
+                " acts on a batch of several sequences decoded together; give two or more prompts");
+  }
   if (needsSlidingWindow(options_.fault) && target_->config().sliding_window <= 0) {
     throw Error(std::string("fault ") + faultInfo(options_.fault).name +
                 " acts on sliding-window layers, and the target has none (no sliding_window in its config.json)");
@@ -347,7 +352,13 @@ void Session::runPrune() {
   // Exact: each cache keeps L' - 1 entries (the newest token is fed next
   // round). Seed variant: one fewer, and that token is re-fed.
   const int64_t keep = options_.bookkeeping == Bookkeeping::Exact ? new_length - 1 : new_length - 2;
-  const PruneRequestOfRound request{keep, first_wrong, r.accepted, options_.bookkeeping == Bookkeeping::Seed};
+  const PruneRequestOfRound request{keep,
+                                    first_wrong,
+                                    r.accepted,
+                                    options_.bookkeeping == Bookkeeping::Seed,
+                                    batch_most_accepted_,
+                                    place_.size > 1 && place_.sequence == place_.size - 1};
+  batch_most_accepted_ = -1;  // noted for this round only
   for (TrackedCache* cache : {target_cache_.get(), drafter_cache_.get()}) {
     if (cache) cache->prune(round_index_, request);
   }

@@ -32,6 +32,13 @@
 
 namespace kvscope {
 
+// Where a session sits in a batch (core/decode/batch_session.h): its row and
+// the batch's size. A session alone is row 0 of 1.
+struct BatchPlace {
+  int64_t sequence = 0;
+  int64_t size = 1;
+};
+
 class Session {
  public:
   // drafter may be nullptr: then every round is a plain target step (gamma 0).
@@ -41,7 +48,7 @@ class Session {
   // once); a batch's sessions share one that joins them (core/decode/batch_session.h).
   Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const Drafter> drafter,
           std::vector<int64_t> prompt, SessionOptions options, std::vector<int64_t> eos_ids,
-          ForwardRunner* runner = nullptr);
+          ForwardRunner* runner = nullptr, BatchPlace place = {});
   ~Session();
 
   // --- advancing ---------------------------------------------------------
@@ -54,6 +61,11 @@ class Session {
   // phases: every phase is one forward per model except draft (gamma drafter
   // forwards), so a stop takes effect within one phase.
   void runToEnd(const std::atomic<bool>* cancel = nullptr);
+  // In a batch, before the prune phase: the most drafts any sequence of the
+  // batch accepted this round (what a batched engine's rollback knows; a
+  // fault may cut by it instead of this sequence's own count).
+  void noteBatchAcceptance(int64_t most_accepted) { batch_most_accepted_ = most_accepted; }
+  const BatchPlace& batchPlace() const { return place_; }
 
   // --- state -------------------------------------------------------------
   const SessionOptions& options() const { return options_; }
@@ -119,6 +131,8 @@ class Session {
   FaultPolicy faults_;
   std::vector<int64_t> eos_ids_;
   ForwardRunner* runner_;
+  BatchPlace place_;
+  int64_t batch_most_accepted_ = -1;
   at::Generator generator_;
 
   SessionRecord record_;
