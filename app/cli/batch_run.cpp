@@ -24,9 +24,11 @@ class RoundStream {
       more = false;
       for (size_t i = 0; i < batch.size(); ++i) {
         const auto& rounds = batch.sequence(i).rounds();
-        if (printed_[i] >= rounds.size() || !rounds[printed_[i]].prune_done) continue;
-        if (rounds[printed_[i]].index > 0) {
-          nlohmann::json line = toJson(rounds[printed_[i]]);
+        if (printed_[i] >= rounds.size()) continue;
+        const RoundRecord& round = rounds[printed_[i]];
+        if (round.index > 0 && !round.prune_done) continue;  // still running (the prefill, round 0, is not printed)
+        if (round.index > 0) {
+          nlohmann::json line = toJson(round);
           line["sequence"] = i;
           std::cout << line.dump() << "\n";
         }

@@ -118,7 +118,8 @@ int runFaults(Args& args) {
   nlohmann::json list = nlohmann::json::array();
   for (const FaultInfo& f : allFaults()) {
     if (!json) std::cout << f.name << "\n  what it breaks: " << f.breaks << "\n  mirrors: " << f.real_world << "\n\n";
-    list.push_back({{"name", f.name}, {"explanation", f.breaks}, {"mirrors", f.real_world}});
+    list.push_back({{"name", f.name}, {"explanation", f.breaks}, {"mirrors", f.real_world},
+                    {"needs_batch", needsBatch(f.fault)}, {"needs_sliding_window", needsSlidingWindow(f.fault)}});
   }
   printJson({{"faults", list}});
   return 0;

@@ -95,7 +95,7 @@ TEST(CliRootCause, AuditRefusesAMomentNotRecorded) {
 TEST(CliRootCause, FaultsJsonListsExplanationsAndWhatTheyMirror) {
   const auto j = runJson({"faults", "--json"});
   ASSERT_TRUE(j["faults"].is_array());
-  EXPECT_EQ(j["faults"].size(), 14u);
+  EXPECT_EQ(j["faults"].size(), 16u);
   std::vector<std::string> names;
   for (const auto& f : j["faults"]) {
     names.push_back(f["name"]);

@@ -9,6 +9,7 @@
 
 #include <set>
 
+#include "core/audit/batch_diff.h"
 #include "core/decode/batch_session.h"
 #include "core/model/bundled_models.h"
 #include "core/model/scoring.h"
@@ -192,6 +193,107 @@ TEST(BatchSession, RefusesAnEmptyBatchAndNamesABadSequence) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("sequence 1"), std::string::npos) << e.what();
   }
+}
+
+// The batch faults' root causes, against what the batch's own books say
+// happened: the first round in which some sequence accepted fewer drafts than
+// the batch's best (uniform-advance), or in which the last sequence rejected a
+// draft (length-not-rolled-back); the sequence named is the lowest one harmed
+// in that round, the operation the target's prune of that round.
+struct BatchFaultCase {
+  Fault fault;
+  uint64_t seed;
+};
+
+struct ExpectedBreach {
+  int64_t round = -1;
+  int64_t sequence = -1;
+};
+
+// Reads the rounds each sequence recorded (run without the fault: the rounds
+// up to the first breach are the same with it, as nothing differs before).
+ExpectedBreach firstHarmedRow(const BatchSession& batch, Fault fault) {
+  const size_t last = batch.size() - 1;
+  for (size_t round = 1;; ++round) {
+    bool any = false;
+    int64_t most = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const auto& rounds = batch.sequence(i).rounds();
+      if (round < rounds.size()) most = std::max(most, rounds[round].accepted), any = true;
+    }
+    if (!any) return {};
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const auto& rounds = batch.sequence(i).rounds();
+      if (round >= rounds.size()) continue;
+      const RoundRecord& r = rounds[round];
+      const bool rejected = r.accepted < static_cast<int64_t>(r.drafts.size());
+      const bool harmed = fault == Fault::UniformAdvance ? (r.accepted < most && rejected) : (i == last && rejected);
+      if (harmed) return {static_cast<int64_t>(round), static_cast<int64_t>(i)};
+    }
+  }
+}
+
+class BatchFaults : public ::testing::TestWithParam<BatchFaultCase> {};
+
+TEST_P(BatchFaults, RootCauseNamesTheSequenceRoundAndOperationTheBooksSay) {
+  const Pair pair = bundledPair();
+  const auto prompts = randomPrompts(4, pair.target->config().vocab_size, 3, 24, GetParam().seed);
+  SessionOptions options = greedyOptions(4, 20);
+  options.record_attention = false;
+  BatchSession clean(pair.target, pair.drafter, prompts, options, {});
+  clean.runToEnd();
+  const ExpectedBreach expected = firstHarmedRow(clean, GetParam().fault);
+  ASSERT_GE(expected.round, 1) << "the batch gave the fault nothing to act on; pick another seed";
+
+  options.fault = GetParam().fault;
+  BatchSession faulty(pair.target, pair.drafter, prompts, options, {});
+  const BatchDiffReport report = diffBatchLockstep(faulty);
+  EXPECT_TRUE(report.failed());
+  const RootCause* cause = report.rootCause();
+  ASSERT_NE(cause, nullptr) << report.explanation();
+  EXPECT_EQ(cause->sequence, expected.sequence) << report.explanation();
+  EXPECT_EQ(cause->round, expected.round) << report.explanation();
+  EXPECT_EQ(cause->phase, Phase::Prune);
+  EXPECT_EQ(cause->cache, CacheRole::Target);
+  EXPECT_EQ(cause->operation, CacheEventKind::Crop);
+  EXPECT_NE(cause->fault_action, "");
+  // Sequences the fault never harmed keep the contract.
+  for (size_t i = 0; i < report.sequences.size(); ++i) {
+    if (GetParam().fault == Fault::LengthNotRolledBack && i + 1 < report.sequences.size()) {
+      EXPECT_FALSE(report.sequences[i].root_cause) << "sequence " << i << ": " << report.sequences[i].explanation();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, BatchFaults,
+                         ::testing::Values(BatchFaultCase{Fault::UniformAdvance, 11}, BatchFaultCase{Fault::UniformAdvance, 12},
+                                           BatchFaultCase{Fault::LengthNotRolledBack, 11},
+                                           BatchFaultCase{Fault::LengthNotRolledBack, 13}),
+                         [](const auto& info) {
+                           std::string name = std::string(faultInfo(info.param.fault).name) + "_" + std::to_string(info.param.seed);
+                           for (char& ch : name) ch = isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return name;
+                         });
+
+TEST(BatchFaults, ASingleSequenceRefusesABatchFault) {
+  const Pair pair = fixturePair();
+  SessionOptions options = greedyOptions(2, 4);
+  options.fault = Fault::UniformAdvance;
+  try {
+    Session(pair.target, pair.drafter, {1, 2, 3}, options, {});
+    ADD_FAILURE() << "a batch fault on one sequence was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("two or more prompts"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BatchFaults, CleanBatchKeepsTheContractInEverySequence) {
+  const Pair pair = bundledPair();
+  BatchSession batch(pair.target, pair.drafter, randomPrompts(3, pair.target->config().vocab_size, 2, 16, 3),
+                     greedyOptions(4, 16), {});
+  const BatchDiffReport report = diffBatchLockstep(batch);
+  EXPECT_FALSE(report.failed()) << report.explanation();
+  EXPECT_EQ(report.rootCause(), nullptr);
 }
 
 }  // namespace

@@ -152,7 +152,9 @@ TEST_F(HostileTrace, GoodTraceReadsAndValidates) {
 // the validator must not refuse a trace kvscope itself wrote.
 TEST_F(HostileTrace, TracesOfEveryFaultAreAccepted) {
   std::vector<Fault> faults{Fault::None};
-  for (const FaultInfo& info : allFaults()) faults.push_back(info.fault);
+  for (const FaultInfo& info : allFaults()) {
+    if (!needsBatch(info.fault)) faults.push_back(info.fault);  // a batch is not saved as a trace yet
+  }
   for (Fault fault : faults) {
     for (bool greedy : {true, false}) {
       SCOPED_TRACE(std::string(faultInfo(fault).name) + (greedy ? " greedy" : " sampled"));

@@ -127,6 +127,7 @@ TEST_P(RootCauseZoo, DiffFailsAndRootCauseIsWhereTheFaultFirstActed) {
 std::vector<ZooCase> zooCases() {
   std::vector<ZooCase> cases;
   for (const FaultInfo& f : allFaults()) {
+    if (needsBatch(f.fault)) continue;  // batch faults: tests/core/batch_session_test.cpp
     if (!needsSlidingWindow(f.fault)) {
       for (const std::string pair_name : {"fixture", "bundled"}) {
         for (bool greedy : {true, false}) cases.push_back({f.fault, pair_name, greedy});

@@ -221,6 +221,7 @@ void SessionPanel::buildFaultBox() {
   fault_->addItem(tr("none"), QStringLiteral("none"));
   fault_->setItemData(0, tr("No fault: the cache is handled correctly."), Qt::ToolTipRole);
   for (const FaultInfo& info : allFaults()) {
+    if (needsBatch(info.fault)) continue;  // the GUI decodes one sequence; a batch's faults are the CLI's for now
     fault_->addItem(QString::fromUtf8(info.name), QString::fromUtf8(info.name));
     fault_->setItemData(fault_->count() - 1, faultTooltip(info), Qt::ToolTipRole);
   }
