@@ -86,6 +86,10 @@ int runAudit(Args& args) {
   const CacheRole history_cache = parseCacheRole(args.value("cache-of-row").value_or("target"));
   SessionSetup setup = parseSessionSetup(args);
   if (!setup.options.use_cache) throw Error("audit checks the KV caches: use --cache on");
+  if (setup.batched()) {
+    throw Error("audit of a batch is not implemented yet: audit one prompt, or diff the batch (its root cause names "
+                "the sequence)");
+  }
   auto controller = setup.makeController();
   controller->runToEnd();
   const Moment moment = chosenMoment(args, *controller);

@@ -4,10 +4,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/audit/batch_diff.h"
 #include "core/audit/cache_audit.h"
 #include "core/audit/cache_diff.h"
 #include "core/audit/root_cause.h"
 #include "core/control/trace_capture.h"
+#include "core/decode/batch_session.h"
 #include "core/decode/session.h"
 #include "core/error.h"
 #include "core/model/bundled_models.h"
@@ -37,7 +39,9 @@ struct SessionController::State {
   std::string target_dir;
   std::string drafter_dir;  // empty for n-gram / none
   std::string drafter_name = "none";
-  std::unique_ptr<Session> session;
+  std::unique_ptr<Session> session;     // one sequence
+  std::unique_ptr<BatchSession> batch;  // several decoded together (session is null then)
+  size_t shown = 0;                     // the batch's sequence the snapshots show
   std::unique_ptr<TraceData> replay;  // an opened .kvtrace (no session then)
   std::shared_ptr<const SessionSnapshot> replay_snapshot;
   std::string prompt;
@@ -46,7 +50,14 @@ struct SessionController::State {
   std::shared_ptr<const CacheAudit> audit_drafter;
   SnapshotBuilder builder;
 
-  const SessionRecord* record() const { return session ? &session->record() : replay ? &replay->record : nullptr; }
+  // The session the views show: the one sequence, or the batch's shown one.
+  const Session* live() const { return batch ? &batch->sequence(shown) : session.get(); }
+  const SessionRecord* record() const { return live() ? &live()->record() : replay ? &replay->record : nullptr; }
+  void dropSessions() {
+    session.reset();
+    batch.reset();
+    shown = 0;
+  }
   std::string tokenText(int64_t id) const {
     if (tokenizer && id >= 0 && id < tokenizer->vocabSize()) {
       try {
@@ -60,8 +71,10 @@ struct SessionController::State {
     }
     return "";
   }
+  std::shared_ptr<const BatchDiffReport> batch_diff;  // a batch's diff, every sequence's report
   void forgetInvestigation() {
     diff.reset();
+    batch_diff.reset();
     audit_target.reset();
     audit_drafter.reset();
   }
@@ -104,7 +117,7 @@ LoadResult SessionController::loadModels(const ModelSpec& spec, const Progress& 
   report(total, total, "models loaded");
 
   // Everything loaded: replace the old state.
-  state_->session.reset();
+  state_->dropSessions();
   state_->target = std::shared_ptr<const CausalLM>(std::move(target.model));
   state_->tokenizer = std::shared_ptr<const Tokenizer>(std::move(target.tokenizer));
   state_->eos_ids = target.eos_ids;
@@ -138,11 +151,29 @@ SessionController::LoadedModels SessionController::loaded() const {
   return out;
 }
 
-const Session* SessionController::liveSession() const { return state_->session.get(); }
+const Session* SessionController::liveSession() const { return state_->live(); }
+
+int64_t SessionController::batchSize() const {
+  if (state_->batch) return static_cast<int64_t>(state_->batch->size());
+  return state_->session ? 1 : 0;
+}
+
+int64_t SessionController::shownSequence() const { return static_cast<int64_t>(state_->shown); }
+
+void SessionController::showSequence(int64_t sequence) {
+  require(sequence >= 0 && sequence < batchSize(),
+          "show sequence " + std::to_string(sequence) + ": the batch has " + std::to_string(batchSize()) + " sequences");
+  if (static_cast<size_t>(sequence) == state_->shown) return;
+  state_->shown = static_cast<size_t>(sequence);
+  state_->builder.reset();  // it follows one session's records incrementally
+  state_->audit_target.reset();
+  state_->audit_drafter.reset();
+  if (state_->batch_diff) state_->diff = std::make_shared<const DiffReport>(state_->batch_diff->sequences[state_->shown]);
+}
 
 void SessionController::showReplay(std::shared_ptr<const SessionSnapshot> snapshot) {
   require(snapshot != nullptr, "showing a replay: no snapshot");
-  state_->session.reset();
+  state_->dropSessions();
   state_->builder.reset();
   state_->replay.reset();
   state_->forgetInvestigation();
@@ -151,14 +182,17 @@ void SessionController::showReplay(std::shared_ptr<const SessionSnapshot> snapsh
   state_->replay_snapshot = std::move(snapshot);
 }
 
-bool SessionController::hasSession() const { return state_->session != nullptr; }
-bool SessionController::finished() const { return state_->session && state_->session->finished(); }
+bool SessionController::hasSession() const { return state_->live() != nullptr; }
+bool SessionController::finished() const {
+  if (state_->batch) return state_->batch->finished();
+  return state_->session && state_->session->finished();
+}
 
 void SessionController::adoptModels(std::shared_ptr<const CausalLM> target, std::shared_ptr<const Tokenizer> tokenizer,
                                     std::vector<int64_t> eos_ids, std::shared_ptr<const Drafter> drafter,
                                     std::string target_name) {
   require(target != nullptr, "adopting models: no target model");
-  state_->session.reset();
+  state_->dropSessions();
   state_->replay.reset();
   state_->target = std::move(target);
   state_->tokenizer = std::move(tokenizer);
@@ -177,14 +211,39 @@ void SessionController::startSession(const SessionSpec& spec) {
   spec.options.validate();  // before tokenizing: a bad option is named, whatever the prompt
   std::vector<int64_t> prompt = state_->tokenizer->encode(spec.prompt);
   require(!prompt.empty(), "starting a session: the prompt encodes to no tokens");
-  startSession(std::move(prompt), spec.options);
+  if (spec.more_prompts.empty()) {
+    startSession(std::move(prompt), spec.options);
+  } else {
+    std::vector<std::vector<int64_t>> prompts{std::move(prompt)};
+    for (const std::string& text : spec.more_prompts) {
+      prompts.push_back(state_->tokenizer->encode(text));
+      require(!prompts.back().empty(), "starting a batch: prompt " + std::to_string(prompts.size() - 1) +
+                                           " encodes to no tokens");
+    }
+    startBatch(std::move(prompts), spec.options);
+  }
   state_->prompt = spec.prompt;
+}
+
+void SessionController::startBatch(std::vector<std::vector<int64_t>> prompts, const SessionOptions& options) {
+  require(hasModels(), "starting a batch: no models loaded");
+  auto batch = std::make_unique<BatchSession>(state_->target, state_->drafter, prompts, options, state_->eos_ids);
+  state_->dropSessions();
+  state_->batch = std::move(batch);
+  state_->prompt.clear();
+  state_->forgetInvestigation();
+  state_->replay.reset();
+  state_->replay_snapshot.reset();
+  state_->builder.reset();
+  spdlog::info("batch started: {} sequences, drafter {}, fault {}", prompts.size(), state_->drafter_name,
+               faultInfo(options.fault).name);
 }
 
 void SessionController::startSession(std::vector<int64_t> prompt, const SessionOptions& options) {
   require(hasModels(), "starting a session: no models loaded");
   auto session = std::make_unique<Session>(state_->target, state_->drafter, std::move(prompt), options,
                                            state_->eos_ids);
+  state_->dropSessions();
   state_->session = std::move(session);
   state_->prompt.clear();
   state_->forgetInvestigation();
@@ -198,40 +257,60 @@ void SessionController::startSession(std::vector<int64_t> prompt, const SessionO
 
 void SessionController::stepPhase() {
   require(hasSession(), "step: no session");
-  if (!state_->session->finished()) state_->session->stepPhase();
+  if (finished()) return;
+  if (state_->batch) state_->batch->stepPhase();
+  else state_->session->stepPhase();
 }
 
 void SessionController::stepRound() {
   require(hasSession(), "step: no session");
-  if (!state_->session->finished()) state_->session->stepRound();
+  if (finished()) return;
+  if (state_->batch) state_->batch->stepRound();
+  else state_->session->stepRound();
 }
 
 void SessionController::runToEnd() {
   require(hasSession(), "run: no session");
-  state_->session->runToEnd();
+  if (state_->batch) state_->batch->runToEnd();
+  else state_->session->runToEnd();
 }
 
 void SessionController::run(const std::atomic<bool>& cancel,
                    const std::function<void(std::shared_ptr<const SessionSnapshot>)>& after_round) {
   require(hasSession(), "run: no session");
   // Phase by phase, so that a stop takes effect within one phase.
-  while (!state_->session->finished() && !cancel.load()) {
-    state_->session->stepPhase();
-    const bool round_done = state_->session->nextPhase() == Phase::Draft || state_->session->finished();
+  while (!finished() && !cancel.load()) {
+    stepPhase();
+    const Phase next = state_->batch ? state_->batch->nextPhase() : state_->session->nextPhase();
+    const bool round_done = next == Phase::Draft || finished();
     if (round_done && after_round) after_round(snapshot());
   }
 }
 
 std::shared_ptr<const SessionSnapshot> SessionController::snapshot() {
-  if (!state_->session) {
+  if (!state_->live()) {
     if (!state_->replay_snapshot) return nullptr;
     auto copy = std::make_shared<SessionSnapshot>(*state_->replay_snapshot);
     copy->audit_target = state_->audit_target;
     copy->audit_drafter = state_->audit_drafter;
     return copy;
   }
-  auto built = state_->builder.build(*state_->session);
+  auto built = state_->builder.build(*state_->live());
   std::shared_ptr<SessionSnapshot> snapshot = std::move(built);
+  if (state_->batch) {
+    // Per sequence, per round: the drafts it accepted (-1: no round of it), as a batched capture's.
+    const size_t rounds = snapshot->rounds.size();
+    for (size_t b = 0; b < state_->batch->size(); ++b) {
+      std::vector<int64_t> accepted(rounds, -1);
+      for (const RoundRecord& r : state_->batch->sequence(b).rounds()) {
+        if (r.index > 0 && static_cast<size_t>(r.index) < rounds && r.prune_done) accepted[static_cast<size_t>(r.index)] = r.accepted;
+      }
+      snapshot->batch_accepted.push_back(std::move(accepted));
+    }
+    snapshot->shown_sequence = static_cast<int64_t>(state_->shown);
+    // The batch is finished when every sequence is; the shown one may end first.
+    snapshot->finished = state_->batch->finished();
+  }
   snapshot->diff = state_->diff;
   snapshot->audit_target = state_->audit_target;
   snapshot->audit_drafter = state_->audit_drafter;
@@ -249,6 +328,7 @@ const DiffReport& SessionController::runDiff(const SessionSpec& diff_spec, const
 
 const DiffReport& SessionController::runDiff(const std::atomic<bool>* cancel) {
   require(hasSession(), "diff: no session");
+  if (state_->batch) return runBatchDiff(cancel);
   Session& session = *state_->session;
   require(session.rounds().empty(), "diff: the session has already been stepped; start a new one");
   const DiffReport report = diffLockstep(session, DiffTolerances{}, cancel,
@@ -260,6 +340,20 @@ const DiffReport& SessionController::runDiff(const std::atomic<bool>* cancel) {
   return *state_->diff;
 }
 
+const DiffReport& SessionController::runBatchDiff(const std::atomic<bool>* cancel) {
+  BatchSession& batch = *state_->batch;
+  require(batch.sequence(0).rounds().empty(), "diff: the batch has already been stepped; start a new one");
+  const BatchDiffReport report = diffBatchLockstep(batch, DiffTolerances{}, cancel,
+                                                   [this](int64_t id) { return state_->tokenText(id); });
+  state_->batch_diff = std::make_shared<const BatchDiffReport>(report);
+  state_->shown = report.first_broken.value_or(0);
+  state_->builder.reset();
+  state_->diff = std::make_shared<const DiffReport>(report.sequences[state_->shown]);
+  spdlog::info("diff of a batch of {} ({}): {}", batch.size(), faultInfo(batch.sequence(0).options().fault).name,
+               report.explanation());
+  return *state_->diff;
+}
+
 std::vector<CacheAudit> SessionController::auditAt(const Moment& moment) {
   const SessionRecord* record = state_->record();
   require(record != nullptr, "audit: no session or trace");
@@ -268,9 +362,9 @@ std::vector<CacheAudit> SessionController::auditAt(const Moment& moment) {
           "audit: round " + std::to_string(moment.round) + " " + phaseName(moment.phase) + " has not been recorded");
   // Values need the models that recorded the session; a replayed trace is
   // audited by row identity only.
-  const bool live = state_->session != nullptr;
-  const CausalLM* target = live ? &state_->session->target() : nullptr;
-  const CausalLM* drafter = live && state_->session->drafter() ? state_->session->drafter()->model() : nullptr;
+  const Session* session = state_->live();
+  const CausalLM* target = session ? &session->target() : nullptr;
+  const CausalLM* drafter = session && session->drafter() ? session->drafter()->model() : nullptr;
   std::vector<CacheAudit> audits;
   audits.push_back(kvscope::auditAt(*record, CacheRole::Target, moment, target));
   state_->audit_target = std::make_shared<const CacheAudit>(audits.back());
@@ -299,6 +393,10 @@ void SessionController::saveTrace(const std::string& path, const std::string& gu
   if (!gui_state_json.empty()) {
     gui = nlohmann::json::parse(gui_state_json, nullptr, false);
     if (gui.is_discarded()) gui = nlohmann::json::object();
+  }
+  if (state_->batch) {
+    throw Error("saving " + path + ": a batch of " + std::to_string(state_->batch->size()) +
+                " sequences cannot be saved as a trace yet (a trace holds one sequence)");
   }
   if (state_->session) {
     const Session& session = *state_->session;
@@ -332,7 +430,7 @@ std::shared_ptr<const SessionSnapshot> SessionController::openTrace(const std::s
     *gui_state_json = trace->info.contains("gui") ? trace->info["gui"].dump() : std::string("{}");
   }
   // Only now, with the file read and converted, drop the live session.
-  state_->session.reset();
+  state_->dropSessions();
   state_->builder.reset();
   state_->replay = std::move(trace);
   state_->forgetInvestigation();

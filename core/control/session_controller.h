@@ -40,6 +40,9 @@ struct ModelSpec {
 struct SessionSpec {
   std::string prompt;
   SessionOptions options;
+  // More prompts decoded together with `prompt` as one batch
+  // (core/decode/batch_session.h); empty: one sequence.
+  std::vector<std::string> more_prompts;
 };
 
 struct LoadResult {
@@ -91,14 +94,23 @@ class SessionController {
   };
   LoadedModels loaded() const;
   // The live session (null while replaying a trace or a capture, or with
-  // none started): File > Save Capture writes its record.
+  // none started): File > Save Capture writes its record. In a batch, the
+  // shown sequence's session.
   const Session* liveSession() const;
+  // A batch: how many sequences it decodes (1 for one sequence, 0 with no
+  // live session), and which one the snapshots show. showSequence throws
+  // Error for a sequence outside the batch.
+  int64_t batchSize() const;
+  int64_t shownSequence() const;
+  void showSequence(int64_t sequence);
   // Shows a snapshot made elsewhere (an opened capture) in place of the live
   // session: replay only, nothing to step; the models stay loaded.
   void showReplay(std::shared_ptr<const SessionSnapshot> snapshot);
   // Throws Error (bad prompt, bad options); the previous session stays.
   void startSession(const SessionSpec& spec);
   void startSession(std::vector<int64_t> prompt, const SessionOptions& options);
+  // Several prompts decoded together (each prompt's ids); shows sequence 0.
+  void startBatch(std::vector<std::vector<int64_t>> prompts, const SessionOptions& options);
   bool hasSession() const;
   bool finished() const;
 
@@ -115,6 +127,8 @@ class SessionController {
   // Starts a session with `spec` (the cache forced on) and runs it to the end
   // in lockstep with an uncached recomputation, then finds the root cause;
   // the snapshots then carry the report. Throws Error (no models, bad spec).
+  // A batch diffs every sequence (core/audit/batch_diff.h), then shows the
+  // one whose root cause happened first, and returns that sequence's report.
   const DiffReport& runDiff(const SessionSpec& spec, const std::atomic<bool>& cancel);
   // The same on the session just started (nothing stepped yet).
   const DiffReport& runDiff(const std::atomic<bool>* cancel = nullptr);
@@ -136,6 +150,7 @@ class SessionController {
   std::shared_ptr<const SessionSnapshot> openTrace(const std::string& path, std::string* gui_state_json);
 
  private:
+  const DiffReport& runBatchDiff(const std::atomic<bool>* cancel);
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/audit/batch_diff.h"
+#include "core/control/session_controller.h"
 #include "core/decode/batch_session.h"
 #include "core/model/bundled_models.h"
 #include "core/model/scoring.h"
@@ -294,6 +295,72 @@ TEST(BatchFaults, CleanBatchKeepsTheContractInEverySequence) {
   const BatchDiffReport report = diffBatchLockstep(batch);
   EXPECT_FALSE(report.failed()) << report.explanation();
   EXPECT_EQ(report.rootCause(), nullptr);
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+using namespace testing_support;
+
+// The controller the GUI and the CLI drive holds a batch as it holds one
+// session: steps it, shows one sequence at a time with every sequence's
+// acceptance, and diffs it, showing the sequence that broke first.
+class BatchController : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    controller.adoptModels(fixtureModel("llama-tiny"), fixtureTokenizer("llama-tiny"), {},
+                           std::make_shared<ModelDrafter>(fixtureModel("llama-tiny-draft"), "draft"), "llama-tiny");
+  }
+  SessionSpec spec(Fault fault = Fault::None) const {
+    SessionSpec s;
+    s.prompt = "Once upon a time";
+    s.more_prompts = {"The", "A long time ago in a galaxy far, far away there"};
+    s.options.gamma = 3;
+    s.options.max_new_tokens = 16;
+    s.options.ignore_eos = true;
+    s.options.fault = fault;
+    return s;
+  }
+  SessionController controller;
+};
+
+TEST_F(BatchController, ShowsOneSequenceWithEverySequencesAcceptance) {
+  controller.startSession(spec());
+  EXPECT_EQ(controller.batchSize(), 3);
+  controller.runToEnd();
+  ASSERT_TRUE(controller.finished());
+  auto first = controller.snapshot();
+  ASSERT_EQ(first->batch_accepted.size(), 3u);
+  EXPECT_EQ(first->shown_sequence, 0);
+  for (size_t b = 0; b < 3; ++b) {
+    const auto& accepted = first->batch_accepted[b];
+    EXPECT_EQ(accepted.size(), first->rounds.size()) << b;
+    EXPECT_TRUE(std::any_of(accepted.begin(), accepted.end(), [](int64_t n) { return n >= 0; })) << b;
+  }
+  controller.showSequence(2);
+  auto third = controller.snapshot();
+  EXPECT_EQ(third->shown_sequence, 2);
+  EXPECT_EQ(third->sequence, controller.liveSession()->sequence());
+  EXPECT_NE(third->sequence, first->sequence);
+  EXPECT_THROW(controller.showSequence(3), Error);
+  EXPECT_THROW(controller.saveTrace("/tmp/never-written.kvtrace", ""), Error);
+}
+
+TEST_F(BatchController, DiffShowsTheSequenceThatBrokeFirst) {
+  SessionSpec s = spec(Fault::LengthNotRolledBack);
+  const DiffReport& report = controller.runDiff(s, std::atomic<bool>(false));
+  ASSERT_TRUE(report.root_cause) << report.explanation();
+  EXPECT_EQ(report.root_cause->sequence, 2);
+  EXPECT_EQ(controller.shownSequence(), 2);
+  EXPECT_EQ(controller.snapshot()->shown_sequence, 2);
+  ASSERT_TRUE(controller.rootCause());
+  EXPECT_EQ(controller.rootCause()->sequence, 2);
+  controller.showSequence(0);  // a sequence the fault spared: its own clean report
+  ASSERT_TRUE(controller.snapshot()->diff);
+  EXPECT_FALSE(controller.snapshot()->diff->root_cause);
 }
 
 }  // namespace
