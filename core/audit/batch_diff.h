@@ -3,9 +3,10 @@
 // is compared with its own uncached recomputation after each draft and
 // verify phase, as diffLockstep compares one, and each gets its root cause.
 // The batch's root cause is the breach that happened first: the earliest
-// round and phase, the target's before the drafter's at one moment... and,
-// between sequences that broke at the same moment, the lowest sequence (they
-// ran in one batched forward; the lowest is named, the others are listed).
+// round, then phase, then the target's cache before the drafter's; between
+// sequences that broke at the same moment (in one batched forward, or one
+// batch rollback) the lowest sequence is named, and every sequence's own
+// report keeps its root cause.
 #include <atomic>
 #include <optional>
 #include <vector>

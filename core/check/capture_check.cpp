@@ -210,6 +210,29 @@ bool hasSelfReference(const CaptureFile& file, CaptureRole role) {
   return false;
 }
 
+// A checkpoint given for a model the capture holds no weights fingerprint of
+// (a hand-written module without get_input_embeddings() or an embedding
+// parameter the recorder knows): it was matched by shape only.
+std::string unmatchedCheckpointNote(const CaptureModel& captured) {
+  if (captured.fingerprint) return "";
+  return "the capture holds no weights fingerprint of the " + std::string(captureRoleName(captured.role)) +
+         " (the recorder found no input embedding: a module without get_input_embeddings() and without a parameter "
+         "named ...embed_tokens.weight, ...wte.weight or ...word_embeddings.weight), so the checkpoint given was "
+         "matched by its shape only; if it is not the one the engine ran, its rows read as wrong K/V values "
+         "(docs/engine-captures.md#how-kvscope-knows-your-model)";
+}
+
+// When the first call of a role wrote rows that differ from the reference in
+// every row it wrote, the reference is the likelier culprit: a prefill no
+// cache operation preceded can only be wrong by its model.
+std::string everyFirstRowDiffersNote(const std::optional<RootCause>& cause) {
+  if (!cause || cause->kind != "values" || cause->call != 0 || cause->rows.empty()) return "";
+  if (static_cast<int64_t>(cause->rows.size()) < cause->actual_rows) return "";
+  return "every row " + std::string(cacheRoleName(cause->cache)) +
+         " call 0 wrote differs from the reference: the checkpoint may not be the one the engine ran (no cache "
+         "operation came before that call to explain it)";
+}
+
 }  // namespace
 
 double logProbabilityTolerance(StDType cache_dtype) {
@@ -247,6 +270,12 @@ CaptureCheckReport checkCapture(const CaptureFile& file, const CaptureTimeline& 
   CaptureReferences references(options.models, timeline.record.sequence, timeline.streams);
   CaptureRules rules(file, timeline, view, references, text);
   report.root_cause = walkContract(view.record, rules);
+  for (int r = 0; r < kCaptureRoles; ++r) {
+    const CaptureModel* captured = file.manifest().model(static_cast<CaptureRole>(r));
+    const std::string note = captured && options.models[r] ? unmatchedCheckpointNote(*captured) : "";
+    if (!note.empty()) report.notes.push_back(note);
+  }
+  if (const std::string note = everyFirstRowDiffersNote(report.root_cause); !note.empty()) report.notes.push_back(note);
   Symptom symptom(file, timeline, references, text);
   report.first_divergence = symptom.firstDivergence();
   report.rows_value_checked = rules.rowsValueChecked();
