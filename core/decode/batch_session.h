@@ -23,7 +23,7 @@ namespace kvscope {
 
 class BatchSession {
  public:
-  static constexpr int64_t kMaxSequences = 64;
+  static constexpr int64_t kMaxSequences = SessionLimits::kMaxBatch;
 
   // prompts: one per sequence (1 .. kMaxSequences). Throws Error naming the
   // sequence for a prompt a Session refuses, and for an empty batch.

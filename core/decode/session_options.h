@@ -26,6 +26,7 @@ struct SessionLimits {
   static constexpr int64_t kMaxTraceBudgetMb = int64_t{1} << 30;
   static constexpr int64_t kMaxTopK = int64_t{1} << 30;  // beyond any vocabulary: top-k off in effect
   static constexpr int64_t kMaxSeed = int64_t{1} << 30;  // what a spin box holds, and a JSON number exactly
+  static constexpr int64_t kMaxBatch = 64;  // sequences decoded together (core/decode/batch_session.h)
 };
 
 struct SessionOptions {

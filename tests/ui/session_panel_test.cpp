@@ -3,7 +3,9 @@
 // defaults, every option set on it comes back from it, its inputs are
 // bounded by the session's own limits, and options the session would refuse
 // are refused by the panel with the core's message.
+#include <QCheckBox>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -86,6 +88,34 @@ class SessionPanelTest : public QObject {
              qPrintable(eviction->property("refusal").toString()));
     eviction->setText(QStringLiteral("h2o:0.5"));
     QVERIFY(eviction->property("refusal").toString().isEmpty());
+  }
+
+  // "one sequence per line": each non-empty line is a prompt of one batch;
+  // a batch fault without a batch is refused, saying how to make one.
+  void linesBecomeTheSequencesOfABatch() {
+    DebuggerContext context;
+    SessionPanel panel(context);
+    auto* lines = panel.findChild<QCheckBox*>(QStringLiteral("batchLines"));
+    auto* prompt = panel.findChild<QPlainTextEdit*>(QStringLiteral("prompt"));
+    QVERIFY(lines != nullptr && prompt != nullptr);
+    prompt->setPlainText(QStringLiteral("In the beginning\n\nHear, O Israel:\nBlessed is the man\n"));
+    QCOMPARE(QString::fromStdString(panel.sessionSpec()->prompt), prompt->toPlainText());  // unticked: one prompt
+    QVERIFY(panel.sessionSpec()->more_prompts.empty());
+    lines->setChecked(true);
+    const auto spec = panel.sessionSpec();
+    QVERIFY(spec.has_value());
+    QCOMPARE(QString::fromStdString(spec->prompt), QStringLiteral("In the beginning"));
+    QCOMPARE(spec->more_prompts.size(), size_t{2});
+    QCOMPARE(QString::fromStdString(spec->more_prompts[1]), QStringLiteral("Blessed is the man"));
+
+    SessionOptions batch_fault;
+    batch_fault.fault = Fault::UniformAdvance;
+    panel.setOptions(batch_fault);
+    QVERIFY(panel.sessionSpec().has_value());  // three lines: a batch
+    prompt->setPlainText(QStringLiteral("only one line"));
+    QString error;
+    QVERIFY(!panel.sessionSpec(&error).has_value());
+    QVERIFY2(error.contains(QStringLiteral("one sequence per line")), qPrintable(error));
   }
 };
 

@@ -138,6 +138,11 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   bookkeeping_->addItem(tr("exact (keep L'-1)"), QStringLiteral("exact"));
   bookkeeping_->addItem(tr("seed (one fewer, re-fed)"), QStringLiteral("seed"));
   ignore_eos_ = new QCheckBox(tr("ignore EOS"));
+  batch_lines_ = new QCheckBox(tr("one sequence per line (a batch)"));
+  batch_lines_->setObjectName(QStringLiteral("batchLines"));
+  batch_lines_->setToolTip(tr("Each non-empty line of the prompt box is a prompt of its own, all decoded together: "
+                              "batched forwards, each sequence accepting its own drafts and rolled back on its own "
+                              "(docs/batching.md). The views show one sequence at a time."));
   buildFaultBox();
   eviction_ = new QLineEdit;
   eviction_->setObjectName(QStringLiteral("eviction"));
@@ -157,6 +162,7 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   auto* session = new QGroupBox(tr("Session"));
   auto* form = new QFormLayout(session);
   form->addRow(tr("Prompt"), prompt_);
+  form->addRow(QString(), batch_lines_);
   form->addRow(tr("Gamma"), gamma_row);
   form->addRow(tr("Max new tokens"), max_new_);
   form->addRow(tr("Sampling"), sampling_);
@@ -221,7 +227,6 @@ void SessionPanel::buildFaultBox() {
   fault_->addItem(tr("none"), QStringLiteral("none"));
   fault_->setItemData(0, tr("No fault: the cache is handled correctly."), Qt::ToolTipRole);
   for (const FaultInfo& info : allFaults()) {
-    if (needsBatch(info.fault)) continue;  // the GUI decodes one sequence; a batch's faults are the CLI's for now
     fault_->addItem(QString::fromUtf8(info.name), QString::fromUtf8(info.name));
     fault_->setItemData(fault_->count() - 1, faultTooltip(info), Qt::ToolTipRole);
   }
@@ -330,6 +335,16 @@ ModelSpec SessionPanel::modelSpec() const {
 std::optional<SessionSpec> SessionPanel::sessionSpec(QString* error) const {
   SessionSpec spec;
   spec.prompt = prompt().toStdString();
+  if (batch_lines_->isChecked()) {
+    QStringList lines = prompt().split(QLatin1Char('\n'));
+    lines.removeIf([](const QString& line) { return line.trimmed().isEmpty(); });
+    if (lines.size() > SessionLimits::kMaxBatch) {
+      if (error) *error = tr("%1 lines: a batch decodes at most %2 sequences together").arg(lines.size()).arg(SessionLimits::kMaxBatch);
+      return std::nullopt;
+    }
+    if (!lines.isEmpty()) spec.prompt = lines.takeFirst().toStdString();
+    for (const QString& line : lines) spec.more_prompts.push_back(line.toStdString());
+  }
   SessionOptions& o = spec.options;
   o = options_;
   o.gamma = gamma_->value();
@@ -344,6 +359,13 @@ std::optional<SessionSpec> SessionPanel::sessionSpec(QString* error) const {
   o.bookkeeping = bookkeeping_->currentIndex() == 0 ? Bookkeeping::Exact : Bookkeeping::Seed;
   o.ignore_eos = ignore_eos_->isChecked();
   o.fault = parseFault(fault_->currentData().toString().toStdString());
+  if (needsBatch(o.fault) && spec.more_prompts.empty()) {
+    if (error) {
+      *error = tr("fault %1 acts on a batch: tick \"one sequence per line\" and write two or more prompts, one per line")
+                   .arg(QString::fromUtf8(faultInfo(o.fault).name));
+    }
+    return std::nullopt;
+  }
   try {
     o.eviction = evictionOfField();
     o.validate();

@@ -99,6 +99,7 @@ class SessionPanel : public ViewerPanel {
   QCheckBox* use_cache_;
   QComboBox* bookkeeping_;
   QCheckBox* ignore_eos_;
+  QCheckBox* batch_lines_;  // each line of the prompt box is a sequence of one batch
   QComboBox* fault_;
   QLineEdit* eviction_;
   QString eviction_help_;  // the field's tooltip: the --evict form and the policies
