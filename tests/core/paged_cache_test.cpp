@@ -13,7 +13,7 @@
 
 #include "core/cache/block_pool.h"
 #include "core/cache/block_table.h"
-#include "core/cache/cache_layout.h"
+#include "core/cache/storage_layout.h"
 #include "core/cache/kv_cache.h"
 #include "core/error.h"
 #include "core/model/bundled_models.h"
@@ -357,15 +357,15 @@ TEST(PagedCache, HostileParametersGiveClearErrors) {
   EXPECT_THROW(a.crop(1), Error);
 }
 
-TEST(CacheLayout, ParsesContiguousAndPagedWithBlockSizes) {
-  EXPECT_FALSE(parseCacheLayout("contiguous").paged);
-  EXPECT_EQ(parseCacheLayout("paged").block_size, 16);
-  EXPECT_EQ(parseCacheLayout("paged:3").block_size, 3);
-  EXPECT_EQ(cacheLayoutName(parseCacheLayout("paged:1")), "paged:1");
-  EXPECT_EQ(cacheLayoutName(parseCacheLayout("contiguous")), "contiguous");
+TEST(PagedStorageLayout, ParsesContiguousAndPagedWithBlockSizes) {
+  EXPECT_FALSE(parseStorageLayout("contiguous").paged);
+  EXPECT_EQ(parseStorageLayout("paged").block_size, 16);
+  EXPECT_EQ(parseStorageLayout("paged:3").block_size, 3);
+  EXPECT_EQ(storageLayoutName(parseStorageLayout("paged:1")), "paged:1");
+  EXPECT_EQ(storageLayoutName(parseStorageLayout("contiguous")), "contiguous");
   for (const std::string bad : {"paged:0", "paged:-3", "paged:", "paged:x", "paged:4097", "paged:99999999999999",
                                 "Paged", "contiguous:4", ""}) {
-    EXPECT_THROW(parseCacheLayout(bad), Error) << bad;
+    EXPECT_THROW(parseStorageLayout(bad), Error) << bad;
   }
 }
 

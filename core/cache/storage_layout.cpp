@@ -1,4 +1,4 @@
-#include "core/cache/cache_layout.h"
+#include "core/cache/storage_layout.h"
 
 #include <algorithm>
 #include <cctype>
@@ -24,15 +24,15 @@ int64_t parseBlockSize(const std::string& text, const std::string& digits) {
 
 }  // namespace
 
-CacheLayout parseCacheLayout(const std::string& text) {
-  if (text == "contiguous") return CacheLayout{};
-  if (text == "paged") return CacheLayout{true, CacheLayout::kDefaultBlockSize};
+StorageLayout parseStorageLayout(const std::string& text) {
+  if (text == "contiguous") return StorageLayout{};
+  if (text == "paged") return StorageLayout{true, StorageLayout::kDefaultBlockSize};
   const std::string prefix = "paged:";
-  if (text.rfind(prefix, 0) == 0) return CacheLayout{true, parseBlockSize(text, text.substr(prefix.size()))};
+  if (text.rfind(prefix, 0) == 0) return StorageLayout{true, parseBlockSize(text, text.substr(prefix.size()))};
   throw Error("cache layout '" + text + "' is not one of: contiguous, paged, paged:BLOCK");
 }
 
-std::string cacheLayoutName(const CacheLayout& layout) {
+std::string storageLayoutName(const StorageLayout& layout) {
   return layout.paged ? "paged:" + std::to_string(layout.block_size) : "contiguous";
 }
 

@@ -8,7 +8,7 @@
 
 namespace kvscope {
 
-struct CacheLayout {
+struct StorageLayout {
   static constexpr int64_t kDefaultBlockSize = 16;
   bool paged = false;
   int64_t block_size = kDefaultBlockSize;  // rows per block; paged only
@@ -16,7 +16,7 @@ struct CacheLayout {
 
 // Parses `contiguous`, `paged` or `paged:BLOCK`; throws Error naming the text
 // and what is accepted (a block size of 1 to BlockPool::kMaxBlockSize).
-CacheLayout parseCacheLayout(const std::string& text);
-std::string cacheLayoutName(const CacheLayout& layout);
+StorageLayout parseStorageLayout(const std::string& text);
+std::string storageLayoutName(const StorageLayout& layout);
 
 }  // namespace kvscope
