@@ -89,13 +89,14 @@ class KvCache {
 
   // Keeps the first new_length rows of every layer (0 <= new_length <= length).
   // A compacted layer refuses to cut into its gathered rows.
+  // Paged: a crop then frees every block past the rows the longest layer keeps.
   void crop(int64_t new_length);
   void cropLayer(int64_t layer, int64_t new_length);
   // Keeps the rows of positions before end_position in every layer: the
   // rollback after a rejected draft, by position, so it also holds for a
   // compacted cache (whose rows appended after compaction are contiguous).
   void cropToPosition(int64_t end_position);
-  // Paged: frees every block past the kept rows of the longest layer.
+  // Paged: frees every block.
   void clear();
   // A deep copy (storage, masks, positions and fault switches). A paged
   // cache's copy gets a pool of its own (same shape, same sequence id): a
