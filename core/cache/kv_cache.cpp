@@ -3,9 +3,20 @@
 #include <algorithm>
 #include <string>
 
+#include "core/cache/block_pool.h"
+#include "core/cache/block_table.h"
 #include "core/error.h"
 
 namespace kvscope {
+
+namespace {
+
+const BlockPool& checkedPool(const std::shared_ptr<BlockPool>& pool) {
+  require(pool != nullptr, "KvCache: a paged cache needs a block pool");
+  return *pool;
+}
+
+}  // namespace
 
 KvCache::KvCache(int64_t num_layers, int64_t kv_heads, int64_t head_dim, c10::TensorOptions storage,
                  int64_t initial_capacity)
@@ -18,6 +29,23 @@ KvCache::KvCache(int64_t num_layers, int64_t kv_heads, int64_t head_dim, c10::Te
   }
 }
 
+KvCache::KvCache(std::shared_ptr<BlockPool> pool, int64_t sequence)
+    : kv_heads_(checkedPool(pool).shape().kv_heads),
+      head_dim_(pool->shape().head_dim),
+      storage_(pool->storage()),
+      layers_(pool->shape().num_layers),
+      paged_(std::make_shared<BlockTable>(pool, sequence)) {}
+
+void KvCache::refuseIfPaged(const char* feature) const {
+  if (paged_) throw Error(std::string("KvCache: ") + feature + " is not supported by the paged cache layout yet");
+}
+
+int64_t KvCache::longestLength() const {
+  int64_t longest = 0;
+  for (const Layer& layer : layers_) longest = std::max(longest, layer.length);
+  return longest;
+}
+
 const KvCache::Layer& KvCache::layerAt(int64_t layer) const {
   if (layer < 0 || layer >= numLayers()) {
     throw Error("KvCache: layer " + std::to_string(layer) + " out of range (" + std::to_string(numLayers()) + " layers)");
@@ -27,7 +55,10 @@ const KvCache::Layer& KvCache::layerAt(int64_t layer) const {
 
 int64_t KvCache::length(int64_t layer) const { return layerAt(layer).length; }
 
-int64_t KvCache::capacity(int64_t layer) const { return layerAt(layer).k.size(1); }
+int64_t KvCache::capacity(int64_t layer) const {
+  const Layer& l = layerAt(layer);
+  return paged_ ? paged_->mappedRows() : l.k.size(1);
+}
 
 int64_t KvCache::firstPosition(int64_t layer) const { return layerAt(layer).first_position; }
 
@@ -84,6 +115,11 @@ void KvCache::append(int64_t layer_index, const at::Tensor& k, const at::Tensor&
     v_written = v.index_select(1, order);
   }
   const int64_t n = k_written.size(1);
+  if (paged_) {  // no keep mask nor positions: the paged layout refuses both
+    paged_->write(layer_index, layer.length, k_written, v_written);
+    layer.length += n;
+    return;
+  }
   ensureCapacity(layer, layer.length + n);
   layer.k.narrow(1, layer.length, n).copy_(k_written);
   layer.v.narrow(1, layer.length, n).copy_(v_written);
@@ -97,11 +133,13 @@ void KvCache::append(int64_t layer_index, const at::Tensor& k, const at::Tensor&
 
 at::Tensor KvCache::keys(int64_t layer) const {
   const Layer& l = layerAt(layer);
+  if (paged_) return paged_->gatherKeys(layer, l.length);
   return l.k.narrow(1, 0, l.length);
 }
 
 at::Tensor KvCache::values(int64_t layer) const {
   const Layer& l = layerAt(layer);
+  if (paged_) return paged_->gatherValues(layer, l.length);
   return l.v.narrow(1, 0, l.length);
 }
 
@@ -116,6 +154,12 @@ void KvCache::cropLayer(int64_t layer_index, int64_t new_length) {
     throw Error("KvCache::crop: layer " + std::to_string(layer_index) + " was compacted to " +
                 std::to_string(layer.gathered) + " rows whose positions differ per kv head; cannot crop it to " +
                 std::to_string(new_length) + " rows");
+  }
+  if (paged_) {
+    if (paged_->keepLengthOnRollback()) return;  // the fault: the rows stay, and so do their blocks
+    layer.length = new_length;
+    paged_->keepRows(longestLength());
+    return;
   }
   layer.length = new_length;
 }
@@ -144,10 +188,20 @@ void KvCache::clear() {
     layer.keep = at::Tensor();
     layer.positions = at::Tensor();
   }
+  if (paged_) paged_->clear();
 }
 
 KvCache KvCache::clone() const {
   KvCache copy = *this;  // shares the tensors; each is replaced by its own copy below
+  if (paged_) {
+    const BlockPool& pool = *paged_->pool();
+    const int64_t blocks = std::max<int64_t>(static_cast<int64_t>(paged_->blocks().size()), 1);
+    auto own_pool = std::make_shared<BlockPool>(pool.shape(), pool.storage(), blocks);
+    std::vector<int64_t> rows;
+    for (const Layer& layer : layers_) rows.push_back(layer.length);
+    copy.paged_ = paged_->copyTo(own_pool, paged_->sequence(), rows);
+    return copy;
+  }
   for (Layer& layer : copy.layers_) {
     layer.k = layer.k.clone();
     layer.v = layer.v.clone();
@@ -165,6 +219,7 @@ void KvCache::evictFront(int64_t layer_index, int64_t count) {
                 std::to_string(layer_index) + " of length " + std::to_string(layer.length));
   }
   if (count == 0) return;
+  refuseIfPaged("evictFront (dropping a sliding window's oldest rows)");
   require(!layer.positions.defined(), "KvCache::evictFront: layer " + std::to_string(layer_index) +
                                           " was compacted; dropping rows from its front is not supported");
   const int64_t kept = layer.length - count;
@@ -191,6 +246,7 @@ at::Tensor KvCache::keepMask(int64_t layer) const {
 
 void KvCache::evictRows(int64_t layer_index, const at::Tensor& keep) {
   layerAt(layer_index);
+  refuseIfPaged("evictRows (an eviction policy's keep mask)");
   Layer& layer = layers_[layer_index];
   require(keep.dim() == 2 && keep.size(0) == kv_heads_ && keep.size(1) == layer.length &&
               keep.scalar_type() == torch::kBool,
@@ -211,6 +267,7 @@ int64_t KvCache::keptRows(int64_t layer, int64_t kv_head) const {
 
 void KvCache::compact(int64_t layer_index) {
   layerAt(layer_index);
+  refuseIfPaged("compact (gathering kept rows)");
   Layer& layer = layers_[layer_index];
   if (!layer.keep.defined()) return;
   const auto keep = layer.keep.narrow(1, 0, layer.length);  // [kv, T] bool
@@ -257,6 +314,7 @@ at::Tensor KvCache::rowPositions(int64_t layer) const {
 
 void KvCache::renumberRows(int64_t layer_index, int64_t first_position) {
   layerAt(layer_index);
+  refuseIfPaged("renumberRows (re-rotated keys)");
   require(first_position >= 0, "KvCache::renumberRows: the first position must be >= 0");
   Layer& layer = layers_[layer_index];
   layer.positions = at::Tensor();

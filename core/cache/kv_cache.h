@@ -26,7 +26,16 @@
 // cache (TrackedCache::moveRows) keeps the books by position; every other
 // cache of a Session never compacts: the audit and trace replay read rows by
 // their place in the layout.
+//
+// A paged cache (made with a BlockPool and a sequence id) keeps the same
+// lengths but stores its rows in the pool's fixed-size blocks through its own
+// block table (core/cache/block_table.h), as serving engines do; several
+// sequences share one pool. keys()/values() then gather the rows into a copy,
+// and a crop frees the blocks past the kept rows. Keep masks, compaction,
+// evictFront and renumberRows are not supported by that layout yet and throw
+// Error. docs/paged-cache.md describes the layout.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -35,10 +44,21 @@
 
 namespace kvscope {
 
+class BlockPool;
+class BlockTable;
+
 class KvCache {
  public:
   KvCache(int64_t num_layers, int64_t kv_heads, int64_t head_dim, c10::TensorOptions storage,
           int64_t initial_capacity = 64);
+  // A paged cache of sequence `sequence` in `pool` (its shape and storage
+  // dtype are the pool's). Sequences sharing a pool need distinct ids.
+  KvCache(std::shared_ptr<BlockPool> pool, int64_t sequence);
+
+  // Whether rows live in a block pool (false: one [kv_heads, capacity, head_dim] tensor per layer).
+  bool paged() const { return paged_ != nullptr; }
+  // The paged cache's block table (pool, blocks, fault switches); nullptr when contiguous.
+  BlockTable* blockTable() const { return paged_.get(); }
 
   int64_t numLayers() const { return static_cast<int64_t>(layers_.size()); }
   int64_t kvHeads() const { return kv_heads_; }
@@ -50,6 +70,7 @@ class KvCache {
   int64_t length(int64_t layer) const;
   // True when every layer holds the same number of rows.
   bool uniformLength() const;
+  // Rows the layer can hold before growing (paged: the rows its mapped blocks hold).
   int64_t capacity(int64_t layer) const;
   // Positions dropped from the front of a layer (by evictFront) since the last
   // clear: row 0 holds this position. 0 for layers that never evict.
@@ -61,20 +82,26 @@ class KvCache {
   // layer and advances its length by n.
   void append(int64_t layer, const at::Tensor& k, const at::Tensor& v);
 
-  // Views of the valid rows: [kv_heads, length, head_dim], storage dtype.
+  // Views of the valid rows: [kv_heads, length, head_dim], storage dtype
+  // (paged: a copy gathered from the blocks, in row order).
   at::Tensor keys(int64_t layer) const;
   at::Tensor values(int64_t layer) const;
 
   // Keeps the first new_length rows of every layer (0 <= new_length <= length).
   // A compacted layer refuses to cut into its gathered rows.
+  // Paged: a crop then frees every block past the rows the longest layer keeps.
   void crop(int64_t new_length);
   void cropLayer(int64_t layer, int64_t new_length);
   // Keeps the rows of positions before end_position in every layer: the
   // rollback after a rejected draft, by position, so it also holds for a
   // compacted cache (whose rows appended after compaction are contiguous).
   void cropToPosition(int64_t end_position);
+  // Paged: frees every block.
   void clear();
-  // A deep copy (storage, masks, positions and fault switches).
+  // A deep copy (storage, masks, positions and fault switches). A paged
+  // cache's copy gets a pool of its own (same shape, same sequence id): a
+  // copy made for a what-if or a reference must not take blocks from the
+  // pool the live sequences share, nor change which blocks they are handed.
   KvCache clone() const;
   // Drops the first `count` rows of a layer (0 <= count <= length); the rest
   // move to the front in order. A sliding window's cache evicts this way.
@@ -138,12 +165,19 @@ class KvCache {
   // The layer's storage (K, V, positions) re-allocated with `capacity` rows, keeping the valid ones.
   void reallocate(Layer& layer, int64_t capacity);
 
+  // Paged only: throws Error naming `feature` as not supported by the paged layout.
+  void refuseIfPaged(const char* feature) const;
+  // Paged only: rows of the longest layer (the rows the block table must keep).
+  int64_t longestLength() const;
+
   int64_t kv_heads_;
   int64_t head_dim_;
   c10::TensorOptions storage_;
-  std::vector<Layer> layers_;
+  std::vector<Layer> layers_;  // paged: lengths and positions only, k and v undefined
   std::optional<std::vector<int64_t>> write_order_;
   bool causal_among_new_ = true;
+  // Shared by plain copies, as the contiguous layout's tensors are; clone() copies it.
+  std::shared_ptr<BlockTable> paged_;
 };
 
 }  // namespace kvscope
