@@ -154,6 +154,7 @@ const CommandRegistrar kRegister{
     "           [--bookkeeping exact|seed] [--ignore-eos] [--fault NAME] [--trace out.kvtrace] [--trace-budget MB]\n"
     "           [--capture out.kvcapture]   (the caches in the format any engine writes: kvscope-cli check reads it)\n"
     "           [--evict POLICY:BUDGET[:every=N]] [--no-baseline | --speedup-trials N] [--weights stored|fp32] [--json]\n"
+    "           [--cache-layout contiguous|paged[:BLOCK]]   (paged: K/V in a block pool the batch's sequences share)\n"
     "           the speedup: the session against the same session without its drafter (same recording, threads),\n"
     "           1 warm-up pair, N timed pairs (5), median; 'too short to measure' below 32 new tokens or when the\n"
     "           trials spread wider than the effect\n"

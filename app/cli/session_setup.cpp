@@ -50,6 +50,7 @@ SessionSetup parseSessionSetup(Args& args) {
   o.fault = parseFault(args.value("fault").value_or(faultInfo(o.fault).name));
   o.trace_budget_mb = args.integer("trace-budget", o.trace_budget_mb);
   if (const auto evict = args.value("evict")) o.eviction = parseSessionEviction(*evict);
+  if (const auto layout = args.value("cache-layout")) o.cache_layout = parseStorageLayout(*layout);
   o.validate();
   return setup;
 }

@@ -4,7 +4,8 @@
 // --gamma G | --adaptive, --max-new N, --cache on|off, sampling, --seed,
 // --bookkeeping exact|seed, --ignore-eos, --trace-budget MB,
 // --evict POLICY:BUDGET[:every=N] (core/decode/session_eviction.h),
-// --weights stored|fp32 (core/model/weight_residency.h).
+// --weights stored|fp32 (core/model/weight_residency.h),
+// --cache-layout contiguous|paged[:BLOCK] (docs/paged-cache.md).
 #include <memory>
 #include <string>
 

@@ -20,6 +20,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/TensorOptions.h>
 
+#include "core/cache/storage_layout.h"
+
 namespace kvscope {
 
 enum class BlockOperation { Allocate, Reuse, Free };
@@ -44,9 +46,7 @@ struct BlockPoolShape {
 
 class BlockPool {
  public:
-  // Largest block accepted: far above what engines use (16 to 256 rows), and
-  // small enough that one block of a real model fits in memory.
-  static constexpr int64_t kMaxBlockSize = 4096;
+  static constexpr int64_t kMaxBlockSize = StorageLayout::kMaxBlockSize;
   static constexpr int64_t kMaxInitialBlocks = 1 << 16;
 
   BlockPool(const BlockPoolShape& shape, c10::TensorOptions storage, int64_t initial_blocks = 4,

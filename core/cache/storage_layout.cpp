@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 
-#include "core/cache/block_pool.h"
 #include "core/error.h"
 
 namespace kvscope {
@@ -15,9 +14,9 @@ int64_t parseBlockSize(const std::string& text, const std::string& digits) {
       !digits.empty() && digits.size() <= 9 &&
       std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
   const int64_t size = all_digits ? std::stoll(digits) : -1;
-  if (size < 1 || size > BlockPool::kMaxBlockSize) {
+  if (size < 1 || size > StorageLayout::kMaxBlockSize) {
     throw Error("cache layout '" + text + "': the block size must be a whole number from 1 to " +
-                std::to_string(BlockPool::kMaxBlockSize) + " rows");
+                std::to_string(StorageLayout::kMaxBlockSize) + " rows");
   }
   return size;
 }

@@ -14,11 +14,21 @@ BatchSession::BatchSession(std::shared_ptr<const CausalLM> target, std::shared_p
   require(static_cast<int64_t>(prompts.size()) <= kMaxSequences,
           "batch: " + std::to_string(prompts.size()) + " prompts; at most " + std::to_string(kMaxSequences) +
               " sequences are decoded together");
+  // With the paged layout every sequence allocates from the batch's pools,
+  // one per model (the target's, the drafter's), as a serving engine's do.
+  std::shared_ptr<BlockPool> target_pool, drafter_pool;
+  if (options.cache_layout.paged && options.use_cache) {
+    const int64_t block = options.cache_layout.block_size;
+    target_pool = target->makeBlockPool(block, cacheStorageOf(options));
+    if (const CausalLM* draft_model = drafter ? drafter->model() : nullptr) {
+      drafter_pool = draft_model->makeBlockPool(block, cacheStorageOf(options));
+    }
+  }
   for (size_t i = 0; i < prompts.size(); ++i) {
     SessionOptions row_options = options;
     row_options.seed = options.seed + i;  // rows sample apart; greedy rows are unaffected
     try {
-      const BatchPlace place{static_cast<int64_t>(i), static_cast<int64_t>(prompts.size())};
+      const BatchPlace place{static_cast<int64_t>(i), static_cast<int64_t>(prompts.size()), target_pool, drafter_pool};
       sessions_.push_back(std::make_unique<Session>(target, drafter, prompts[i], row_options, eos_ids, &batcher_, place));
     } catch (const Error& e) {
       throw Error("sequence " + std::to_string(i) + ": " + e.what());

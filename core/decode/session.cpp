@@ -48,6 +48,7 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
     require(id >= 0 && id < vocab, "prompt token id " + std::to_string(id) + " is outside the target's vocabulary (size " +
                                        std::to_string(vocab) + ")");
   }
+  refuseUnsupportedLayout();
   if (const CausalLM* draft_model = drafter_ ? drafter_->model() : nullptr) {
     const int64_t drafter_vocab = draft_model->config().vocab_size;
     if (drafter_vocab != vocab) {
@@ -84,10 +85,12 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
 
 Session::~Session() = default;
 
-c10::optional<c10::ScalarType> Session::cacheStorage() const {
-  if (faults_.halfPrecisionStorage()) return torch::kFloat16;
+c10::optional<c10::ScalarType> cacheStorageOf(const SessionOptions& options) {
+  if (FaultPolicy(options.fault).halfPrecisionStorage()) return torch::kFloat16;
   return c10::nullopt;  // the compute dtype
 }
+
+c10::optional<c10::ScalarType> Session::cacheStorage() const { return cacheStorageOf(options_); }
 
 std::vector<int64_t> Session::generated() const {
   return std::vector<int64_t>(record_.sequence.begin() + record_.prompt_length, record_.sequence.end());
@@ -102,10 +105,33 @@ TrackedCache* Session::cacheOf(CacheRole role) const {
 std::unique_ptr<TrackedCache> Session::makeTrackedCache(CacheRole role, const CausalLM& model) {
   std::vector<int64_t> windows;
   for (int64_t layer = 0; layer < model.config().num_layers; ++layer) windows.push_back(model.config().windowOf(layer));
-  auto cache = std::make_unique<TrackedCache>(role, model.makeCache(cacheStorage()), std::move(windows), faults_,
+  auto cache = std::make_unique<TrackedCache>(role, makeStorage(role, model), std::move(windows), faults_,
                                               record_.ledger, record_.events);
   cache->setForwardRunner(*runner_);
   return cache;
+}
+
+std::unique_ptr<KvCache> Session::makeStorage(CacheRole role, const CausalLM& model) {
+  if (!options_.cache_layout.paged) return model.makeCache(cacheStorage());
+  std::shared_ptr<BlockPool>& pool = role == CacheRole::Target ? place_.target_pool : place_.drafter_pool;
+  if (!pool) pool = model.makeBlockPool(options_.cache_layout.block_size, cacheStorage());
+  return std::make_unique<KvCache>(pool, place_.sequence);
+}
+
+void Session::refuseUnsupportedLayout() const {
+  if (!options_.cache_layout.paged) return;
+  const auto refuse_windows = [](const CausalLM& model, const char* role) {
+    for (int64_t l = 0; l < model.config().num_layers; ++l) {
+      require(model.config().windowOf(l) <= 0,
+              std::string("--cache-layout paged: the ") + role + " has sliding-window layers (layer " + std::to_string(l) +
+                  "), whose rows leave from the front; the paged layout does not evict them yet");
+    }
+  };
+  refuse_windows(*target_, "target");
+  if (const CausalLM* draft_model = drafter_ ? drafter_->model() : nullptr) refuse_windows(*draft_model, "drafter");
+  require(!drafter_ || drafter_->type() != DrafterType::CompressedCache,
+          "--cache-layout paged: a drafter over a compressed copy of the cache compacts its rows, which the paged "
+          "layout does not hold yet");
 }
 
 const std::vector<int64_t>& Session::believedCacheTokens(CacheRole role) const {

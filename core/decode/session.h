@@ -14,6 +14,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "core/cache/cache_compression.h"
+#include "core/cache/block_pool.h"
 #include "core/cache/cache_event_log.h"
 #include "core/cache/fault.h"
 #include "core/cache/fault_policy.h"
@@ -33,11 +34,19 @@
 namespace kvscope {
 
 // Where a session sits in a batch (core/decode/batch_session.h): its row and
-// the batch's size. A session alone is row 0 of 1.
+// the batch's size, and with the paged layout the block pools every sequence
+// of the batch allocates from (null: the session makes its own). A session
+// alone is row 0 of 1.
 struct BatchPlace {
   int64_t sequence = 0;
   int64_t size = 1;
+  std::shared_ptr<BlockPool> target_pool;
+  std::shared_ptr<BlockPool> drafter_pool;
 };
+
+// The dtype a session's caches store K/V in: the compute dtype (nullopt), or
+// float16 under the half-cache fault.
+c10::optional<c10::ScalarType> cacheStorageOf(const SessionOptions& options);
 
 class Session {
  public:
@@ -123,6 +132,12 @@ class Session {
   Moment removalMoment() const;
   TrackedCache* cacheOf(CacheRole role) const;
   std::unique_ptr<TrackedCache> makeTrackedCache(CacheRole role, const CausalLM& model);
+  // The storage of a cache of `model`: contiguous, or a block table in the
+  // role's pool (the batch's, else one of this session's own).
+  std::unique_ptr<KvCache> makeStorage(CacheRole role, const CausalLM& model);
+  // Refuses what the paged layout does not hold yet: sliding windows, a
+  // drafter over a compressed copy of the cache.
+  void refuseUnsupportedLayout() const;
   c10::optional<c10::ScalarType> cacheStorage() const;
 
   std::shared_ptr<const CausalLM> target_;

@@ -124,6 +124,10 @@ void SessionOptions::validate() const {
     require(use_cache, "--evict needs the KV cache on (--cache on): it removes rows from the target's cache");
     eviction->validate();
   }
+  if (cache_layout.paged) {
+    require(use_cache, "--cache-layout paged needs the KV cache on (--cache on)");
+    require(!eviction, "--evict works on the contiguous cache layout only: the paged layout keeps no eviction masks yet");
+  }
 }
 
 nlohmann::json sessionOptionsJson(const SessionOptions& o) {
@@ -144,7 +148,8 @@ nlohmann::json sessionOptionsJson(const SessionOptions& o) {
           {"record_logits", o.record_logits},
           {"trace_budget_mb", o.trace_budget_mb},
           {"fault", faultInfo(o.fault).name},
-          {"eviction", o.eviction ? o.eviction->describe() : "none"}};
+          {"eviction", o.eviction ? o.eviction->describe() : "none"},
+          {"cache_layout", storageLayoutName(o.cache_layout)}};
 }
 
 SessionOptions readSessionOptions(const nlohmann::json& object, SessionOptions o) {
@@ -175,6 +180,7 @@ SessionOptions readSessionOptions(const nlohmann::json& object, SessionOptions o
     o.eviction.reset();
     if (*text != "none") o.eviction = parsedField("eviction", *text, parseSessionEviction);
   }
+  if (const auto text = fields.text("cache_layout")) o.cache_layout = parsedField("cache_layout", *text, parseStorageLayout);
   try {
     o.validate();
   } catch (const Error& e) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/cache/fault.h"
+#include "core/cache/storage_layout.h"
 #include "core/decode/sampling_settings.h"
 #include "core/decode/session_eviction.h"
 #include "core/error.h"
@@ -50,6 +51,9 @@ struct SessionOptions {
   // Token eviction on the target's cache (core/decode/session_eviction.h);
   // needs the cache on. nullopt: the full cache.
   std::optional<SessionEviction> eviction;
+  // How the caches store their rows: contiguous, or blocks of a pool the
+  // sequences of a batch share (docs/paged-cache.md). Logits are the same.
+  StorageLayout cache_layout;
 
   void validate() const;  // throws Error naming the bad parameter
 };
@@ -61,7 +65,8 @@ struct SessionOptions {
 //   gives), temperature, top_k, top_p, seed, bookkeeping ("exact" | "seed"),
 //   ignore_eos, record_attention, record_logits, trace_budget_mb,
 //   fault ("none" or a name from allFaults()), eviction ("none" or the
-//   --evict form, "h2o:0.25:every=4").
+//   --evict form, "h2o:0.25:every=4"), cache_layout ("contiguous" or
+//   "paged:BLOCK").
 nlohmann::json sessionOptionsJson(const SessionOptions& options);
 
 // What readSessionOptions refuses: the field (empty for the object as a

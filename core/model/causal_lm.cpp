@@ -222,6 +222,12 @@ std::unique_ptr<KvCache> CausalLM::makeCache(c10::optional<c10::ScalarType> stor
   return std::make_unique<KvCache>(config_.num_layers, config_.num_kv_heads, config_.head_dim, storage_options);
 }
 
+std::shared_ptr<BlockPool> CausalLM::makeBlockPool(int64_t block_size, c10::optional<c10::ScalarType> storage) const {
+  auto storage_options = options_.dtype(storage.value_or(options_.dtype().toScalarType()));
+  const BlockPoolShape shape{config_.num_layers, config_.num_kv_heads, config_.head_dim, block_size};
+  return std::make_shared<BlockPool>(shape, storage_options);
+}
+
 std::map<std::string, int64_t> residentBytesByDtype(const CausalLM& model) {
   std::map<std::string, int64_t> bytes;
   for (const auto& [name, tensor] : model.namedParameters())

@@ -12,6 +12,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/TensorOptions.h>
 
+#include "core/cache/block_pool.h"
 #include "core/cache/kv_cache.h"
 #include "core/model/batch_rows.h"
 #include "core/model/model_config.h"
@@ -73,6 +74,10 @@ class CausalLM {
   // An empty cache shaped for this model, storing K/V in `storage` dtype
   // (default: the compute dtype).
   std::unique_ptr<KvCache> makeCache(c10::optional<c10::ScalarType> storage = c10::nullopt) const;
+  // An empty pool of `block_size`-row blocks shaped for this model, which
+  // several sequences' paged caches share (KvCache(pool, sequence)).
+  std::shared_ptr<BlockPool> makeBlockPool(int64_t block_size,
+                                           c10::optional<c10::ScalarType> storage = c10::nullopt) const;
 
   // Parameters under their checkpoint names (tied weights listed once).
   virtual NamedTensors namedParameters() const = 0;

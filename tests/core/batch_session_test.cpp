@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/audit/batch_diff.h"
+#include "core/cache/block_table.h"
 #include "core/control/session_controller.h"
 #include "core/decode/batch_session.h"
 #include "core/model/bundled_models.h"
@@ -361,6 +362,84 @@ TEST_F(BatchController, DiffShowsTheSequenceThatBrokeFirst) {
   controller.showSequence(0);  // a sequence the fault spared: its own clean report
   ASSERT_TRUE(controller.snapshot()->diff);
   EXPECT_FALSE(controller.snapshot()->diff->root_cause);
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+using namespace testing_support;
+
+// The paged layout (docs/paged-cache.md) under a batch: one pool per model
+// that every sequence allocates from; every verify's logits are bit for bit
+// the contiguous layout's, and greedy rows still equal each row alone.
+std::vector<at::Tensor> verifyLogits(const Session& s) {
+  std::vector<at::Tensor> out;
+  for (const auto& [round, verify] : s.verifyRecords()) out.push_back(verify.logits);
+  return out;
+}
+
+TEST(PagedBatch, LogitsAreBitIdenticalToTheContiguousLayout) {
+  const Pair pair = bundledPair();
+  for (int count : {1, 3}) {
+    for (int64_t block : {int64_t{1}, int64_t{5}, int64_t{16}}) {
+      SCOPED_TRACE("batch " + std::to_string(count) + ", block " + std::to_string(block));
+      const auto prompts = randomPrompts(count, pair.target->config().vocab_size, 2, 30, 900 + static_cast<uint64_t>(count));
+      SessionOptions options = greedyOptions(4, 20);
+      BatchSession contiguous(pair.target, pair.drafter, prompts, options, {});
+      contiguous.runToEnd();
+      options.cache_layout = StorageLayout{true, block};
+      BatchSession paged(pair.target, pair.drafter, prompts, options, {});
+      paged.runToEnd();
+      for (size_t i = 0; i < paged.size(); ++i) {
+        ASSERT_TRUE(paged.sequence(i).targetCache()->paged());
+        EXPECT_EQ(paged.sequence(i).generated(), contiguous.sequence(i).generated()) << i;
+        const auto a = verifyLogits(paged.sequence(i)), b = verifyLogits(contiguous.sequence(i));
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t r = 0; r < a.size(); ++r) EXPECT_TRUE(torch::equal(a[r], b[r])) << "sequence " << i << " verify " << r;
+      }
+      if (count > 1) {  // one pool for the batch: sequences' tables map blocks of the same pool
+        EXPECT_EQ(paged.sequence(0).targetCache()->blockTable()->pool(), paged.sequence(1).targetCache()->blockTable()->pool());
+      }
+    }
+  }
+}
+
+TEST(PagedBatch, GreedyRowsEqualEachRowDecodedAlone) {
+  const Pair pair = fixturePair();
+  SessionOptions options = greedyOptions(3, 14);
+  options.cache_layout = StorageLayout{true, 4};
+  for (int count : {2, 8}) {
+    const auto prompts = randomPrompts(count, pair.target->config().vocab_size, 1, 30, 3000 + static_cast<uint64_t>(count));
+    BatchSession batch(pair.target, pair.drafter, prompts, options, {});
+    batch.runToEnd();
+    SessionOptions alone = options;
+    alone.cache_layout = StorageLayout{};
+    for (int i = 0; i < count; ++i) {
+      EXPECT_EQ(batch.sequence(static_cast<size_t>(i)).generated(),
+                decodeAlone(pair.target, pair.drafter, prompts[static_cast<size_t>(i)], alone))
+          << "batch of " << count << ", sequence " << i;
+    }
+  }
+}
+
+TEST(PagedBatch, WhatThePagedLayoutCannotHoldIsRefusedUpFront) {
+  SessionOptions options = greedyOptions(2, 4);
+  options.cache_layout = StorageLayout{true, 16};
+  options.eviction = parseSessionEviction("h2o:0.5");
+  EXPECT_THROW(options.validate(), Error);
+  options.eviction.reset();
+  options.use_cache = false;
+  EXPECT_THROW(options.validate(), Error);
+  options.use_cache = true;
+  try {
+    Session(fixtureModel("mistral-sw-tiny"), nullptr, {1, 2, 3}, options, {});
+    ADD_FAILURE() << "a sliding-window model was accepted in the paged layout";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sliding-window"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
