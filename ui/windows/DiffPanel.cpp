@@ -5,7 +5,10 @@
 #include <QPushButton>
 #include <QSplitter>
 #include <QTextBrowser>
+#include <QAbstractTextDocumentLayout>
+#include <QTextBlock>
 #include <QTextDocument>
+#include <QTextLayout>
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -137,8 +140,11 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   audit_map_->setGradient(gradient.inverted());
   installPlotExport(audit_plot_, QStringLiteral("audit"));
   connect(audit_plot_, &QCustomPlot::mousePress, this, &DiffPanel::onAuditClick);
+  connect(audit_plot_, &QCustomPlot::beforeReplot, this, &DiffPanel::fitAuditCaption);
   connect(audit_plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) {
-    const QString tip = auditCellText(event->position());
+    QString tip = auditCellText(event->position());
+    // Below the grid, on its caption: the whole caption (it may be elided).
+    if (tip.isEmpty() && event->position().y() > audit_plot_->axisRect()->bottom()) tip = auditAxisTitle();
     if (tip.isEmpty()) QToolTip::hideText();
     else QToolTip::showText(event->globalPosition().toPoint(), tip, audit_plot_);
   });
@@ -203,8 +209,28 @@ void DiffPanel::fitReport() {
   // its plots) or two fifths of a tall one (Capture's shows the whole report); beyond
   // that it scrolls. A maximum only: the minimum stays small, so the report
   // never makes the window grow.
-  const int room = height() > 360 ? height() * 2 / 5 : height() / 5;
-  report_->setMaximumHeight(std::clamp(text, 48, std::max(60, room)));
+  const int room = std::max(60, height() > 360 ? height() * 2 / 5 : height() / 5);
+  // Capped, it ends after the last line that fits whole: a line cut through
+  // its glyphs reads as garbage, a scroll bar says there is more.
+  report_->setMaximumHeight(text <= room ? std::max(text, 48) : wholeLinesHeight(room));
+}
+
+int DiffPanel::wholeLinesHeight(int room) const {
+  QTextDocument* document = report_->document();
+  const int chrome = 2 * report_->frameWidth() + 2;
+  const double limit = room - chrome - document->documentMargin();
+  double fit = document->documentMargin();  // the bottom of the last whole line, in the document
+  for (QTextBlock block = document->begin(); block.isValid(); block = block.next()) {
+    const QTextLayout* layout = block.layout();
+    const double top = document->documentLayout()->blockBoundingRect(block).top();
+    for (int i = 0; layout && i < layout->lineCount(); ++i) {
+      const QTextLine line = layout->lineAt(i);
+      const double bottom = top + line.y() + line.height();
+      if (bottom > limit) return static_cast<int>(std::ceil(fit + document->documentMargin())) + chrome;
+      fit = bottom;
+    }
+  }
+  return static_cast<int>(std::ceil(fit + document->documentMargin())) + chrome;
 }
 
 void DiffPanel::setOnScreen(bool on_screen) {
@@ -218,7 +244,23 @@ QString DiffPanel::auditCaption() const { return audit_caption_->text(); }
 // The grid's caption, kept in `label` (auditCaption()) and shown as the grid's axis label.
 static void showAuditCaption(QLabel* label, QCustomPlot* plot, const QString& caption) {
   label->setText(caption);
-  plot->xAxis->setLabel(QObject::tr("physical row \u00b7 %1").arg(caption));
+  plot->setProperty("auditAxisTitle", QObject::tr("physical row \u00b7 %1").arg(caption));
+  plot->replot(QCustomPlot::rpQueuedReplot);  // elided to the plot's width just before it draws (fitAuditCaption)
+}
+
+QString DiffPanel::auditAxisTitle() const { return audit_plot_->property("auditAxisTitle").toString(); }
+
+void DiffPanel::fitAuditCaption() {
+  // A centred axis label wider than the grid is cut at both ends: elide it
+  // to the grid's width instead (the hover under the grid shows all of it).
+  const QString full = auditAxisTitle();
+  // The grid's width at the plot's current size: its margins are the last
+  // layout's (a resize lays out again only after this runs).
+  const QCPAxisRect* grid = audit_plot_->axisRect();
+  const int right_margin = audit_plot_->plotLayout()->outerRect().right() - grid->right();
+  const int room = std::max(40, audit_plot_->viewport().width() - grid->left() - right_margin);
+  const QString shown = QFontMetrics(audit_plot_->xAxis->labelFont()).elidedText(full, Qt::ElideRight, room);
+  if (audit_plot_->xAxis->label() != shown) audit_plot_->xAxis->setLabel(shown);
 }
 
 void DiffPanel::followCursor(const SessionSnapshot* snapshot, const CacheAudit* shown) {

@@ -1,0 +1,164 @@
+// Text that fits at every presenter zoom: every widget's font follows the
+// zoom (also those that do not take their parent's font: the status bar, the
+// workspace bar under its style sheet, item views) and the KV overview's
+// painted digits; the audit grid's caption is elided to the grid, never cut
+// at both ends, and its hover holds it whole; the diff report, when capped,
+// shows whole lines only; the compression slots say "Run to see ..." before
+// a run instead of drawing empty hatched axes.
+#include <QAbstractTextDocumentLayout>
+#include <QFontInfo>
+#include <QStatusBar>
+#include <QTableWidget>
+#include <QTextBlock>
+#include <QTextBrowser>
+#include <QTextLayout>
+#include <QToolBar>
+#include <QtTest>
+
+#include <qcustomplot.h>
+
+#include "tests/ui/ui_test_support.h"
+#include "ui/widgets/CompressionSlotView.h"
+#include "ui/widgets/LayerHeadOverview.h"
+#include "ui/windows/CompressionPanel.h"
+#include "ui/windows/DiffPanel.h"
+
+using namespace kvscope;
+using namespace kvscope::ui;
+using namespace kvscope::ui::testing;
+
+namespace {
+int pixels(const QFont& font) { return QFontInfo(font).pixelSize(); }
+
+QString describe(const QWidget* widget) {
+  return QStringLiteral("%1 '%2'").arg(QString::fromUtf8(widget->metaObject()->className()), widget->objectName());
+}
+}  // namespace
+
+class ZoomFitTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { useTestSettings("zoom_fit_test"); }
+
+  void everyWidgetsTextFollowsTheZoom() {
+    MainWindowOptions options = fixtureOptions();
+    MainWindow window(options);
+    window.resize(1280, 720);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    flush(window);
+    QHash<QWidget*, int> at100;
+    for (QWidget* widget : window.findChildren<QWidget*>()) at100.insert(widget, pixels(widget->font()));
+    auto* overview = window.findChild<LayerHeadOverview*>(QStringLiteral("layerHeadOverview"));
+    QVERIFY(overview != nullptr);
+    const int overview_at100 = pixels(overview->labelFont());
+
+    window.setPresenterZoom(150);
+    flush(window);
+    QStringList unzoomed;
+    for (auto it = at100.cbegin(); it != at100.cend(); ++it) {
+      // 1.5x, give or take the rounding of whole pixels.
+      if (pixels(it.key()->font()) < it.value() * 1.5 - 1) {
+        unzoomed << QStringLiteral("%1: %2 px -> %3 px").arg(describe(it.key())).arg(it.value()).arg(pixels(it.key()->font()));
+      }
+    }
+    QVERIFY2(unzoomed.isEmpty(), qPrintable(unzoomed.join(QLatin1Char('\n'))));
+    // The ones the review found at their 100% size, by name.
+    auto* bar = window.findChild<QToolBar*>(QStringLiteral("workspaceBar"));
+    QVERIFY(bar != nullptr);
+    for (QWidget* button : bar->findChildren<QWidget*>()) QVERIFY2(pixels(button->font()) >= at100.value(button) * 1.5 - 1, qPrintable(describe(button)));
+    QVERIFY(pixels(window.statusBar()->font()) >= at100.value(window.statusBar()) * 1.5 - 1);
+    auto* table = window.findChild<QTableWidget*>(QStringLiteral("stepsKeyTable"));
+    QVERIFY(table != nullptr);
+    QVERIFY(pixels(table->font()) >= at100.value(table) * 1.5 - 1);
+    QVERIFY2(pixels(overview->labelFont()) >= overview_at100 * 1.5 - 1,
+             qPrintable(QStringLiteral("%1 -> %2 px").arg(overview_at100).arg(pixels(overview->labelFont()))));
+
+    // Actual size gives every one back.
+    window.setPresenterZoom(100);
+    for (auto it = at100.cbegin(); it != at100.cend(); ++it) {
+      QVERIFY2(pixels(it.key()->font()) == it.value(), qPrintable(describe(it.key())));
+    }
+    QCOMPARE(pixels(overview->labelFont()), overview_at100);
+  }
+
+  void theAuditCaptionIsElidedToTheGridAndHoveredWhole() {
+    MainWindow window(fixtureOptions());
+    window.resize(1024, 768);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    runDiff(window, "prune-short");
+    if (QTest::currentTestFailed()) return;
+    window.setPresenterZoom(150);
+    DiffPanel* panel = window.diffPanel();
+    window.dock(QStringLiteral("diffDock"))->raise();
+    QTRY_VERIFY(panel->isVisible());
+    flush(window);
+    QCustomPlot* plot = panel->auditPlot();
+    QVERIFY(!panel->auditCaption().isEmpty());
+    QVERIFY(panel->auditAxisTitle().contains(panel->auditCaption()));
+    for (int width : {plot->width(), 260}) {
+      plot->setFixedWidth(width);
+      QTRY_COMPARE(plot->width(), width);
+      plot->replot();
+      plot->replot();  // the second draws with the first's layout
+      const QString shown = plot->xAxis->label();
+      const int drawn = QFontMetrics(plot->xAxis->labelFont()).horizontalAdvance(shown);
+      QVERIFY2(drawn <= plot->axisRect()->width(),
+               qPrintable(QStringLiteral("'%1' is %2 px on a %3 px grid").arg(shown).arg(drawn).arg(plot->axisRect()->width())));
+      QVERIFY2(shown == panel->auditAxisTitle() || shown.endsWith(QChar(0x2026)), qPrintable(shown));
+    }
+    QVERIFY(plot->xAxis->label() != panel->auditAxisTitle());  // 260 px is too narrow for all of it
+  }
+
+  void aCappedReportShowsWholeLines() {
+    MainWindow window(fixtureOptions());
+    window.resize(1280, 720);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    runDiff(window, "prune-short");
+    if (QTest::currentTestFailed()) return;
+    QTextBrowser* report = window.diffPanel()->report();
+    window.dock(QStringLiteral("diffDock"))->raise();
+    QTRY_VERIFY(report->isVisible());
+    for (int zoom : {100, 150, 200}) {
+      window.setPresenterZoom(zoom);
+      QApplication::processEvents();
+      QTextDocument* document = report->document();
+      const double visible = report->viewport()->height();
+      for (QTextBlock block = document->begin(); block.isValid(); block = block.next()) {
+        const double top = document->documentLayout()->blockBoundingRect(block).top();
+        for (int i = 0; i < block.layout()->lineCount(); ++i) {
+          const QTextLine line = block.layout()->lineAt(i);
+          const double line_top = top + line.y(), line_bottom = line_top + line.height();
+          QVERIFY2(line_bottom <= visible + 0.5 || line_top >= visible - 0.5,
+                   qPrintable(QStringLiteral("at %1%: a line from %2 to %3 px is cut by the report's bottom at %4 px")
+                                  .arg(zoom).arg(line_top).arg(line_bottom).arg(visible)));
+        }
+      }
+    }
+    window.setPresenterZoom(100);
+  }
+
+  void compressionSlotsSayRunBeforeARun() {
+    MainWindowOptions options = fixtureOptions();
+    MainWindow window(options);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    CompressionPanel* panel = window.compressionPanel();
+    for (int slot = 0; slot < 2; ++slot) {
+      const QString said = panel->slotView(slot)->placeholderText();
+      QVERIFY2(said.startsWith(QStringLiteral("Run to see")), qPrintable(said));
+    }
+    const auto before = panel->lastRun();
+    panel->runButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(panel->lastRun() != before && !panel->pending(), kTimeout);
+    flush(window);
+    QVERIFY2(panel->slotView(0)->placeholderText().isEmpty(), qPrintable(panel->slotView(0)->placeholderText()));
+  }
+};
+
+QTEST_MAIN(ZoomFitTest)
+#include "zoom_fit_test.moc"
