@@ -4,7 +4,10 @@
 // painted digits; the audit grid's caption is elided to the grid, never cut
 // at both ends, and its hover holds it whole; the diff report, when capped,
 // shows whole lines only; the compression slots say "Run to see ..." before
-// a run instead of drawing empty hatched axes.
+// a run instead of drawing empty hatched axes; the Cache Diff's plots keep a
+// readable height and their tick labels apart at 150% on 1024x768; the
+// what-if box fits at 200% and its rows shrink back at 100%; Row History sits
+// beside the KV view in Debug at 1024 wide.
 #include <QAbstractTextDocumentLayout>
 #include <QFontInfo>
 #include <QStatusBar>
@@ -22,6 +25,7 @@
 #include "ui/widgets/LayerHeadOverview.h"
 #include "ui/windows/CompressionPanel.h"
 #include "ui/windows/DiffPanel.h"
+#include "ui/windows/Workspaces.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -122,9 +126,8 @@ class ZoomFitTest : public QObject {
     QTextBrowser* report = window.diffPanel()->report();
     window.dock(QStringLiteral("diffDock"))->raise();
     QTRY_VERIFY(report->isVisible());
-    for (int zoom : {100, 150, 200}) {
-      window.setPresenterZoom(zoom);
-      QApplication::processEvents();
+    // The first line the report's bottom cuts through, or nothing.
+    const auto cutLine = [report]() -> QString {
       QTextDocument* document = report->document();
       const double visible = report->viewport()->height();
       for (QTextBlock block = document->begin(); block.isValid(); block = block.next()) {
@@ -132,11 +135,16 @@ class ZoomFitTest : public QObject {
         for (int i = 0; i < block.layout()->lineCount(); ++i) {
           const QTextLine line = block.layout()->lineAt(i);
           const double line_top = top + line.y(), line_bottom = line_top + line.height();
-          QVERIFY2(line_bottom <= visible + 0.5 || line_top >= visible - 0.5,
-                   qPrintable(QStringLiteral("at %1%: a line from %2 to %3 px is cut by the report's bottom at %4 px")
-                                  .arg(zoom).arg(line_top).arg(line_bottom).arg(visible)));
+          if (line_bottom > visible + 0.5 && line_top < visible - 0.5) {
+            return QStringLiteral("a line from %1 to %2 px is cut by the report's bottom at %3 px").arg(line_top).arg(line_bottom).arg(visible);
+          }
         }
       }
+      return QString();
+    };
+    for (int zoom : {100, 150, 200}) {
+      window.setPresenterZoom(zoom);
+      QTRY_VERIFY2(cutLine().isEmpty(), qPrintable(QStringLiteral("at %1%: %2").arg(zoom).arg(cutLine())));
     }
     window.setPresenterZoom(100);
   }
@@ -157,6 +165,101 @@ class ZoomFitTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(panel->lastRun() != before && !panel->pending(), kTimeout);
     flush(window);
     QVERIFY2(panel->slotView(0)->placeholderText().isEmpty(), qPrintable(panel->slotView(0)->placeholderText()));
+  }
+
+  void cacheDiffPlotsKeepTheirHeightAndTheirTicksApart() {
+    MainWindowOptions options = fixtureOptions();
+    options.size = QSize(1024, 768);
+    MainWindow window(options);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    runDiff(window, "prune-short");
+    if (QTest::currentTestFailed()) return;
+    window.setPresenterZoom(150);
+    window.dock(QStringLiteral("diffDock"))->raise();
+    DiffPanel* panel = window.diffPanel();
+    QTRY_VERIFY(panel->isVisible());
+    flush(window);
+    const int line = QFontMetrics(panel->font()).height();
+    for (QCustomPlot* plot : {panel->findChild<QCustomPlot*>(QStringLiteral("diffPlot")), panel->auditPlot()}) {
+      QVERIFY(plot != nullptr);
+      for (int i = 0; i < 3; ++i) {
+        plot->replot();
+        QApplication::processEvents();
+      }
+      QVERIFY2(plot->axisRect()->height() >= 2 * line,
+               qPrintable(QStringLiteral("%1: %2 px tall").arg(plot->objectName()).arg(plot->axisRect()->height())));
+      for (QCPAxis* axis : {plot->xAxis, plot->yAxis}) {
+        if (axis->scaleType() != QCPAxis::stLinear) continue;
+        const QVector<double> ticks = axis->tickVector();
+        const QVector<QString> labels = axis->tickVectorLabels();
+        const QFontMetrics metrics(axis->tickLabelFont());
+        for (int t = 1; t < ticks.size(); ++t) {
+          const double apart = std::abs(axis->coordToPixel(ticks[t]) - axis->coordToPixel(ticks[t - 1]));
+          const int need = axis->orientation() == Qt::Horizontal
+                               ? (metrics.horizontalAdvance(labels[t]) + metrics.horizontalAdvance(labels[t - 1])) / 2
+                               : metrics.height();
+          QVERIFY2(apart >= need, qPrintable(QStringLiteral("%1: ticks '%2' and '%3' %4 px apart, their labels need %5")
+                                                 .arg(plot->objectName(), labels[t - 1], labels[t]).arg(apart).arg(need)));
+        }
+      }
+    }
+    window.setPresenterZoom(100);
+  }
+
+  void theWhatIfBoxFitsAt200AndItsRowsComeBack() {
+    MainWindowOptions options = fixtureOptions();
+    options.size = QSize(1280, 720);
+    MainWindow window(options);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    stepRound(window);
+    if (QTest::currentTestFailed()) return;
+    window.workspaces()->switchTo(Workspace::Teach);
+    window.dock(QStringLiteral("attentionStepsDock"))->raise();
+    auto* table = window.findChild<QTableWidget*>(QStringLiteral("stepsKeyTable"));
+    auto* box = window.findChild<QWidget*>(QStringLiteral("stepsWhatIf"));
+    auto* button = window.findChild<QWidget*>(QStringLiteral("stepsRecompute"));
+    QVERIFY(table && box && button);
+    QTRY_VERIFY(box->isVisible());
+    flush(window);
+    QTRY_VERIFY(table->rowCount() > 0);
+    const int row_at100 = table->rowHeight(0);
+    window.setPresenterZoom(200);
+    QApplication::processEvents();
+    const QRect inner = QRect(button->mapTo(box, QPoint(0, 0)), button->size());
+    QVERIFY2(box->parentWidget()->width() >= box->width(), "the box is wider than its card column");
+    QVERIFY2(box->rect().contains(inner), qPrintable(QStringLiteral("Recompute at %1,%2 %3x%4 in a %5 px box")
+                                                           .arg(inner.x()).arg(inner.y()).arg(inner.width()).arg(inner.height()).arg(box->width())));
+    QVERIFY(button->width() >= button->sizeHint().width());
+    QVERIFY(table->rowHeight(0) > row_at100);
+    window.setPresenterZoom(100);
+    QApplication::processEvents();
+    QCOMPARE(table->rowHeight(0), row_at100);
+  }
+
+  void rowHistoryIsOnScreenBesideTheKvViewAt1024() {
+    MainWindowOptions options = fixtureOptions();
+    options.size = QSize(1024, 768);
+    MainWindow window(options);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    window.workspaces()->switchTo(Workspace::Debug);
+    QApplication::processEvents();
+    QDockWidget* kv = window.dock(QStringLiteral("kvDock"));
+    QDockWidget* history = window.dock(QStringLiteral("rowHistoryDock"));
+    QVERIFY(kv && history);
+    // Its own pane, not a tab behind another panel: both on screen at once.
+    QVERIFY(window.tabifiedDockWidgets(history).isEmpty());
+    QTRY_VERIFY(history->isVisible() && !history->visibleRegion().isEmpty() && !kv->visibleRegion().isEmpty());
+    const QRect k = QRect(kv->mapTo(&window, QPoint(0, 0)), kv->size());
+    const QRect h = QRect(history->mapTo(&window, QPoint(0, 0)), history->size());
+    QVERIFY2(!h.intersects(k) && (h.right() < k.left() || h.left() > k.right()),
+             qPrintable(QStringLiteral("kv %1,%2 %3x%4, history %5,%6 %7x%8").arg(k.x()).arg(k.y()).arg(k.width()).arg(k.height())
+                            .arg(h.x()).arg(h.y()).arg(h.width()).arg(h.height())));
+    QVERIFY2(h.width() >= 200 && h.height() >= 150, qPrintable(QStringLiteral("%1x%2").arg(h.width()).arg(h.height())));
   }
 };
 

@@ -1,5 +1,6 @@
 #include "ui/widgets/PresenterZoom.h"
 
+#include <QComboBox>
 #include <QWidget>
 #include <algorithm>
 #include <qcustomplot.h>
@@ -83,6 +84,13 @@ void zoomPlot(QCustomPlot* plot, double factor) {
   plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
+// A combo box's popup: the combo gives it its own font on every change, so
+// it is zoomed with the combo (zooming it here too would keep the zoomed
+// size as its 100% once the combo had set it).
+bool followsItsOwner(const QWidget* widget) {
+  return widget->isWindow() && qobject_cast<const QComboBox*>(widget->parentWidget()) != nullptr;
+}
+
 bool sameSize(const QFont& a, const QFont& b) {
   return a.pointSizeF() == b.pointSizeF() && a.pixelSize() == b.pixelSize();
 }
@@ -95,7 +103,7 @@ bool sameSize(const QFont& a, const QFont& b) {
 // own 100% size, which is kept like any other widget's own font.
 void zoomStrays(QWidget* window, double factor) {
   for (QWidget* child : window->findChildren<QWidget*>()) {
-    if (child->property("kvscopeFont").isValid()) continue;  // zoomed with its own font already
+    if (child->property("kvscopeFont").isValid() || followsItsOwner(child)) continue;  // zoomed already, or by its owner
     const QWidget* parent = child->parentWidget();
     if (!parent || sameSize(child->font(), parent->font())) continue;
     child->setFont(scaled(baseOf(child, "kvscopeFont", child->font()), factor));
@@ -113,6 +121,7 @@ void applyPresenterZoom(QWidget* window, int percent) {
   // sets only boldness would otherwise report the zoomed inherited size.
   QList<QPair<QWidget*, QFont>> own;
   for (QWidget* child : window->findChildren<QWidget*>()) {
+    if (followsItsOwner(child)) continue;
     if (child->testAttribute(Qt::WA_SetFont) || child->property("kvscopeFont").isValid()) {
       own << qMakePair(child, baseOf(child, "kvscopeFont", child->font()));
     }

@@ -65,6 +65,7 @@ class DiffPanel : public ViewerPanel {
   void refresh() override;
   // Wider than tall (small screens, a short dock): the two plots side by side.
   void resizeEvent(QResizeEvent* event) override;
+  void changeEvent(QEvent* event) override;
 
  private:
   void showReport(const SessionSnapshot* snapshot, const DiffReport* diff);
@@ -76,6 +77,8 @@ class DiffPanel : public ViewerPanel {
   void onAuditClick(QMouseEvent* event);
   // The report's height follows its text (up to most of the panel): no sentence cut mid-line.
   void fitReport();
+  void fitPlotsToFont();  // the plots' minimum height, in lines of the panel's font
+  void fitTicks(QCustomPlot* plot);
   void fitAuditCaption();
   // The report's height that shows its lines up to `room` whole, none cut.
   int wholeLinesHeight(int room) const;

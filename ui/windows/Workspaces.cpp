@@ -293,7 +293,8 @@ void Workspaces::arrangeDebug() {
   // Small screens (720p laptops, 1024 projectors): the timeline and the
   // tokens share a tab under the session form, so the caches, the diff and
   // the row history get the full height of the right side.
-  const bool compact = window_->width() < 1200 || window_->height() < 900;
+  const bool narrow = window_->width() < 1200;
+  const bool compact = narrow || window_->height() < 900;
   window_->addDockWidget(Qt::LeftDockWidgetArea, session);
   if (compact) {
     window_->splitDockWidget(session, timeline, Qt::Vertical);
@@ -304,10 +305,13 @@ void Workspaces::arrangeDebug() {
     window_->splitDockWidget(timeline, tokens, Qt::Vertical);
     window_->splitDockWidget(tokens, kv, Qt::Vertical);
   }
-  // The row history beside the cache and the diff, the full height of both,
-  // at every size: it explains whichever row either of them selects, and a
-  // tab behind the tokens hid it from the reader who needs it.
-  window_->splitDockWidget(kv, history, Qt::Horizontal);
+  // The row history beside the cache and the diff, the full height of both:
+  // it explains whichever row either of them selects. A narrow screen (1024
+  // wide) has no room for a third column (the two heatmaps need the width):
+  // it goes under the timeline and the tokens, still on screen beside the
+  // cache (a tab behind the tokens hid it from the reader who needs it).
+  if (narrow) window_->splitDockWidget(tokens, history, Qt::Vertical);
+  else window_->splitDockWidget(kv, history, Qt::Horizontal);
   // Verify Attention under the cache: the stage its analyses (the diff,
   // the compression lab, the log) are tabbed on.
   window_->splitDockWidget(kv, attention, Qt::Vertical);
@@ -360,15 +364,20 @@ void Workspaces::applyDefaultSizes() {
     case Workspace::Debug: {
       // The arrangement's own shape (made at the size the window had then), not today's width.
       const bool compact = window_->tabifiedDockWidgets(dock(Panel::Tokens)).contains(dock(Panel::Timeline));
+      const bool narrow = window_->dockWidgetArea(dock(Panel::RowHistory)) == Qt::LeftDockWidgetArea;
       const int session = compact ? 280 : 380;
       const int rest = std::max(width - session, 400);
       window_->resizeDocks({dock(Panel::Session), dock(Panel::Kv)}, {session, rest}, Qt::Horizontal);
-      // A narrow window gives the row history less: the cache's two heatmaps need the width more.
-      const int history = width < 1200 ? 30 : 36;
-      window_->resizeDocks({dock(Panel::Kv), dock(Panel::RowHistory)}, {share(rest, 100 - history), share(rest, history)},
-                           Qt::Horizontal);
+      if (narrow) {
+        window_->resizeDocks({dock(Panel::Session), dock(Panel::Tokens), dock(Panel::RowHistory)},
+                             {share(tall, 40), share(tall, 25), share(tall, 35)}, Qt::Vertical);
+      } else {
+        window_->resizeDocks({dock(Panel::Kv), dock(Panel::RowHistory)}, {share(rest, 64), share(rest, 36)}, Qt::Horizontal);
+        if (compact) {
+          window_->resizeDocks({dock(Panel::Session), dock(Panel::Tokens)}, {share(tall, 62), share(tall, 38)}, Qt::Vertical);
+        }
+      }
       if (compact) {
-        window_->resizeDocks({dock(Panel::Session), dock(Panel::Tokens)}, {share(tall, 62), share(tall, 38)}, Qt::Vertical);
         // The cache gets the larger share: thousands of rows want pixel lines, five verify queries do not;
         // the stage keeps room for the Cache Diff's two plots above its wrapped legend.
         window_->resizeDocks({dock(Panel::Kv), dock(Panel::Attention)}, {share(tall, 53), share(tall, 47)}, Qt::Vertical);
