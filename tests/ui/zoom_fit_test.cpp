@@ -6,8 +6,8 @@
 // shows whole lines only; the compression slots say "Run to see ..." before
 // a run instead of drawing empty hatched axes; the Cache Diff's plots keep a
 // readable height and their tick labels apart at 150% on 1024x768; the
-// what-if box fits at 200% and its rows shrink back at 100%; Row History sits
-// beside the KV view in Debug at 1024 wide.
+// what-if box fits at 200% and its rows shrink back at 100%; the token strip
+// draws larger on a lesson's stage.
 #include <QAbstractTextDocumentLayout>
 #include <QFontInfo>
 #include <QStatusBar>
@@ -21,8 +21,10 @@
 #include <qcustomplot.h>
 
 #include "tests/ui/ui_test_support.h"
+#include "ui/widgets/CompressionMetricsPlot.h"
 #include "ui/widgets/CompressionSlotView.h"
 #include "ui/widgets/LayerHeadOverview.h"
+#include "ui/widgets/TokenStripWidget.h"
 #include "ui/windows/CompressionPanel.h"
 #include "ui/windows/DiffPanel.h"
 #include "ui/windows/Workspaces.h"
@@ -160,11 +162,13 @@ class ZoomFitTest : public QObject {
       const QString said = panel->slotView(slot)->placeholderText();
       QVERIFY2(said.startsWith(QStringLiteral("Run to see")), qPrintable(said));
     }
+    QVERIFY(panel->metricsPlot()->placeholderText().startsWith(QStringLiteral("Run to see")));
     const auto before = panel->lastRun();
     panel->runButton()->click();
     QTRY_VERIFY_WITH_TIMEOUT(panel->lastRun() != before && !panel->pending(), kTimeout);
     flush(window);
     QVERIFY2(panel->slotView(0)->placeholderText().isEmpty(), qPrintable(panel->slotView(0)->placeholderText()));
+    QVERIFY(panel->metricsPlot()->placeholderText().isEmpty());
   }
 
   void cacheDiffPlotsKeepTheirHeightAndTheirTicksApart() {
@@ -239,27 +243,24 @@ class ZoomFitTest : public QObject {
     QCOMPARE(table->rowHeight(0), row_at100);
   }
 
-  void rowHistoryIsOnScreenBesideTheKvViewAt1024() {
+  void theTokenStripFillsALessonsStage() {
     MainWindowOptions options = fixtureOptions();
-    options.size = QSize(1024, 768);
+    options.size = QSize(1280, 720);
     MainWindow window(options);
     window.show();
     QVERIFY(QTest::qWaitForWindowExposed(&window));
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
-    window.workspaces()->switchTo(Workspace::Debug);
-    QApplication::processEvents();
-    QDockWidget* kv = window.dock(QStringLiteral("kvDock"));
-    QDockWidget* history = window.dock(QStringLiteral("rowHistoryDock"));
-    QVERIFY(kv && history);
-    // Its own pane, not a tab behind another panel: both on screen at once.
-    QVERIFY(window.tabifiedDockWidgets(history).isEmpty());
-    QTRY_VERIFY(history->isVisible() && !history->visibleRegion().isEmpty() && !kv->visibleRegion().isEmpty());
-    const QRect k = QRect(kv->mapTo(&window, QPoint(0, 0)), kv->size());
-    const QRect h = QRect(history->mapTo(&window, QPoint(0, 0)), history->size());
-    QVERIFY2(!h.intersects(k) && (h.right() < k.left() || h.left() > k.right()),
-             qPrintable(QStringLiteral("kv %1,%2 %3x%4, history %5,%6 %7x%8").arg(k.x()).arg(k.y()).arg(k.width()).arg(k.height())
-                            .arg(h.x()).arg(h.y()).arg(h.width()).arg(h.height())));
-    QVERIFY2(h.width() >= 200 && h.height() >= 150, qPrintable(QStringLiteral("%1x%2").arg(h.width()).arg(h.height())));
+    auto* strip = window.findChild<TokenStripWidget*>(QStringLiteral("tokenStrip"));
+    QVERIFY(strip != nullptr);
+    window.workspaces()->switchTo(Workspace::Teach);
+    window.dock(QStringLiteral("tokensDock"))->raise();
+    flush(window);
+    QTRY_VERIFY(strip->isVisible() && strip->tokenScale() > 1.0);
+    // Larger, and still all on the stage without scrolling.
+    QVERIFY(strip->itemRect(strip->items().size() - 1).bottom() <= strip->parentWidget()->height());
+    window.workspaces()->switchTo(Workspace::Debug);  // a short dock: the usual size
+    window.dock(QStringLiteral("tokensDock"))->raise();
+    QTRY_VERIFY(strip->isVisible() && strip->tokenScale() == 1.0);
   }
 };
 

@@ -140,6 +140,7 @@ void CompressionSlotView::showPlaceholder(bool shown) {
                             .arg(slot_, values_ ? QStringLiteral("V") : QStringLiteral("K")));
   placeholder_->setVisible(shown);
   for (QCPAxisRect* rect : {scores_rect_, entries_rect_}) rect->setBackground(shown ? QBrush(Qt::NoBrush) : removedRowHatch());
+  entries_scale_->setVisible(!shown);  // a colour scale of no values reads as data
 }
 
 QString CompressionSlotView::placeholderText() const { return placeholder_->visible() ? placeholder_->text() : QString(); }

@@ -211,12 +211,11 @@ QWidget* AttentionStepsPanel::buildWhatIfBox() {
   controls->addWidget(zero_k_, 1, 1);
   controls->addWidget(new QLabel(tr("zero V channels")), 1, 2);
   controls->addWidget(zero_v_, 1, 3);
-  // The button under the fields, not beside them, and a mode box that may
-  // shrink (its longest choice is a sentence): at 200% the row was wider
-  // than the panel and cut the button to "Reco".
+  // A mode box that may shrink (its longest choice is a sentence): at 200%
+  // it made the row wider than the panel and cut the button to "Reco".
   edit_mode_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   edit_mode_->setMinimumContentsLength(12);
-  controls->addWidget(recompute_, 2, 0, 1, 4, Qt::AlignLeft);
+  controls->addWidget(recompute_, 0, 4, 2, 1);
   controls->setColumnStretch(1, 1);
   controls->setColumnStretch(3, 1);
   auto* layout = new QVBoxLayout(box);

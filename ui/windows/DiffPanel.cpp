@@ -185,6 +185,7 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   plots_area->setWidgetResizable(true);
   plots_area->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   plots_area->setWidget(plots_);
+  plots_area->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Ignored);
   for (QCustomPlot* plot : {positions_, audit_plot_}) {
     connect(plot, &QCustomPlot::beforeReplot, this, [this, plot] { fitTicks(plot); });
   }
@@ -222,7 +223,9 @@ void DiffPanel::changeEvent(QEvent* event) {
   ViewerPanel::changeEvent(event);
   if (event->type() == QEvent::FontChange) {
     fitPlotsToFont();
-    // The report's lines change height with the font: measured once it has laid them out.
+    // The report's lines change height with the font: now (a zoom's layout
+    // restore follows at once), and again once the text is laid out anew.
+    fitReport();
     QTimer::singleShot(0, this, &DiffPanel::fitReport);
   }
 }
@@ -274,15 +277,17 @@ void DiffPanel::fitReport() {
   const int text = static_cast<int>(std::ceil(document->size().height())) + 2 * report_->frameWidth() + 2;
   // As tall as its text, up to a fifth of a short panel (a Debug dock keeps
   // its plots) or two fifths of a tall one (Capture's shows the whole report); beyond
-  // that it scrolls. A share of the panel's own height: the report never makes the window grow.
+  // that it scrolls. A maximum only: the minimum stays small, so the report
+  // never makes the window grow.
   const int room = std::max(60, height() > 360 ? height() * 2 / 5 : height() / 5);
   // Capped, it ends after the last line that fits whole: a line cut through
-  // its glyphs reads as garbage, a scroll bar says there is more. Its
-  // minimum too: squeezed below it by the plots, the box cut its text again
-  // (the plots scroll instead, and the share of the panel bounds this).
+  // its glyphs reads as garbage, a scroll bar says there is more. A maximum
+  // only (the minimum stays small, so a zoom and back restores the docks'
+  // sizes); the plots' area asks for no height of its own, so the report gets
+  // this height before the plots, which scroll.
   const int shown = text <= room ? std::max(text, 48) : wholeLinesHeight(room);
-  report_->setMinimumHeight(shown);
   report_->setMaximumHeight(shown);
+  report_->setMinimumHeight(std::min(48, shown));  // a first line taller than 48 px (200%) is never cut below it
 }
 
 int DiffPanel::wholeLinesHeight(int room) const {

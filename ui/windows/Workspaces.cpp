@@ -232,8 +232,8 @@ void Workspaces::arrange(Workspace workspace) {
     case Workspace::Compress: front = {Panel::Session, stage}; break;
     case Workspace::Capture: front = {Panel::Session, Panel::Diff, stage}; break;
   }
-  // Capture on a narrow window tabs the row history behind the timeline: in front.
-  if (window_->width() < 1200 && workspace == Workspace::Capture) front << Panel::RowHistory;
+  const bool narrow = window_->width() < 1200;
+  if (narrow && (workspace == Workspace::Debug || workspace == Workspace::Capture)) front << Panel::RowHistory;
   for (Panel panel : front) dock(panel)->raise();
   applyDefaultSizes();
   // Once the layout holds the new arrangement (shown or not yet), its sizes again.
@@ -290,9 +290,10 @@ void Workspaces::arrangeDebug() {
   QDockWidget* kv = dock(Panel::Kv);
   QDockWidget* history = dock(Panel::RowHistory);
   QDockWidget* attention = dock(Panel::Attention);
-  // Small screens (720p laptops, 1024 projectors): the timeline and the
-  // tokens share a tab under the session form, so the caches, the diff and
-  // the row history get the full height of the right side.
+  // Small screens (720p laptops): the timeline and the tokens share a tab
+  // under the session form, so the caches, the diff and the row history get
+  // the full height of the right side. A narrow screen (1024 wide) has no
+  // room for a third column: the row history joins that tab group too.
   const bool narrow = window_->width() < 1200;
   const bool compact = narrow || window_->height() < 900;
   window_->addDockWidget(Qt::LeftDockWidgetArea, session);
@@ -306,16 +307,14 @@ void Workspaces::arrangeDebug() {
     window_->splitDockWidget(tokens, kv, Qt::Vertical);
   }
   // The row history beside the cache and the diff, the full height of both:
-  // it explains whichever row either of them selects. A narrow screen (1024
-  // wide) has no room for a third column (the two heatmaps need the width):
-  // it goes under the timeline and the tokens, still on screen beside the
-  // cache (a tab behind the tokens hid it from the reader who needs it).
+  // it explains whichever row either of them selects.
   if (narrow) window_->splitDockWidget(tokens, history, Qt::Vertical);
   else window_->splitDockWidget(kv, history, Qt::Horizontal);
   // Verify Attention under the cache: the stage its analyses (the diff,
   // the compression lab, the log) are tabbed on.
   window_->splitDockWidget(kv, attention, Qt::Vertical);
   if (compact) window_->tabifyDockWidget(timeline, tokens);  // after the splits: a tab group cannot be split
+  if (narrow) window_->tabifyDockWidget(tokens, history);
 }
 
 void Workspaces::arrangeTeach() {
@@ -363,21 +362,16 @@ void Workspaces::applyDefaultSizes() {
   switch (current_) {
     case Workspace::Debug: {
       // The arrangement's own shape (made at the size the window had then), not today's width.
+      const bool narrow = window_->tabifiedDockWidgets(dock(Panel::RowHistory)).contains(dock(Panel::Tokens));
       const bool compact = window_->tabifiedDockWidgets(dock(Panel::Tokens)).contains(dock(Panel::Timeline));
-      const bool narrow = window_->dockWidgetArea(dock(Panel::RowHistory)) == Qt::LeftDockWidgetArea;
       const int session = compact ? 280 : 380;
       const int rest = std::max(width - session, 400);
       window_->resizeDocks({dock(Panel::Session), dock(Panel::Kv)}, {session, rest}, Qt::Horizontal);
-      if (narrow) {
-        window_->resizeDocks({dock(Panel::Session), dock(Panel::Tokens), dock(Panel::RowHistory)},
-                             {share(tall, 40), share(tall, 25), share(tall, 35)}, Qt::Vertical);
-      } else {
+      if (!narrow) {
         window_->resizeDocks({dock(Panel::Kv), dock(Panel::RowHistory)}, {share(rest, 64), share(rest, 36)}, Qt::Horizontal);
-        if (compact) {
-          window_->resizeDocks({dock(Panel::Session), dock(Panel::Tokens)}, {share(tall, 62), share(tall, 38)}, Qt::Vertical);
-        }
       }
       if (compact) {
+        window_->resizeDocks({dock(Panel::Session), dock(Panel::Tokens)}, {share(tall, 62), share(tall, 38)}, Qt::Vertical);
         // The cache gets the larger share: thousands of rows want pixel lines, five verify queries do not;
         // the stage keeps room for the Cache Diff's two plots above its wrapped legend.
         window_->resizeDocks({dock(Panel::Kv), dock(Panel::Attention)}, {share(tall, 53), share(tall, 47)}, Qt::Vertical);
