@@ -58,6 +58,19 @@ CompressionMetricsPlot::CompressionMetricsPlot(QWidget* parent) : QWidget(parent
   installPlotExport(plot_, QStringLiteral("compression-metrics"), [this] { return csv(); });
   connect(plot_, &QCustomPlot::beforeReplot, this, &CompressionMetricsPlot::fitLegend);
 
+  // Before a run: words, not empty axes that read as a flat curve.
+  placeholder_ = new QCPItemText(plot_);
+  placeholder_->setObjectName(QStringLiteral("compressionMetricsPlaceholder"));
+  placeholder_->position->setType(QCPItemPosition::ptViewportRatio);
+  placeholder_->position->setCoords(0.55, 0.5);
+  placeholder_->setPositionAlignment(Qt::AlignCenter);
+  placeholder_->setClipToAxisRect(false);
+  placeholder_->setTextAlignment(Qt::AlignCenter);
+  placeholder_->setColor(QColor(90, 90, 90));
+  placeholder_->setBrush(QColor(255, 255, 255, 230));
+  placeholder_->setPadding(QMargins(6, 4, 6, 4));
+  placeholder_->setText(tr("Run to see the KL and the\nattention mass kept per decode step"));
+
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(plot_);
@@ -104,6 +117,8 @@ void CompressionMetricsPlot::setCurves(const std::vector<Curve>& curves) {
       if (!miss_at.isEmpty()) miss_[i]->addToLegend();
     }
   }
+  placeholder_->setVisible(!any);
+  plot_->legend->setVisible(any);
   QCPAxisRect* kl_rect = plot_->axisRect(0);
   kl_rect->axis(QCPAxis::atBottom)->setRange(keys.lower - 0.5, keys.upper + 0.5);
   // KL 0 (budget 1.0) still gets a readable axis.
@@ -111,6 +126,8 @@ void CompressionMetricsPlot::setCurves(const std::vector<Curve>& curves) {
   mass_rect_->axis(QCPAxis::atLeft)->setRange(std::max(0.0, mass_min - 0.05), 1.02);
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
+
+QString CompressionMetricsPlot::placeholderText() const { return placeholder_->visible() ? placeholder_->text() : QString(); }
 
 void CompressionMetricsPlot::fitLegend() {
   QCPLegend* legend = plot_->legend;

@@ -12,6 +12,7 @@
 
 class QCPAxisRect;
 class QCPGraph;
+class QCPItemText;
 class QCustomPlot;
 
 namespace kvscope::ui {
@@ -30,6 +31,8 @@ class CompressionMetricsPlot : public QWidget {
   void setCurves(const std::vector<Curve>& curves);
 
   QCustomPlot* plot() const { return plot_; }
+  // What the plot says in place of curves; empty while it shows them.
+  QString placeholderText() const;
   // Slots drawn (tests): KL curves with data, and the KL of one of them per step.
   int curveCount() const;
   std::vector<double> klValues(int curve) const;
@@ -46,6 +49,7 @@ class CompressionMetricsPlot : public QWidget {
   std::vector<QCPGraph*> mass_;  // per slot
   std::vector<QCPGraph*> miss_;  // per slot: steps whose top-1 differs
   std::vector<QString> labels_;
+  QCPItemText* placeholder_;  // "Run to see ..." while there are no curves
 };
 
 }  // namespace kvscope::ui

@@ -93,6 +93,19 @@ CompressionSlotView::CompressionSlotView(const QString& slot, QWidget* parent) :
   head_outline_->setBrush(Qt::NoBrush);
   head_outline_->setVisible(false);
 
+  // With nothing to draw, empty hatched axes would read as data (every row
+  // removed): the axes go bare and the plot says in words what Run will show.
+  placeholder_ = new QCPItemText(plot_);
+  placeholder_->setObjectName(QStringLiteral("compressionPlaceholder") + slot);
+  placeholder_->position->setType(QCPItemPosition::ptViewportRatio);
+  placeholder_->position->setCoords(0.5, 0.45);
+  placeholder_->setPositionAlignment(Qt::AlignCenter);
+  placeholder_->setTextAlignment(Qt::AlignCenter);
+  placeholder_->setClipToAxisRect(false);
+  placeholder_->setColor(QColor(90, 90, 90));
+  placeholder_->setPadding(QMargins(6, 4, 6, 4));
+  placeholder_->setBrush(QColor(255, 255, 255, 230));
+
   plot_->setMouseTracking(true);
   connect(plot_, &QCustomPlot::mouseMove, this, &CompressionSlotView::onHover);
   connect(plot_, &QCustomPlot::afterLayout, this, &CompressionSlotView::fitLabels);
@@ -118,8 +131,19 @@ void CompressionSlotView::showMessage(const QString& label, const QString& why) 
   summary_.reset();
   clearMaps();
   caption_->setText(messageCaption(slot_, label, why));
+  showPlaceholder(true);
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
+
+void CompressionSlotView::showPlaceholder(bool shown) {
+  placeholder_->setText(tr("Run to see slot %1:\nthe layer's scores and the kv head's %2\nwith the removed rows hatched")
+                            .arg(slot_, values_ ? QStringLiteral("V") : QStringLiteral("K")));
+  placeholder_->setVisible(shown);
+  for (QCPAxisRect* rect : {scores_rect_, entries_rect_}) rect->setBackground(shown ? QBrush(Qt::NoBrush) : removedRowHatch());
+  entries_scale_->setVisible(!shown);  // a colour scale of no values reads as data
+}
+
+QString CompressionSlotView::placeholderText() const { return placeholder_->visible() ? placeholder_->text() : QString(); }
 
 void CompressionSlotView::showSlot(std::shared_ptr<const CompressionSummary> summary, const QString& label,
                                    int64_t layer, int64_t kv_head, bool values,
@@ -134,6 +158,7 @@ void CompressionSlotView::showSlot(std::shared_ptr<const CompressionSummary> sum
   values_ = values;
   token_ = token;
   const CompressionSummary& s = *summary_;
+  showPlaceholder(false);
   drawScores(s, layer, kv_head);
   drawEntries(s, layer, kv_head, values);
 

@@ -22,6 +22,7 @@ class QCPAxisRect;
 class QCPColorMap;
 class QCPColorScale;
 class QCPItemRect;
+class QCPItemText;
 class QCustomPlot;
 class QLabel;
 class QMouseEvent;
@@ -39,6 +40,8 @@ class CompressionSlotView : public QWidget {
             const std::function<QString(int64_t)>& token);
   // Nothing drawn; the caption says why (an error, not run yet).
   void showMessage(const QString& label, const QString& why);
+  // What the plot says in place of data ("Run to see ..."); empty while it shows data.
+  QString placeholderText() const;
 
   QCustomPlot* plot() const { return plot_; }
   QString caption() const;
@@ -52,6 +55,7 @@ class CompressionSlotView : public QWidget {
   void drawScores(const CompressionSummary& s, int64_t layer, int64_t kv_head);
   void drawEntries(const CompressionSummary& s, int64_t layer, int64_t kv_head, bool values);
   void clearMaps();
+  void showPlaceholder(bool shown);  // the words in place of data, the hatch off; or back to data
   void onHover(QMouseEvent* event);
   // The longest x-axis labels that do not run into each other (short ones
   // when the plot is narrow or zoomed; the hover over a label gives it whole).
@@ -66,6 +70,7 @@ class CompressionSlotView : public QWidget {
   QCPColorMap* entries_map_;
   QCPColorScale* entries_scale_;
   QCPItemRect* head_outline_;
+  QCPItemText* placeholder_;  // "Run to see ..." while there is nothing to draw
   // What is drawn, for the hover text (shared with the panel's run).
   std::shared_ptr<const CompressionSummary> summary_;
   int64_t layer_ = 0;

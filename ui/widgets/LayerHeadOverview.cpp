@@ -1,6 +1,7 @@
 #include "ui/widgets/LayerHeadOverview.h"
 
 #include <QHelpEvent>
+#include <QFontMetrics>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
@@ -12,10 +13,8 @@
 namespace kvscope::ui {
 
 namespace {
-constexpr int kLabelWidth = 18;   // layer numbers
 constexpr int kStripeWidth = 5;   // verdict stripe
 constexpr int kCellWidth = 13;
-constexpr int kTop = 14;          // room for the header ("K" / "V")
 constexpr double kMaxCellHeight = 16;
 
 QColor shade(float value, float largest) {
@@ -24,6 +23,21 @@ QColor shade(float value, float largest) {
   return QColor::fromRgbF(1.0 - 0.85 * t, 1.0 - 0.75 * t, 1.0 - 0.45 * t);
 }
 }  // namespace
+
+QFont LayerHeadOverview::labelFont() const {
+  // Two thirds of the widget's font, not a fixed size: the presenter zoom
+  // scales the widget's font, and the digits follow it.
+  QFont small = font();
+  if (small.pointSizeF() > 0) small.setPointSizeF(small.pointSizeF() * 0.65);
+  else if (small.pixelSize() > 0) small.setPixelSize(std::max(1, static_cast<int>(small.pixelSize() * 0.65 + 0.5)));
+  return small;
+}
+
+int LayerHeadOverview::top() const { return QFontMetrics(labelFont()).height() + 2; }  // room for the header ("|K|")
+
+int LayerHeadOverview::labelWidth() const {
+  return QFontMetrics(labelFont()).horizontalAdvance(QStringLiteral("00")) + 4;  // layer numbers
+}
 
 LayerHeadOverview::LayerHeadOverview(QWidget* parent) : QWidget(parent) {
   setObjectName(QStringLiteral("layerHeadOverview"));
@@ -52,30 +66,30 @@ void LayerHeadOverview::clear() { show(LayerSummary{}, 0, 0, values_); }
 
 QSize LayerHeadOverview::sizeHint() const {
   const int heads = static_cast<int>(std::max<int64_t>(summary_.kv_heads, 1));
-  return {cellsLeft() + heads * kCellWidth + 2, kTop + static_cast<int>(summary_.layers * kMaxCellHeight)};
+  return {cellsLeft() + heads * kCellWidth + 2, top() + static_cast<int>(summary_.layers * kMaxCellHeight)};
 }
 
-QSize LayerHeadOverview::minimumSizeHint() const { return {sizeHint().width(), kTop + 40}; }
+QSize LayerHeadOverview::minimumSizeHint() const { return {sizeHint().width(), top() + 40}; }
 
-int LayerHeadOverview::cellsLeft() const { return kLabelWidth + kStripeWidth + 1; }
+int LayerHeadOverview::cellsLeft() const { return labelWidth() + kStripeWidth + 1; }
 
 double LayerHeadOverview::cellHeight() const {
   if (summary_.layers <= 0) return 0;
-  return std::min(kMaxCellHeight, static_cast<double>(height() - kTop - 1) / static_cast<double>(summary_.layers));
+  return std::min(kMaxCellHeight, static_cast<double>(height() - top() - 1) / static_cast<double>(summary_.layers));
 }
 
 QRect LayerHeadOverview::cellRect(int layer, int head) const {
   if (layer < 0 || layer >= summary_.layers || head < 0 || head >= summary_.kv_heads) return {};
   const double h = cellHeight();
-  const int top = kTop + static_cast<int>(std::floor(layer * h));
-  const int bottom = kTop + static_cast<int>(std::floor((layer + 1) * h));
-  return QRect(cellsLeft() + head * kCellWidth, top, kCellWidth, std::max(bottom - top, 1));
+  const int upper = top() + static_cast<int>(std::floor(layer * h));
+  const int lower = top() + static_cast<int>(std::floor((layer + 1) * h));
+  return QRect(cellsLeft() + head * kCellWidth, upper, kCellWidth, std::max(lower - upper, 1));
 }
 
 LayerHeadOverview::Cell LayerHeadOverview::cellAt(const QPoint& point) const {
   const double h = cellHeight();
-  if (h <= 0 || point.y() < kTop) return {};
-  const int layer = static_cast<int>((point.y() - kTop) / h);
+  if (h <= 0 || point.y() < top()) return {};
+  const int layer = static_cast<int>((point.y() - top()) / h);
   if (layer >= summary_.layers) return {};
   // Left of the cells (the layer number, the stripe): the layer, keeping the head.
   const int head = point.x() < cellsLeft() ? head_ : (point.x() - cellsLeft()) / kCellWidth;
@@ -101,16 +115,15 @@ QString LayerHeadOverview::describe(const Cell& cell) const {
 
 void LayerHeadOverview::paintLabels(QPainter& painter, double h) {
   painter.setPen(palette().color(QPalette::WindowText));
-  QFont small = font();
-  small.setPointSizeF(6.5);
-  painter.setFont(small);
-  painter.drawText(QRect(cellsLeft(), 0, width() - cellsLeft(), kTop - 1), Qt::AlignLeft | Qt::AlignBottom,
+  painter.setFont(labelFont());
+  const int line = QFontMetrics(labelFont()).height();
+  painter.drawText(QRect(cellsLeft(), 0, width() - cellsLeft(), top() - 1), Qt::AlignLeft | Qt::AlignBottom,
                    values_ ? QStringLiteral("|V|") : QStringLiteral("|K|"));
-  const int every = std::max(1, static_cast<int>(std::ceil(10.0 / std::max(h, 0.1))));  // labels 10 px apart at least
+  const int every = std::max(1, static_cast<int>(std::ceil(line / std::max(h, 0.1))));  // labels a line apart at least
   for (int l = 0; l < summary_.layers; ++l) {
     if (l % every != 0 && l != layer_) continue;
-    const int y = kTop + static_cast<int>((l + 0.5) * h);
-    painter.drawText(QRect(0, y - 6, kLabelWidth - 1, 12), Qt::AlignRight | Qt::AlignVCenter, QString::number(l));
+    const int y = top() + static_cast<int>((l + 0.5) * h);
+    painter.drawText(QRect(0, y - line / 2, labelWidth() - 1, line), Qt::AlignRight | Qt::AlignVCenter, QString::number(l));
   }
 }
 
@@ -122,7 +135,7 @@ void LayerHeadOverview::paintEvent(QPaintEvent*) {
     for (int k = 0; k < summary_.kv_heads; ++k) painter.fillRect(cellRect(l, k), shade(summary_.maxAbs(l, k), largest_));
     if (summary_.bad_rows[static_cast<size_t>(l)] > 0) {
       const QRect cell = cellRect(l, 0);
-      painter.fillRect(QRect(kLabelWidth, cell.top(), kStripeWidth, cell.height()),
+      painter.fillRect(QRect(labelWidth(), cell.top(), kStripeWidth, cell.height()),
                        Palette::rowState(summary_.worst[static_cast<size_t>(l)]));
     }
   }
@@ -141,6 +154,7 @@ void LayerHeadOverview::mousePressEvent(QMouseEvent* event) {
 }
 
 bool LayerHeadOverview::event(QEvent* event) {
+  if (event->type() == QEvent::FontChange) updateGeometry();  // the label column's width follows the font
   if (event->type() != QEvent::ToolTip) return QWidget::event(event);
   auto* help = static_cast<QHelpEvent*>(event);
   const Cell cell = cellAt(help->pos());

@@ -26,6 +26,8 @@ class LayerHeadOverview : public QWidget {
   QRect cellRect(int layer, int head) const;
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
+  // The layer numbers' and the header's font: a share of the widget's, so it follows the presenter zoom.
+  QFont labelFont() const;
 
  signals:
   void cellClicked(int layer, int head);
@@ -43,6 +45,8 @@ class LayerHeadOverview : public QWidget {
   Cell cellAt(const QPoint& point) const;
   double cellHeight() const;
   int cellsLeft() const;
+  int top() const;          // above the cells: the header
+  int labelWidth() const;   // left of the cells: the layer numbers
   QString describe(const Cell& cell) const;
   void paintLabels(class QPainter& painter, double height);
 

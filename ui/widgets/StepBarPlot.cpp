@@ -1,6 +1,7 @@
 #include "ui/widgets/StepBarPlot.h"
 
 #include <QEvent>
+#include <QFontMetrics>
 #include <algorithm>
 #include <cmath>
 
@@ -29,6 +30,8 @@ StepBarPlot::StepBarPlot(const QString& object_name, QWidget* parent) : QCustomP
   highlight_->topLeft->setTypeY(QCPItemPosition::ptAxisRectRatio);
   highlight_->bottomRight->setTypeY(QCPItemPosition::ptAxisRectRatio);
   xAxis->setTickLabelRotation(50);
+  // The zoom scales the tick labels after the widget's font: measured again before each drawing.
+  connect(this, &QCustomPlot::beforeReplot, this, &StepBarPlot::fitHeight);
   yAxis->setNumberFormat(QStringLiteral("g"));
   yAxis->setNumberPrecision(3);
   yAxis->ticker()->setTickCount(4);
@@ -78,6 +81,7 @@ void StepBarPlot::setKeyLabels(const QStringList& labels, const QString& axis_la
   labels_ = labels;
   xAxis->setLabel(axis_label);
   xAxis->setTickLabelRotation(labels.isEmpty() ? 0 : 50);
+  fitHeight();
   updateTicks();
 }
 
@@ -99,9 +103,23 @@ QVector<double> StepBarPlot::values(int series) const {
 
 void StepBarPlot::changeEvent(QEvent* event) {
   QCustomPlot::changeEvent(event);
-  if (event->type() != QEvent::FontChange || built_point_size_ <= 0 || font().pointSizeF() <= 0) return;
-  const double scale = std::max(1.0, font().pointSizeF() / built_point_size_);
-  setFixedHeight(static_cast<int>(std::lround(kHeightAt100 * scale)));
+  if (event->type() == QEvent::FontChange) fitHeight();
+}
+
+void StepBarPlot::fitHeight() {
+  const double scale = built_point_size_ > 0 && font().pointSizeF() > 0 ? std::max(1.0, font().pointSizeF() / built_point_size_) : 1.0;
+  // Slanted token labels ("7 'Moses'") stand taller than a number: the plot
+  // grows by their extra height, so the bars keep theirs (they were crushed
+  // to a few pixels under long labels).
+  int slant = 0;
+  if (!labels_.isEmpty()) {
+    const QFontMetrics metrics(xAxis->tickLabelFont());
+    int widest = 0;
+    for (const QString& label : labels_) widest = std::max(widest, metrics.horizontalAdvance(label));
+    const double angle = xAxis->tickLabelRotation() * M_PI / 180.0;
+    slant = static_cast<int>(std::ceil(widest * std::sin(angle) + metrics.height() * std::cos(angle))) - metrics.height();
+  }
+  setFixedHeight(static_cast<int>(std::lround(kHeightAt100 * scale)) + std::max(slant, 0));
 }
 
 void StepBarPlot::resizeEvent(QResizeEvent* event) {

@@ -35,6 +35,7 @@ class StepBarPlot : public QCustomPlot {
   void changeEvent(QEvent* event) override;
 
  private:
+  void fitHeight();  // the bars' height at this zoom, plus what slanted labels take
   static constexpr int kHeightAt100 = 150;  // px at the font it was built with
   double built_point_size_ = 0;
   void updateTicks();

@@ -14,7 +14,28 @@ constexpr int kPadX = 3;
 constexpr int kPadY = 2;
 constexpr int kGap = 2;
 constexpr int kMargin = 4;
+// A strip with this much height or more to itself (a lesson's stage, not a
+// Debug dock) draws its tokens larger, up to kMaxScale, to use the room.
+constexpr int kFillFrom = 300;
+constexpr double kMaxScale = 3.0;
 }  // namespace
+
+QFont TokenStripWidget::stripFont(double scale) const {
+  QFont large = font();
+  if (large.pointSizeF() > 0) large.setPointSizeF(large.pointSizeF() * scale);
+  else if (large.pixelSize() > 0) large.setPixelSize(static_cast<int>(large.pixelSize() * scale + 0.5));
+  return large;
+}
+
+double TokenStripWidget::fitScale(int width) const {
+  // The scroll area's viewport: its height does not depend on this strip's.
+  const int room = parentWidget() ? parentWidget()->height() : height();
+  if (room < kFillFrom) return 1.0;
+  for (double scale = kMaxScale; scale > 1.0; scale -= 0.25) {
+    if (layoutItems(width, nullptr, scale) <= room * 0.85) return scale;
+  }
+  return 1.0;
+}
 
 TokenStripWidget::TokenStripWidget(QWidget* parent) : QWidget(parent) {
   setMouseTracking(true);
@@ -25,13 +46,14 @@ TokenStripWidget::TokenStripWidget(QWidget* parent) : QWidget(parent) {
 
 void TokenStripWidget::setItems(QVector<TokenItem> items) {
   items_ = std::move(items);
-  layoutItems(width(), &rects_);
+  scale_ = fitScale(width());
+  layoutItems(width(), &rects_, scale_);
   updateGeometry();
   update();
 }
 
-int TokenStripWidget::layoutItems(int width, QVector<QRect>* rects) const {
-  const QFontMetrics metrics(font());
+int TokenStripWidget::layoutItems(int width, QVector<QRect>* rects, double scale) const {
+  const QFontMetrics metrics(stripFont(scale));
   const int line_height = metrics.height() + 2 * kPadY;
   int x = kMargin, y = kMargin;
   if (rects) rects->clear();
@@ -47,13 +69,14 @@ int TokenStripWidget::layoutItems(int width, QVector<QRect>* rects) const {
   return y + line_height + kMargin;
 }
 
-int TokenStripWidget::heightForWidth(int width) const { return layoutItems(width, nullptr); }
+int TokenStripWidget::heightForWidth(int width) const { return layoutItems(width, nullptr, fitScale(width)); }
 
 QSize TokenStripWidget::sizeHint() const { return QSize(400, heightForWidth(std::max(width(), 400))); }
 
 void TokenStripWidget::resizeEvent(QResizeEvent* event) {
   QWidget::resizeEvent(event);
-  layoutItems(width(), &rects_);
+  scale_ = fitScale(width());
+  layoutItems(width(), &rects_, scale_);
 }
 
 int TokenStripWidget::itemAt(const QPoint& point) const {
@@ -66,7 +89,7 @@ int TokenStripWidget::itemAt(const QPoint& point) const {
 void TokenStripWidget::paintEvent(QPaintEvent*) {
   QPainter painter(this);
   painter.fillRect(rect(), palette().base());
-  const QFontMetrics metrics(font());
+  painter.setFont(stripFont(scale_));
   for (int i = 0; i < items_.size() && i < rects_.size(); ++i) {
     const TokenItem& item = items_[i];
     const QRect r = rects_[i];

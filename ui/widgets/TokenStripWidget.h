@@ -33,6 +33,7 @@ class TokenStripWidget : public QWidget {
   bool hasHeightForWidth() const override { return true; }
   int heightForWidth(int width) const override;
   QSize sizeHint() const override;
+  double tokenScale() const { return scale_; }  // > 1 when the strip fills a large stage
 
  signals:
   void positionClicked(qint64 position);
@@ -46,10 +47,14 @@ class TokenStripWidget : public QWidget {
   void resizeEvent(QResizeEvent* event) override;
 
  private:
-  int layoutItems(int width, QVector<QRect>* rects) const;
+  // Lays the tokens out at `scale` times the widget's font; the height they take.
+  int layoutItems(int width, QVector<QRect>* rects, double scale) const;
+  QFont stripFont(double scale) const;
+  double fitScale(int width) const;  // 1 in a short dock; larger when the strip has a stage to fill
 
   QVector<TokenItem> items_;
   QVector<QRect> rects_;
+  double scale_ = 1.0;  // of the tokens' font, as laid out now
 };
 
 }  // namespace kvscope::ui

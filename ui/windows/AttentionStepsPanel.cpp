@@ -13,6 +13,7 @@
 #include <QTimer>
 #include <QHash>
 #include <QSignalBlocker>
+#include <QFontMetrics>
 #include <QTableWidget>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -187,6 +188,7 @@ QWidget* AttentionStepsPanel::buildWhatIfBox() {
   table_->setSelectionMode(QAbstractItemView::NoSelection);
   table_->verticalHeader()->setVisible(false);
   table_->setMinimumHeight(150);
+  table_->installEventFilter(this);
   edit_mode_ = new QComboBox;
   edit_mode_->setObjectName(QStringLiteral("stepsEditMode"));
   edit_mode_->addItems({tr("remove the ticked rows"), tr("zero channels in the ticked rows (none ticked: every row)")});
@@ -209,6 +211,10 @@ QWidget* AttentionStepsPanel::buildWhatIfBox() {
   controls->addWidget(zero_k_, 1, 1);
   controls->addWidget(new QLabel(tr("zero V channels")), 1, 2);
   controls->addWidget(zero_v_, 1, 3);
+  // A mode box that may shrink (its longest choice is a sentence): at 200%
+  // it made the row wider than the panel and cut the button to "Reco".
+  edit_mode_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  edit_mode_->setMinimumContentsLength(12);
   controls->addWidget(recompute_, 0, 4, 2, 1);
   controls->setColumnStretch(1, 1);
   controls->setColumnStretch(3, 1);
@@ -255,6 +261,9 @@ void AttentionStepsPanel::showStep(const QString& step) {
 }
 
 bool AttentionStepsPanel::eventFilter(QObject* watched, QEvent* event) {
+  // The table's rows and columns are sized once, from the font of the time:
+  // a zoom in and back out would leave them at the larger size.
+  if (watched == table_ && event->type() == QEvent::FontChange) fitTableToFont();
   if (watched == cards_widget_ && !wanted_step_.isEmpty() &&
       (event->type() == QEvent::Resize || event->type() == QEvent::LayoutRequest)) {
     const QString step = wanted_step_;
@@ -626,8 +635,13 @@ void AttentionStepsPanel::fillTable() {
     }
   }
   if (e.softcap > 0) table_->horizontalHeaderItem(4)->setText(tr("capped"));
-  table_->resizeColumnsToContents();
+  fitTableToFont();
   table_->horizontalHeader()->setStretchLastSection(true);
+}
+
+void AttentionStepsPanel::fitTableToFont() {
+  table_->verticalHeader()->setDefaultSectionSize(QFontMetrics(table_->font()).height() + 6);
+  table_->resizeColumnsToContents();
 }
 
 void AttentionStepsPanel::setRemoved(int64_t position, bool removed) {

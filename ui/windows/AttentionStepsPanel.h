@@ -87,6 +87,7 @@ class AttentionStepsPanel : public ViewerPanel {
   bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
+  void fitTableToFont();  // row height and column widths from the table's current font
   struct Card {
     QFrame* frame = nullptr;
     QLabel* title = nullptr;

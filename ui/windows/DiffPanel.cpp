@@ -3,9 +3,14 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSplitter>
 #include <QTextBrowser>
+#include <QAbstractTextDocumentLayout>
+#include <QTextBlock>
 #include <QTextDocument>
+#include <QTextLayout>
+#include <QTimer>
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -87,6 +92,9 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   report_->setMinimumHeight(48);
   report_->setMaximumHeight(92);
   report_->setStyleSheet(QStringLiteral("QTextBrowser { background:#fffafa; }"));
+  // A scroll bar appearing narrows the text and wraps it again: fit to the new lines.
+  connect(report_->document()->documentLayout(), &QAbstractTextDocumentLayout::documentSizeChanged, this,
+          [this] { QTimer::singleShot(0, this, &DiffPanel::fitReport); });
 
   positions_ = new QCustomPlot;
   positions_->setObjectName(QStringLiteral("diffPlot"));
@@ -137,8 +145,11 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   audit_map_->setGradient(gradient.inverted());
   installPlotExport(audit_plot_, QStringLiteral("audit"));
   connect(audit_plot_, &QCustomPlot::mousePress, this, &DiffPanel::onAuditClick);
+  connect(audit_plot_, &QCustomPlot::beforeReplot, this, &DiffPanel::fitAuditCaption);
   connect(audit_plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) {
-    const QString tip = auditCellText(event->position());
+    QString tip = auditCellText(event->position());
+    // Below the grid, on its caption: the whole caption (it may be elided).
+    if (tip.isEmpty() && event->position().y() > audit_plot_->axisRect()->bottom()) tip = auditAxisTitle();
     if (tip.isEmpty()) QToolTip::hideText();
     else QToolTip::showText(event->globalPosition().toPoint(), tip, audit_plot_);
   });
@@ -166,11 +177,24 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   plots_ = new QSplitter(Qt::Vertical);
   plots_->addWidget(positions_);
   plots_->addWidget(audit_plot_);
+  // The plots keep a height their axes can be read at (fitPlotsToFont); a
+  // short dock at presenter zoom scrolls them rather than crushing them.
+  auto* plots_area = new QScrollArea;
+  plots_area->setObjectName(QStringLiteral("diffPlotsArea"));
+  plots_area->setFrameShape(QFrame::NoFrame);
+  plots_area->setWidgetResizable(true);
+  plots_area->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  plots_area->setWidget(plots_);
+  plots_area->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Ignored);
+  for (QCustomPlot* plot : {positions_, audit_plot_}) {
+    connect(plot, &QCustomPlot::beforeReplot, this, [this, plot] { fitTicks(plot); });
+  }
+  fitPlotsToFont();
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addLayout(header);
   layout->addWidget(report_);
-  layout->addWidget(plots_, 1);
+  layout->addWidget(plots_area, 1);
   layout->addWidget(legend);
 
   connect(run_, &QPushButton::clicked, this, &DiffPanel::runDiffRequested);
@@ -195,6 +219,58 @@ void DiffPanel::resizeEvent(QResizeEvent* event) {
   for (QCPAxis* axis : {positions_->yAxis, positions_->yAxis2}) axis->ticker()->setTickCount(ticks);
 }
 
+void DiffPanel::changeEvent(QEvent* event) {
+  ViewerPanel::changeEvent(event);
+  if (event->type() == QEvent::FontChange) {
+    fitPlotsToFont();
+    // The report's lines change height with the font: now (a zoom's layout
+    // restore follows at once), and again once the text is laid out anew.
+    fitReport();
+    QTimer::singleShot(0, this, &DiffPanel::fitReport);
+  }
+}
+
+void DiffPanel::fitPlotsToFont() {
+  // Room for the ticks, the axis title and a few lines of data, in lines of
+  // the (zoomed) font: at 150% on a 1024x768 screen a share of the dock was
+  // about 20 px, no room for a single point.
+  const int line = QFontMetrics(font()).height();
+  for (QCustomPlot* plot : {positions_, audit_plot_}) plot->setMinimumHeight(std::max(60, 8 * line));
+}
+
+// The smallest of 1, 2, 5, 10, 20, 50, ... that is at least `at_least`.
+static double niceStep(double at_least) {
+  double step = 1;
+  for (;;) {
+    for (double m : {1.0, 2.0, 5.0}) {
+      if (m * step >= at_least) return m * step;
+    }
+    step *= 10;
+  }
+}
+
+void DiffPanel::fitTicks(QCustomPlot* plot) {
+  // Whole-number axes (positions, rows, layers): ticks far enough apart that
+  // their labels never run together ("10203040") or overlap, at any zoom.
+  bool changed = false;
+  for (QCPAxis* axis : {plot->xAxis, plot->yAxis}) {
+    auto fixed = axis->ticker().dynamicCast<QCPAxisTickerFixed>();
+    if (!fixed || axis->scaleType() != QCPAxis::stLinear) continue;
+    const QFontMetrics metrics(axis->tickLabelFont());
+    const QString widest = QString::number(static_cast<int64_t>(std::max(std::abs(axis->range().lower), std::abs(axis->range().upper))));
+    const double label = axis->orientation() == Qt::Horizontal ? metrics.horizontalAdvance(widest) + 2 * metrics.averageCharWidth()
+                                                                : metrics.height() + 2;
+    const double per_unit = std::abs(axis->coordToPixel(1) - axis->coordToPixel(0));
+    const double step = niceStep(label / std::max(per_unit, 1e-3));
+    if (fixed->tickStep() == step && fixed->scaleStrategy() == QCPAxisTickerFixed::ssNone) continue;
+    fixed->setTickStep(step);
+    fixed->setScaleStrategy(QCPAxisTickerFixed::ssNone);
+    changed = true;
+  }
+  // The layout of this replot may still move the axes: once more with it.
+  if (changed) plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
 void DiffPanel::fitReport() {
   QTextDocument* document = report_->document();
   document->setTextWidth(report_->viewport()->width());
@@ -203,8 +279,36 @@ void DiffPanel::fitReport() {
   // its plots) or two fifths of a tall one (Capture's shows the whole report); beyond
   // that it scrolls. A maximum only: the minimum stays small, so the report
   // never makes the window grow.
-  const int room = height() > 360 ? height() * 2 / 5 : height() / 5;
-  report_->setMaximumHeight(std::clamp(text, 48, std::max(60, room)));
+  const int room = std::max(60, height() > 360 ? height() * 2 / 5 : height() / 5);
+  // Capped, it ends after the last line that fits whole: a line cut through
+  // its glyphs reads as garbage, a scroll bar says there is more. A maximum
+  // only (the minimum stays small, so a zoom and back restores the docks'
+  // sizes); the plots' area asks for no height of its own, so the report gets
+  // this height before the plots, which scroll.
+  const int shown = text <= room ? std::max(text, 48) : wholeLinesHeight(room);
+  report_->setMaximumHeight(shown);
+  report_->setMinimumHeight(std::min(48, shown));  // a first line taller than 48 px (200%) is never cut below it
+}
+
+int DiffPanel::wholeLinesHeight(int room) const {
+  // The viewport ends exactly at the bottom of the last line that fits: any
+  // more (a bottom margin) shows the top of the next line's glyphs.
+  QTextDocument* document = report_->document();
+  const int frame = 2 * report_->frameWidth();
+  const double limit = room - frame;
+  double fit = document->documentMargin();  // the bottom of the last whole line, in the document
+  for (QTextBlock block = document->begin(); block.isValid(); block = block.next()) {
+    const QTextLayout* layout = block.layout();
+    const double top = document->documentLayout()->blockBoundingRect(block).top();
+    for (int i = 0; layout && i < layout->lineCount(); ++i) {
+      const QTextLine line = layout->lineAt(i);
+      const double bottom = top + line.y() + line.height();
+      // The first line shows whatever the room: the box never shows nothing.
+      if (bottom > limit && fit > document->documentMargin()) return static_cast<int>(std::lround(fit)) + frame;
+      fit = bottom;
+    }
+  }
+  return static_cast<int>(std::lround(fit)) + frame;
 }
 
 void DiffPanel::setOnScreen(bool on_screen) {
@@ -218,7 +322,23 @@ QString DiffPanel::auditCaption() const { return audit_caption_->text(); }
 // The grid's caption, kept in `label` (auditCaption()) and shown as the grid's axis label.
 static void showAuditCaption(QLabel* label, QCustomPlot* plot, const QString& caption) {
   label->setText(caption);
-  plot->xAxis->setLabel(QObject::tr("physical row \u00b7 %1").arg(caption));
+  plot->setProperty("auditAxisTitle", QObject::tr("physical row \u00b7 %1").arg(caption));
+  plot->replot(QCustomPlot::rpQueuedReplot);  // elided to the plot's width just before it draws (fitAuditCaption)
+}
+
+QString DiffPanel::auditAxisTitle() const { return audit_plot_->property("auditAxisTitle").toString(); }
+
+void DiffPanel::fitAuditCaption() {
+  // A centred axis label wider than the grid is cut at both ends: elide it
+  // to the grid's width instead (the hover under the grid shows all of it).
+  const QString full = auditAxisTitle();
+  // The grid's width at the plot's current size: its margins are the last
+  // layout's (a resize lays out again only after this runs).
+  const QCPAxisRect* grid = audit_plot_->axisRect();
+  const int right_margin = audit_plot_->plotLayout()->outerRect().right() - grid->right();
+  const int room = std::max(40, audit_plot_->viewport().width() - grid->left() - right_margin);
+  const QString shown = QFontMetrics(audit_plot_->xAxis->labelFont()).elidedText(full, Qt::ElideRight, room);
+  if (audit_plot_->xAxis->label() != shown) audit_plot_->xAxis->setLabel(shown);
 }
 
 void DiffPanel::followCursor(const SessionSnapshot* snapshot, const CacheAudit* shown) {

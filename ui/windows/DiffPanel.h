@@ -44,6 +44,8 @@ class DiffPanel : public ViewerPanel {
   const CacheAudit* shownAudit() const;
   // The line over the grid: "Audit of the target cache after round 3 prune ...".
   QString auditCaption() const;
+  // The audit grid's axis title in full (shown elided when wider than the grid).
+  QString auditAxisTitle() const;
   // What the audit cell under `at` (plot pixels) holds, for its hover tooltip; empty off the grid.
   QString auditCellText(const QPointF& at) const;
   // Whether the panel is on screen (its dock's visibilityChanged): a live
@@ -63,6 +65,7 @@ class DiffPanel : public ViewerPanel {
   void refresh() override;
   // Wider than tall (small screens, a short dock): the two plots side by side.
   void resizeEvent(QResizeEvent* event) override;
+  void changeEvent(QEvent* event) override;
 
  private:
   void showReport(const SessionSnapshot* snapshot, const DiffReport* diff);
@@ -74,6 +77,11 @@ class DiffPanel : public ViewerPanel {
   void onAuditClick(QMouseEvent* event);
   // The report's height follows its text (up to most of the panel): no sentence cut mid-line.
   void fitReport();
+  void fitPlotsToFont();  // the plots' minimum height, in lines of the panel's font
+  void fitTicks(QCustomPlot* plot);
+  void fitAuditCaption();
+  // The report's height that shows its lines up to `room` whole, none cut.
+  int wholeLinesHeight(int room) const;
   // Asks for the cursor's audit when a live session has none of that moment.
   void followCursor(const SessionSnapshot* snapshot, const CacheAudit* shown);
 
