@@ -4,7 +4,8 @@
 // the cursor, every cache operation that touched it with the row it sat in
 // and its verdict afterwards (and what an injected fault did there), and the
 // attention it received in each verify pass. Clicking an operation moves the
-// cursor to that moment.
+// cursor to that moment. Below it, for a hybrid model's capture, its
+// recurrent states per call (RecurrentStatesView).
 #include "ui/context/RowHistory.h"
 #include "ui/windows/ViewerPanel.h"
 
@@ -13,12 +14,15 @@ class QUrl;
 
 namespace kvscope::ui {
 
+class RecurrentStatesView;
+
 class RowHistoryPanel : public ViewerPanel {
   Q_OBJECT
  public:
   explicit RowHistoryPanel(DebuggerContext& context, QWidget* parent = nullptr);
   QTextBrowser* text() const { return text_; }
   const RowHistory& history() const { return history_; }
+  RecurrentStatesView* recurrentStates() const { return recurrent_; }
 
  protected:
   void refresh() override;
@@ -31,6 +35,8 @@ class RowHistoryPanel : public ViewerPanel {
   void onAnchor(const QUrl& url);
 
   QTextBrowser* text_;
+  RecurrentStatesView* recurrent_;
+  const SessionSnapshot* recurrent_of_ = nullptr;  // the snapshot the states were listed from
   RowHistory history_;
 };
 
