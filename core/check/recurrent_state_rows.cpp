@@ -49,6 +49,22 @@ std::vector<CaptureStateRef> sortedRefs(const std::optional<std::vector<std::vec
   return out;
 }
 
+// The rule (recurrent_rule.h): resume from the state after the position
+// before the first input over kept tokens; at position 0 from no call's state.
+bool breaksRule(const RecurrentStateRow& row) {
+  const int64_t required = row.first_position - 1;
+  return row.after_position != required || row.rejected_drafts_of >= 0;
+}
+
+std::string otherBreach(const RecurrentStateRow& row) {
+  std::string out = std::string(row.cache == CacheRole::Target ? "target" : "drafter") + " call " +
+                    std::to_string(row.call) + " also resumed from the " + row.kind + " state of layer " +
+                    std::to_string(row.layer) + " ";
+  out += row.after_position >= 0 ? "after position " + std::to_string(row.after_position) : "that no recorded call computed";
+  if (row.rejected_drafts_of >= 0) out += " (it includes the rejected drafts of call " + std::to_string(row.rejected_drafts_of) + ")";
+  return out + " where the state after position " + std::to_string(row.first_position - 1) + " was required";
+}
+
 bool isRootCause(const std::optional<RootCause>& cause, const RecurrentStateRow& row) {
   return cause && cause->kind == "state" && cause->cache == row.cache && cause->call == row.call && row.before &&
          !cause->layers.empty() && cause->layers.front() == row.layer && cause->state_kind == row.kind;
@@ -68,6 +84,9 @@ std::vector<RecurrentStateRow> recurrentStateRows(const CaptureManifest& manifes
         if (before && breach && breach->layer == ref.layer && breach->kind == ref.kind) {
           row.breach = true;
           row.what = breach->what;
+        } else if (before && breaksRule(row)) {  // the rule names a call's first breach only: mark the others too
+          row.breach = true;
+          row.what = otherBreach(row);
         }
         row.root_cause = isRootCause(root_cause, row);
         out.push_back(std::move(row));

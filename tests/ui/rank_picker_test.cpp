@@ -9,6 +9,7 @@
 #include <QLabel>
 #include <QTextBrowser>
 #include <QtTest>
+#include <qcustomplot.h>
 
 #include "tests/ui/ui_test_support.h"
 #include "ui/widgets/KvHeadGrid.h"
@@ -66,7 +67,7 @@ class RankPickerTest : public QObject {
     // The Batch picker stays hidden: each rank holds one sequence.
     QVERIFY(!window.findChild<SequencePicker*>(QStringLiteral("sequencePicker"))->isVisible());
     QCOMPARE(combo->count(), 2);
-    QCOMPARE(combo->itemText(0), QStringLiteral("rank 0 of 2"));
+    QCOMPARE(combo->itemText(0), QStringLiteral("rank 0 of 2: later breach"));  // wrong values carried by the summed activations
     QCOMPARE(combo->itemText(1), QStringLiteral("rank 1 of 2: root cause"));
     // Opened on rank 1, the rank whose rollback broke the contract.
     QCOMPARE(combo->currentIndex(), 1);

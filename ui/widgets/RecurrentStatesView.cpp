@@ -1,6 +1,8 @@
 #include "ui/widgets/RecurrentStatesView.h"
 
 #include <QHeaderView>
+#include <QStringList>
+#include <algorithm>
 #include <QLabel>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -83,7 +85,7 @@ void RecurrentStatesView::showStates(const SessionSnapshot* snapshot) {
                          .arg(Palette::pruned().name())
                          .arg(cause.call)
                          .arg(cause.layer)
-                         .arg(cause.kind)
+                         .arg(QString::fromStdString(cause.kind))
                          .arg(QString::fromStdString(cause.what).toHtmlEscaped()));
     breach_->setVisible(true);
     table_->selectRow(root_cause_row_);
