@@ -40,7 +40,8 @@ RowHistoryPanel::RowHistoryPanel(DebuggerContext& context, QWidget* parent) : Vi
   text_->setObjectName(QStringLiteral("rowHistory"));
   text_->setOpenLinks(false);
   recurrent_ = new RecurrentStatesView;
-  auto* split = new QSplitter(Qt::Vertical);
+  split_ = new QSplitter(Qt::Vertical);
+  auto* split = split_;
   split->addWidget(text_);
   split->addWidget(recurrent_);
   split->setStretchFactor(0, 1);
@@ -63,6 +64,8 @@ void RowHistoryPanel::refresh() {
   if (snapshot != recurrent_of_) {  // refilled per snapshot, not per cursor move: the selection stays
     recurrent_->showStates(snapshot);
     recurrent_of_ = snapshot;
+    // A hybrid capture's bug is in its states: give their table most of a short dock.
+    if (recurrent_->isVisibleTo(this)) split_->setSizes({height() / 4, height() - height() / 4});
   }
   history_ = RowHistory{};
   if (!snapshot || !cursor.valid()) {

@@ -9,6 +9,7 @@
 #include "ui/context/RowHistory.h"
 #include "ui/windows/ViewerPanel.h"
 
+class QSplitter;
 class QTextBrowser;
 class QUrl;
 
@@ -36,6 +37,7 @@ class RowHistoryPanel : public ViewerPanel {
 
   QTextBrowser* text_;
   RecurrentStatesView* recurrent_;
+  QSplitter* split_;
   const SessionSnapshot* recurrent_of_ = nullptr;  // the snapshot the states were listed from
   RowHistory history_;
 };
