@@ -9,6 +9,7 @@
 #include "core/check/capture_models.h"
 #include "core/check/capture_snapshot.h"
 #include "core/check/capture_timeline.h"
+#include "core/check/recurrent_state_rows.h"
 #include "core/check/sequence_check.h"
 #include "core/check/shard_check.h"
 #include "core/error.h"
@@ -74,26 +75,59 @@ std::vector<InspectedSequence> inspectedSequences(const SequenceCheck& check) {
   return out;
 }
 
+std::vector<InspectedRank> inspectedRanks(const ShardCheck& check,
+                                          const std::vector<std::shared_ptr<const CaptureFile>>& files) {
+  std::vector<InspectedRank> out;
+  for (const RankVerdict& v : check.ranks) {
+    out.push_back({check.root_cause_rank == v.rank, v.root_cause.has_value(),
+                   describeShard(files[static_cast<size_t>(v.rank)]->manifest())});
+  }
+  return out;
+}
+
 // The check of one capture, or of every rank of a run, kept as the shown
-// sequence's check (and, for ranks, a note naming the rank shown).
+// sequence's check (and, for ranks, a note naming the rank shown, and every
+// rank's verdict for the picker).
 SequenceCheck checkOpened(const std::vector<std::shared_ptr<const CaptureFile>>& files, const CaptureCheckOptions& options,
-                          const TokenText& text, int64_t sequence, std::vector<std::string>& notes) {
+                          const TokenText& text, int64_t sequence, int64_t rank, std::vector<std::string>& notes,
+                          CaptureInspection& out) {
   const CaptureFile& file = *files.front();
   if (files.size() == 1) {
     if (file.manifest().shard) notes.push_back(shardAloneNote(file.manifest()));
     return checkEverySequence(file, options, text, sequence);
   }
-  ShardCheck ranks = checkEveryRank(files, options, text);
+  ShardCheck ranks = checkEveryRank(files, options, text, rank);
+  out.ranks = inspectedRanks(ranks, files);
+  out.shown_rank = ranks.shown_rank;
   std::string note = "a tensor-parallel run of " + std::to_string(files.size()) +
                      " ranks, each checked on the KV heads it holds; shown: rank " + std::to_string(ranks.shown_rank) +
                      " (" + files[static_cast<size_t>(ranks.shown_rank)]->path() + "); ranks whose cache broke the contract: " +
                      ranks.brokenRanks();
   if (ranks.followingRanks() != "none") note += " (later breaches in rank(s) " + ranks.followingRanks() + " may follow from it)";
+  if (ranks.root_cause_rank && *ranks.root_cause_rank != ranks.shown_rank)
+    note += "; the run's root cause is in rank " + std::to_string(*ranks.root_cause_rank) + ", not shown";
   notes.push_back(note);
   if (sequence >= 0 && sequence != ranks.run.shown_sequence) {  // another sequence of the shown rank
     return checkEverySequence(*files[static_cast<size_t>(ranks.shown_rank)], options, text, sequence);
   }
   return std::move(ranks.run);
+}
+
+// A rank's caches hold some of the model's KV heads: the views number them as the model does.
+void showShard(const CaptureFile& file, SessionSnapshot& snapshot) {
+  const auto& shard = file.manifest().shard;
+  if (!shard) return;
+  snapshot.rank = shard->rank;
+  snapshot.ranks = shard->ranks;
+  for (const CaptureRole role : {CaptureRole::Target, CaptureRole::Drafter}) {
+    CacheGeometry& g = role == CaptureRole::Target ? snapshot.target : snapshot.drafter;
+    const auto r = static_cast<size_t>(role);
+    if (!g.present || shard->kv_head_count[r] <= 0) continue;
+    g.first_kv_head = shard->kv_head_first[r];
+    const CaptureModel* model = file.manifest().model(role);
+    g.model_kv_heads = model && model->config.num_key_value_heads ? *model->config.num_key_value_heads
+                                                                 : g.first_kv_head + g.kv_heads;
+  }
 }
 
 }  // namespace
@@ -105,7 +139,7 @@ CaptureInspection inspectCapture(const std::string& path, const std::array<Loade
 
 CaptureInspection inspectCaptures(const std::vector<std::string>& paths,
                                   const std::array<LoadedCaptureModel, kCaptureRoles>& loaded, SnapshotBuilder& builder,
-                                  int64_t sequence) {
+                                  int64_t sequence, int64_t rank) {
   if (paths.empty()) throw Error("no capture to open");
   std::vector<std::shared_ptr<const CaptureFile>> files;
   for (const std::string& path : paths) files.push_back(CaptureFile::open(path));
@@ -138,7 +172,7 @@ CaptureInspection inspectCaptures(const std::vector<std::string>& paths,
     throw Error(file->path() + ": no sequence " + std::to_string(sequence) + " (the capture holds " +
                 std::to_string(file->sequences()) + ")");
   std::vector<std::string> rank_notes;
-  SequenceCheck check = checkOpened(files, options, text, sequence, rank_notes);
+  SequenceCheck check = checkOpened(files, options, text, sequence, rank, rank_notes, out);
   out.report = shownSequenceReport(check, file->sequences());
   out.report.notes.insert(out.report.notes.begin(), rank_notes.begin(), rank_notes.end());
   out.sequences = inspectedSequences(check);
@@ -157,6 +191,8 @@ CaptureInspection inspectCaptures(const std::vector<std::string>& paths,
     for (const SequenceVerdict& v : check.sequences) snapshot->batch_accepted.push_back(v.accepted);
   }
   snapshot->shown_sequence = check.shown_sequence;
+  showShard(*files[static_cast<size_t>(out.shown_rank)], *snapshot);
+  snapshot->recurrent_states = recurrentStateRows(check.view->manifest(), out.report.root_cause);
   out.snapshot = std::move(snapshot);
   return out;
 }

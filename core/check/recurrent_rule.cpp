@@ -10,15 +10,12 @@
 namespace kvscope {
 namespace {
 
-struct Fed {
-  int64_t position = 0;
-  int64_t token = 0;
-  int64_t call = 0;
-};
+using Fed = RecurrentFed;
 
-// The (position, token, call) a state was computed over, oldest first: its
-// `from` chain's. `from` always names an earlier id (capture_recurrent.h), so the walk ends.
-std::vector<Fed> tokensOf(const CaptureManifest& manifest, CaptureRole role, int64_t id) {
+}  // namespace
+
+// `from` always names an earlier id (capture_recurrent.h), so the walk ends.
+std::vector<RecurrentFed> recurrentStateTokens(const CaptureManifest& manifest, CaptureRole role, int64_t id) {
   const auto& states = manifest.recurrent_states[static_cast<int>(role)];
   std::map<int64_t, const CaptureCall*> calls;  // that role's calls by index
   for (const CaptureCall& call : manifest.calls)
@@ -42,6 +39,8 @@ std::vector<Fed> tokensOf(const CaptureManifest& manifest, CaptureRole role, int
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) out.insert(out.end(), it->begin(), it->end());
   return out;
 }
+
+namespace {
 
 std::string sentence(const CaptureCall& call, const RecurrentBreach& b) {
   std::ostringstream out;
@@ -71,7 +70,7 @@ std::optional<RecurrentBreach> recurrentBreach(const CaptureManifest& manifest, 
     const CaptureRecurrentState& state = states[static_cast<size_t>(ref.id)];
     std::optional<int64_t> rejected;
     if (manifest.committed) {
-      for (const Fed& fed : tokensOf(manifest, call.role, ref.id)) {
+      for (const Fed& fed : recurrentStateTokens(manifest, call.role, ref.id)) {
         const auto& committed = *manifest.committed;
         if (fed.position >= static_cast<int64_t>(committed.size()) ||
             committed[static_cast<size_t>(fed.position)] != fed.token) {

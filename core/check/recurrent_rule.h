@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/capture/capture_manifest.h"
 
@@ -22,6 +23,17 @@ struct RecurrentBreach {
   std::optional<int64_t> rejected_drafts_of;  // the call whose inputs the state holds but the sequence did not keep
   std::string what;                           // "target call 5 resumed from the conv state of layer 0 ..."
 };
+
+// A token a recurrent state folded in: at `position`, fed by that role's `call`.
+struct RecurrentFed {
+  int64_t position = 0;
+  int64_t token = 0;
+  int64_t call = 0;
+};
+
+// The tokens state `id` of `role` was computed over, oldest first: its `from`
+// chain's (stops at a state no call of `manifest` computed).
+std::vector<RecurrentFed> recurrentStateTokens(const CaptureManifest& manifest, CaptureRole role, int64_t id);
 
 // The first state (layer, then conv before ssm) `call` resumed from that breaks
 // the rule; nullopt when none does or the call records no states. `manifest`

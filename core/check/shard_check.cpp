@@ -117,7 +117,9 @@ Files orderedRanks(Files files) {
   return by_rank;
 }
 
-ShardCheck checkEveryRank(const Files& files, const CaptureCheckOptions& options, const TokenText& text) {
+ShardCheck checkEveryRank(const Files& files, const CaptureCheckOptions& options, const TokenText& text, int64_t show) {
+  if (show >= static_cast<int64_t>(files.size()))
+    throw Error("no rank " + std::to_string(show) + " (the run has " + std::to_string(files.size()) + " ranks)");
   ShardCheck out;
   std::optional<RunTime> first_breach, first_divergence;
   std::vector<SequenceCheck> checks;
@@ -139,15 +141,19 @@ ShardCheck checkEveryRank(const Files& files, const CaptureCheckOptions& options
     out.ranks.push_back(std::move(verdict));
     checks.push_back(std::move(check));
   }
-  out.shown_rank = out.root_cause_rank.value_or(0);
+  const int64_t cause_rank = out.root_cause_rank.value_or(0);
+  out.shown_rank = show >= 0 ? show : cause_rank;
   for (size_t r = 0; r < checks.size(); ++r) {
-    out.ranks[r].follows_root_cause = out.ranks[r].root_cause && static_cast<int64_t>(r) != out.shown_rank;
+    out.ranks[r].follows_root_cause = out.ranks[r].root_cause && static_cast<int64_t>(r) != cause_rank;
   }
+  const bool shows_cause = out.shown_rank == cause_rank;
   out.run = std::move(checks[static_cast<size_t>(out.shown_rank)]);
   CaptureCheckReport& run = out.run.report;
-  run.root_cause = out.root_cause_rank ? out.ranks[static_cast<size_t>(*out.root_cause_rank)].root_cause : std::nullopt;
+  // Another rank than the root cause's: its own breach (if any), which its timeline holds.
+  run.root_cause = out.ranks[static_cast<size_t>(shows_cause ? cause_rank : out.shown_rank)].root_cause;
+  if (shows_cause && !out.root_cause_rank) run.root_cause = std::nullopt;
   run.first_divergence = out.first_divergence;
-  out.run.root_cause_time = first_breach;
+  if (shows_cause) out.run.root_cause_time = first_breach;
   out.run.divergence_time = first_divergence;
   // Rows are each rank's own; the logits are the run's, checked once per
   // rank alike, so the shown rank's count stands for them.

@@ -30,7 +30,7 @@ struct RankVerdict {
 struct ShardCheck {
   SequenceCheck run;               // the run's report; the shown rank's view, timeline and record
   std::vector<RankVerdict> ranks;  // by rank
-  int64_t shown_rank = 0;          // the rank of the run's root cause (0 when clean)
+  int64_t shown_rank = 0;          // the rank of the run's root cause (0 when clean), or the one asked for
   std::optional<int64_t> root_cause_rank;
   std::optional<CaptureDivergence> first_divergence;  // the run's
 
@@ -48,8 +48,10 @@ struct ShardCheck {
 std::vector<std::shared_ptr<const CaptureFile>> orderedRanks(std::vector<std::shared_ptr<const CaptureFile>> files);
 
 // Checks every rank (every sequence of each) and keeps the timeline of the
-// rank and sequence of the run's root cause. `files` as orderedRanks returns.
+// rank and sequence of the run's root cause, or of rank `show` (>= 0; the GUI's
+// rank picker), whose report then carries that rank's own root cause, the one
+// its timeline can point at. `files` as orderedRanks returns.
 ShardCheck checkEveryRank(const std::vector<std::shared_ptr<const CaptureFile>>& files,
-                          const CaptureCheckOptions& options, const TokenText& text = {});
+                          const CaptureCheckOptions& options, const TokenText& text = {}, int64_t show = -1);
 
 }  // namespace kvscope

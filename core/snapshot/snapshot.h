@@ -25,6 +25,36 @@ struct CacheGeometry {
   int64_t kv_heads = 0;
   int64_t heads = 0;  // query heads
   int64_t head_dim = 0;
+  // A tensor-parallel rank's cache holds KV heads first_kv_head ..
+  // first_kv_head + kv_heads - 1 of the model's model_kv_heads: views number
+  // its heads as the model does (docs/serving-engines.md). 0 and kv_heads
+  // for a whole cache.
+  int64_t first_kv_head = 0;
+  int64_t model_kv_heads = 0;
+  int64_t modelHead(int64_t head) const { return first_kv_head + head; }
+};
+
+// One recurrent state of a hybrid capture (docs/capture-format-v3.md,
+// "Recurrent state"): a call's state of one recurrent layer and kind, the one
+// it resumed from (before) or the one it left (after), with its identity.
+struct RecurrentStateRow {
+  CacheRole cache = CacheRole::Target;
+  int64_t call = 0;            // that role's call index
+  int64_t first_position = 0;  // the position of the call's first input
+  int64_t inputs = 0;          // the call's inputs
+  bool before = true;          // resumed from; false: left after the call
+  int64_t layer = 0;
+  std::string kind;            // "conv" or "ssm"
+  int64_t id = 0;              // the capture's state id
+  int64_t after_position = -1;    // the state is after this position; -1: no recorded call computed it
+  int64_t computed_by_call = -1;  // -1: no recorded call
+  // The tokens the state folded in, oldest first (its provenance chain).
+  std::vector<int64_t> folded_positions;
+  std::vector<int64_t> folded_tokens;
+  int64_t rejected_drafts_of = -1;  // it holds tokens the sequence did not keep, fed by this call
+  bool breach = false;      // the call resumed from it, breaking the rule
+  bool root_cause = false;  // ... and that breach is the check's root cause
+  std::string what;         // the rule's sentence when breach
 };
 
 // One ledger entry's K and V, each [layers, kv_heads, head_dim] row-major.
@@ -83,6 +113,11 @@ struct SessionSnapshot {
   // no verify of that sequence. Empty for one sequence.
   std::vector<std::vector<int64_t>> batch_accepted;
   int64_t shown_sequence = 0;  // the batch row the rest of the snapshot is
+  // A tensor-parallel rank's capture: rank `rank` of `ranks` (its heads: CacheGeometry); -1 and 0 otherwise.
+  int64_t rank = -1;
+  int64_t ranks = 0;
+  // A hybrid capture's recurrent states, per call (before, then after), layer and kind; empty otherwise.
+  std::vector<RecurrentStateRow> recurrent_states;
   Phase next_phase = Phase::Prefill;
   int64_t current_round = 0;  // the round next_phase belongs to
   int64_t current_gamma = 0;

@@ -48,6 +48,7 @@ LayerSummary layerSummary(const SessionSnapshot& s, CacheRole cache, const Momen
   if (!g.present) return summary;
   summary.layers = g.layers;
   summary.kv_heads = g.kv_heads;
+  summary.first_kv_head = g.first_kv_head;
   summary.max_abs.assign(static_cast<size_t>(g.layers * g.kv_heads), 0.0f);
   summary.bad_rows.assign(static_cast<size_t>(g.layers), 0);
   summary.worst.assign(static_cast<size_t>(g.layers), RowState::Ok);

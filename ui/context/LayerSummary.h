@@ -14,6 +14,7 @@ namespace kvscope::ui {
 struct LayerSummary {
   int64_t layers = 0;
   int64_t kv_heads = 0;
+  int64_t first_kv_head = 0;    // the model's number of head 0 (a tensor-parallel rank's cache)
   std::vector<float> max_abs;   // [layers, kv_heads] row-major: max |K| or |V| over the held rows
   std::vector<int> bad_rows;    // per layer: rows whose verdict is not Ok, missing rows included
   std::vector<RowState> worst;  // per layer: the most severe verdict (Ok when none)

@@ -54,7 +54,22 @@ struct OpenedCapture {
   QString verdict;
   QStringList sequences;  // one label per sequence of the batch
   int shown = 0;
+  QStringList ranks;  // one label per rank of a tensor-parallel run
+  int shown_rank = 0;
 };
+
+// "rank 1 of 2: root cause", "rank 0 of 2: later breach", "rank 0 of 2": how
+// the rank picker names each rank of a tensor-parallel run.
+QStringList rankLabels(const std::vector<InspectedRank>& ranks) {
+  QStringList out;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const QString name = EngineController::tr("rank %1 of %2").arg(r).arg(ranks.size());
+    out << (ranks[r].root_cause ? EngineController::tr("%1: root cause").arg(name)
+            : ranks[r].breach   ? EngineController::tr("%1: later breach").arg(name)
+                                : name);
+  }
+  return out;
+}
 
 // "sequence 1: root cause", "sequence 2: breach", "sequence 0: clean": how
 // the sequence picker names each sequence of a batch.
@@ -71,29 +86,31 @@ QStringList sequenceLabels(const std::vector<InspectedSequence>& sequences) {
   return out;
 }
 
-OpenedCapture inspectCaptureOn(SessionController& engine, const std::vector<std::string>& paths, int sequence) {
+OpenedCapture inspectCaptureOn(SessionController& engine, const std::vector<std::string>& paths, int sequence,
+                               int rank) {
   const SessionController::LoadedModels loaded = engine.loaded();
   std::array<LoadedCaptureModel, kCaptureRoles> candidates;
   candidates[0] = {loaded.target, loaded.tokenizer, loaded.target_dir};
   candidates[1] = {loaded.drafter, loaded.tokenizer, loaded.drafter_dir};
   SnapshotBuilder builder;
-  const CaptureInspection inspection = inspectCaptures(paths, candidates, builder, sequence);
+  const CaptureInspection inspection = inspectCaptures(paths, candidates, builder, sequence, rank);
   engine.showReplay(inspection.snapshot);
   const CaptureCheckReport& report = inspection.report;
   const std::string verdict = report.root_cause          ? "root cause: " + report.root_cause->what
                               : report.first_divergence ? "symptom: " + report.first_divergence->what
                                                         : std::string("every call kept the cache contract");
   return {engine.snapshot(), QString::fromStdString(verdict), sequenceLabels(inspection.sequences),
-          static_cast<int>(inspection.shown_sequence)};
+          static_cast<int>(inspection.shown_sequence), rankLabels(inspection.ranks),
+          static_cast<int>(inspection.shown_rank)};
 }
 
 // A capture is a file from anywhere: whatever opening it throws (a
 // kvscope::Error, libtorch, the standard library) becomes one clear message
 // for the error dialog, clipped and escaped, libtorch's without its backtrace.
-OpenedCapture openCaptureOn(SessionController& engine, const std::vector<std::string>& paths, int sequence) {
+OpenedCapture openCaptureOn(SessionController& engine, const std::vector<std::string>& paths, int sequence, int rank) {
   const std::string path = paths.empty() ? std::string() : paths.front();
   try {
-    return inspectCaptureOn(engine, paths, sequence);
+    return inspectCaptureOn(engine, paths, sequence, rank);
   } catch (const std::exception& error) {
     throw Error(exceptionText(error));
   } catch (...) {
@@ -324,15 +341,16 @@ void EngineController::openTrace(const QString& path) {
   });
 }
 
-void EngineController::openCapture(const QStringList& paths, int sequence) {
+void EngineController::openCapture(const QStringList& paths, int sequence, int rank) {
   std::vector<std::string> files;
   for (const QString& path : paths) files.push_back(path.toStdString());
-  invoke(tr("Opening the capture"), [files, sequence](EngineWorker& worker) {
-    return openCaptureOn(worker.engine(), files, sequence);
+  invoke(tr("Opening the capture"), [files, sequence, rank](EngineWorker& worker) {
+    return openCaptureOn(worker.engine(), files, sequence, rank);
   }, [this, paths](const OpenedCapture& opened) {
     const QString path = paths.size() == 1 ? paths.front()
                                            : tr("%1 and %2 more rank(s)").arg(paths.front()).arg(paths.size() - 1);
     emit snapshotReady(opened.snapshot, SnapshotReason::Trace);
+    emit ranksOpened(opened.ranks, opened.shown_rank);
     emit captureOpened(path, opened.verdict, opened.sequences, opened.shown);
   });
 }

@@ -84,8 +84,9 @@ class EngineController : public QObject {
   // structure only) and shown in place of the live session; the live session
   // written as a capture (core/check/capture_writer.h).
   // sequence: of a batch, the one the views show (-1: the root cause's).
-  // Several paths: every rank's capture of one tensor-parallel run.
-  void openCapture(const QStringList& paths, int sequence = -1);
+  // Several paths: every rank's capture of one tensor-parallel run, shown on
+  // `rank` (-1: the root cause's rank).
+  void openCapture(const QStringList& paths, int sequence = -1, int rank = -1);
   void saveCapture(const QString& path);
   // Attention step by step / what if for one query of the live target.
   // Quiet: no busyChanged (milliseconds on small models); errors go to
@@ -108,6 +109,9 @@ class EngineController : public QObject {
   // verdict: one line (clean, or the root cause) for the status bar;
   // sequences: one label per sequence of the batch (SequencePicker), shown: the one the views show.
   void captureOpened(const QString& path, const QString& verdict, const QStringList& sequences, int shown);
+  // Before captureOpened, for every capture: one label per rank of a
+  // tensor-parallel run ("rank 1 of 2: root cause"; empty for one file), shown: the rank the views show.
+  void ranksOpened(const QStringList& ranks, int shown);
   void captureSaved(const QString& path);
   void explained(kvscope::ui::ExplanationPtr explanation);
   void whatIfReady(kvscope::ui::WhatIfPtr result);

@@ -24,6 +24,7 @@ void KvHeadGrid::show(const SessionSnapshot* snapshot, const Cursor& cursor, Cac
   matrices_.clear();
   heads_ = 0;
   const CacheGeometry geometry = snapshot ? snapshot->geometry(role) : CacheGeometry{};
+  first_head_ = static_cast<int>(geometry.first_kv_head);
   if (snapshot && cursor.valid() && geometry.present) {
     heads_ = static_cast<int>(geometry.kv_heads);
     double extent = 1e-6;
@@ -68,7 +69,7 @@ void KvHeadGrid::drawHead(int h, int columns) {
   y->setRangeReversed(true);
   x->setTickLabelFont(QFont(font().family(), 7));
   y->setTickLabelFont(QFont(font().family(), 7));
-  x->setLabel(QStringLiteral("kv head %1").arg(h));
+  x->setLabel(QStringLiteral("kv head %1").arg(first_head_ + h));  // a rank's heads as the model numbers them
   x->setLabelFont(QFont(font().family(), 8));
   auto* map = new QCPColorMap(x, y);
   map->setInterpolate(false);

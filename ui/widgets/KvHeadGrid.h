@@ -36,6 +36,7 @@ class KvHeadGrid : public QWidget {
 
   QCustomPlot* plot_;
   int heads_ = 0;
+  int first_head_ = 0;  // the model's number of head 0 (a tensor-parallel rank's first KV head)
   std::vector<CacheMatrix> matrices_;
   std::vector<RowBinning> binnings_;
   double lower_ = -1, upper_ = 1;  // the shared colour range

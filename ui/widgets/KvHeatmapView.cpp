@@ -24,6 +24,7 @@
 #include "ui/widgets/LayerHeadOverview.h"
 #include "ui/widgets/Palette.h"
 #include "ui/widgets/PickerItems.h"
+#include "ui/widgets/ShardText.h"
 #include "ui/widgets/PlotExport.h"
 #include "ui/widgets/RowLabel.h"
 #include "ui/widgets/DisplayToken.h"
@@ -207,7 +208,7 @@ QString KvHeatmapView::evictionText(const ViewRow& row) const {
   for (const MaskedRow& m : e.masked) {
     if (m.entry != row.entry || m.layer != layer_ || m.kv_head != head_) continue;
     return tr(" \u00b7 EVICTED in kv head %1 by policy %2 at round %3 (%4), score %5")
-        .arg(head_)
+        .arg(snapshot_->geometry(role_).modelHead(head_))
         .arg(QString::fromStdString(e.policy))
         .arg(e.round)
         .arg(QString::fromUtf8(phaseName(e.phase)))
@@ -234,7 +235,8 @@ void KvHeatmapView::updateSelectors(const SessionSnapshot* snapshot, const Curso
   head_ = static_cast<int>(std::clamp<int64_t>(cursor.head, 0, std::max(heads - 1, 0)));
   const QSignalBlocker block_layers(layer_box_), block_heads(head_box_);
   syncPickerItems(layer_box_, layers);
-  syncPickerItems(head_box_, heads);
+  // A rank's heads as the model numbers them (CacheGeometry::first_kv_head).
+  syncPickerItems(head_box_, heads, [&geometry](int h) { return QString::number(geometry.modelHead(h)); });
   layer_box_->setCurrentIndex(layers > 0 ? layer_ : -1);
   head_box_->setCurrentIndex(heads > 0 ? head_ : -1);
 }
@@ -644,6 +646,9 @@ QString KvHeatmapView::hoverFor(int r, int col) const {
                      .arg(displayToken(snapshot_->tokenText(entry.token)))
                      .arg(QString::fromUtf8(rowStatusName(row.status)));
   if (row.state != RowState::Ok) text += tr(" \u00b7 verdict: %1").arg(Palette::rowStateLabel(row.state));
+  if (snapshot_->rank >= 0) {  // a rank's cache: which of the model's heads this is
+    text += tr(" \u00b7 kv head %1 (%2)").arg(snapshot_->geometry(role_).modelHead(head_)).arg(shardText(*snapshot_));
+  }
   text += evictionText(row);
   if (col >= 0 && col < matrix_.cols) {
     text += QStringLiteral(" \u00b7 dim %1: %2 = %3")

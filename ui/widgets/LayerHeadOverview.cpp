@@ -101,7 +101,7 @@ QString LayerHeadOverview::describe(const Cell& cell) const {
   const size_t l = static_cast<size_t>(cell.layer);
   QString text = tr("layer %1, kv head %2: max |%3| %4 over %5 rows")
                      .arg(cell.layer)
-                     .arg(cell.head)
+                     .arg(summary_.first_kv_head + cell.head)
                      .arg(values_ ? QStringLiteral("V") : QStringLiteral("K"))
                      .arg(static_cast<double>(summary_.maxAbs(cell.layer, cell.head)), 0, 'g', 3)
                      .arg(summary_.rows[l]);

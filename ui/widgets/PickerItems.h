@@ -1,6 +1,6 @@
 #pragma once
 // The layer and head pickers every panel shows: refilled only when the count
-// changes (a refill closes an open popup and resets the selection), and the
+// or a label changes (a refill closes an open popup and resets the selection), and the
 // query head a panel shows kept inside the kv head the shared cursor selects.
 #include <QString>
 

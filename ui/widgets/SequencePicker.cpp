@@ -5,16 +5,25 @@
 
 namespace kvscope::ui {
 
-SequencePicker::SequencePicker(QWidget* parent) : QWidget(parent), label_(new QLabel(tr("Batch:"))), combo_(new QComboBox) {
-  setObjectName(QStringLiteral("sequencePicker"));
-  combo_->setObjectName(QStringLiteral("sequenceCombo"));
-  combo_->setToolTip(tr("The sequence of the batched capture every panel shows (each sequence is checked as its own "
-                        "run; the root cause is the first breach in the engine's run)"));
+SequencePicker::SequencePicker(Kind kind, QWidget* parent)
+    : QWidget(parent), label_(new QLabel), combo_(new QComboBox), note_(new QLabel) {
+  const bool ranks = kind == Kind::Rank;
+  label_->setText(ranks ? tr("Rank:") : tr("Batch:"));
+  setObjectName(ranks ? QStringLiteral("rankPicker") : QStringLiteral("sequencePicker"));
+  combo_->setObjectName(ranks ? QStringLiteral("rankCombo") : QStringLiteral("sequenceCombo"));
+  note_->setObjectName(ranks ? QStringLiteral("rankNote") : QStringLiteral("sequenceNote"));
+  combo_->setToolTip(ranks ? tr("The rank of the tensor-parallel run every panel shows (each rank's capture holds "
+                                "its own KV heads and is checked on them; the root cause is the first breach in "
+                                "the engine's run, whichever rank it broke)")
+                           : tr("The sequence of the batched capture every panel shows (each sequence is checked as "
+                                "its own run; the root cause is the first breach in the engine's run)"));
   combo_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   auto* layout = new QHBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(label_);
   layout->addWidget(combo_);
+  layout->addWidget(note_);
+  note_->setVisible(false);
   connect(combo_, &QComboBox::activated, this, [this](int index) { emit picked(index); });
   setVisible(false);
 }
@@ -25,6 +34,11 @@ void SequencePicker::setSequences(const QStringList& labels, int shown) {
   combo_->addItems(labels);
   combo_->setCurrentIndex(shown);
   setVisible(labels.size() > 1);
+}
+
+void SequencePicker::setNote(const QString& note) {
+  note_->setText(note);
+  note_->setVisible(!note.isEmpty());
 }
 
 }  // namespace kvscope::ui

@@ -1,7 +1,10 @@
 #pragma once
-// Which sequence of a batched capture the views show. Every panel draws one
-// snapshot, so picking a sequence reopens the capture on it and every panel
-// follows. Hidden while the open capture (or session) holds one sequence.
+// A status-bar picker of what every panel shows, in two kinds: which sequence
+// of a batched capture (Batch) and which rank of a tensor-parallel run's
+// captures (Rank). Every panel draws one snapshot, so picking reopens the
+// capture on the item and every panel follows. Hidden while there are fewer
+// than two items. A note beside the list says what the shown item holds
+// (a rank's KV heads).
 #include <QComboBox>
 #include <QLabel>
 #include <QStringList>
@@ -12,17 +15,24 @@ namespace kvscope::ui {
 class SequencePicker : public QWidget {
   Q_OBJECT
  public:
-  explicit SequencePicker(QWidget* parent = nullptr);
-  // labels: one per sequence ("sequence 1: root cause"); fewer than two hides the picker.
+  enum class Kind { Sequence, Rank };
+  explicit SequencePicker(QWidget* parent = nullptr) : SequencePicker(Kind::Sequence, parent) {}
+  explicit SequencePicker(Kind kind, QWidget* parent = nullptr);
+  // labels: one per item ("sequence 1: root cause", "rank 1 of 2: root cause");
+  // fewer than two hides the picker.
   void setSequences(const QStringList& labels, int shown);
+  // Shown right of the list ("" hides it).
+  void setNote(const QString& note);
   int shown() const { return combo_->currentIndex(); }
+  int count() const { return combo_->count(); }
 
  signals:
-  void picked(int sequence);
+  void picked(int item);
 
  private:
   QLabel* label_;
   QComboBox* combo_;
+  QLabel* note_;
 };
 
 }  // namespace kvscope::ui

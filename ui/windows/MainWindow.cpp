@@ -32,6 +32,7 @@
 #include "ui/widgets/KvHeatmapView.h"
 #include "ui/widgets/RoundName.h"
 #include "ui/widgets/SequencePicker.h"
+#include "ui/widgets/ShardText.h"
 #include "ui/windows/AttentionPanel.h"
 #include "ui/windows/AttentionStepsPanel.h"
 #include "ui/windows/CompressionPanel.h"
@@ -332,7 +333,15 @@ void MainWindow::buildActions() {
     if (capture_paths_.isEmpty()) return;
     repicking_sequence_ = true;
     opening_capture_ = capture_paths_;
-    controller_.openCapture(capture_paths_, sequence);
+    controller_.openCapture(capture_paths_, sequence, rank_picker_->count() > 1 ? rank_picker_->shown() : -1);
+  });
+  rank_picker_ = new SequencePicker(SequencePicker::Kind::Rank);
+  statusBar()->addPermanentWidget(rank_picker_);
+  connect(rank_picker_, &SequencePicker::picked, this, [this](int rank) {
+    if (capture_paths_.isEmpty()) return;
+    repicking_sequence_ = true;
+    opening_capture_ = capture_paths_;
+    controller_.openCapture(capture_paths_, -1, rank);
   });
   cursor_label_ = new QLabel;
   cursor_label_->setObjectName(QStringLiteral("cursorLabel"));
@@ -472,6 +481,11 @@ void MainWindow::connectEngine() {
       after_save_ = nullptr;
       replace();
     }
+  });
+  connect(&controller_, &EngineController::ranksOpened, this, [this](const QStringList& ranks, int shown) {
+    rank_picker_->setSequences(ranks, shown);
+    const SessionSnapshot* snapshot = context_.snapshot();
+    rank_picker_->setNote(snapshot && ranks.size() > 1 ? shardText(*snapshot) : QString());
   });
   connect(&controller_, &EngineController::captureOpened, this,
           [this](const QString& path, const QString& verdict, const QStringList& sequences, int shown) {
@@ -647,6 +661,7 @@ void MainWindow::onSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
     context_.setBookmarks({});
     capture_paths_.clear();  // a capture's handler sets it again after its snapshot
     sequence_picker_->setSequences({}, 0);
+    rank_picker_->setSequences({}, 0);
     if (snapshot && !snapshot->replay_only) setWindowTitle(tr("kvscope \u2014 KV cache debugger for speculative decoding"));
   }
   if (snapshot && (fresh || reason == SnapshotReason::Diff)) panels_.session->showSession(*snapshot);

@@ -221,6 +221,7 @@ class MainWindow : public QMainWindow {
   QSlider* scrubber_ = nullptr;
   QLabel* cursor_label_ = nullptr;
   SequencePicker* sequence_picker_ = nullptr;  // a batched capture's shown sequence
+  SequencePicker* rank_picker_ = nullptr;      // a tensor-parallel run's shown rank
   QStringList capture_paths_;                  // the open capture (a run's ranks: every rank's file); empty: none
   QStringList opening_capture_;                // the capture being opened
   bool repicking_sequence_ = false;            // the capture is being reopened on another sequence

@@ -4,9 +4,11 @@
 #include <QUrl>
 #include <QVBoxLayout>
 #include <QScrollBar>
+#include <QSplitter>
 
 #include "ui/context/RowLookup.h"
 #include "ui/widgets/Palette.h"
+#include "ui/widgets/RecurrentStatesView.h"
 #include "ui/windows/TokenStripPanel.h"
 
 namespace kvscope::ui {
@@ -37,9 +39,16 @@ RowHistoryPanel::RowHistoryPanel(DebuggerContext& context, QWidget* parent) : Vi
   text_ = new QTextBrowser;
   text_->setObjectName(QStringLiteral("rowHistory"));
   text_->setOpenLinks(false);
+  recurrent_ = new RecurrentStatesView;
+  split_ = new QSplitter(Qt::Vertical);
+  auto* split = split_;
+  split->addWidget(text_);
+  split->addWidget(recurrent_);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 2);  // a hybrid capture's states are what its bug is about
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
-  layout->addWidget(text_);
+  layout->addWidget(split);
   connect(text_, &QTextBrowser::anchorClicked, this, &RowHistoryPanel::onAnchor);
 }
 
@@ -52,6 +61,12 @@ void RowHistoryPanel::onAnchor(const QUrl& url) {
 void RowHistoryPanel::refresh() {
   const SessionSnapshot* snapshot = context().snapshot();
   const Cursor& cursor = context().cursor();
+  if (snapshot != recurrent_of_) {  // refilled per snapshot, not per cursor move: the selection stays
+    recurrent_->showStates(snapshot);
+    recurrent_of_ = snapshot;
+    // A hybrid capture's bug is in its states: give their table most of a short dock.
+    if (recurrent_->isVisibleTo(this)) split_->setSizes({height() / 4, height() - height() / 4});
+  }
   history_ = RowHistory{};
   if (!snapshot || !cursor.valid()) {
     text_->setHtml(tr("no session"));
