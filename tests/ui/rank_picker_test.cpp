@@ -75,7 +75,7 @@ class RankPickerTest : public QObject {
     QCOMPARE(first->rank, int64_t{1});
     QVERIFY(first->diff && first->diff->root_cause);
     QCOMPARE(first->diff->root_cause->kind, std::string("crop"));
-    QVERIFY2(note->isVisible() && note->text() == QStringLiteral("rank 1 of 2 holds target KV head 1 of 2, drafter KV head 1 of 2"),
+    QVERIFY2(note->isVisible() && note->text() == QStringLiteral("holds KV head 1 of 2"),
              qPrintable(note->text()));
 
     // Rank 1 holds the model's KV head 1: its one head is labelled 1, not 0.
@@ -97,7 +97,7 @@ class RankPickerTest : public QObject {
     QVERIFY(picker->isVisible());
     const SessionSnapshot* shown = window.context().snapshot();
     QCOMPARE(shown->rank, int64_t{0});
-    QCOMPARE(note->text(), QStringLiteral("rank 0 of 2 holds target KV head 0 of 2, drafter KV head 0 of 2"));
+    QCOMPARE(note->text(), QStringLiteral("holds KV head 0 of 2"));
     flush(window);
     QCOMPARE(headLabels(view->headBox()), QStringList{QStringLiteral("0")});
     QVERIFY(view->rowCount() > 0);

@@ -1,7 +1,8 @@
 // A batched capture in the GUI: the status bar's sequence picker lists every
 // sequence with its verdict, opens on the run's root cause's sequence, and
 // every panel follows the sequence picked (the snapshot is that sequence's);
-// it is hidden for a capture of one sequence and for a live session. The
+// it is hidden for a capture of one sequence and for a live session of one
+// sequence, and lists a live batch's sequences. The
 // Round Timeline marks every sequence's accepted drafts in each round. The
 // fixture is batched_loops.py's uniform-advance bug on three prompts
 // (tests/python/make_batch_fixture.py).
@@ -102,6 +103,45 @@ class SequencePickerTest : public QObject {
     window.openCapture(QString::fromUtf8(kOneSequence));
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != shown && captureShown(window), kTimeout);
     QTRY_VERIFY(!picker->isVisible());
+  }
+
+  // A live batch (several prompts decoded together, docs/batching.md): the
+  // picker lists its sequences with their accepted drafts, picking one shows
+  // that sequence's books in every panel, and the Round Timeline marks every
+  // sequence's acceptance.
+  void aLiveBatchShowsOneSequenceAtATime() {
+    MainWindow window(fixtureOptions());
+    window.resize(1280, 720);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    SessionSpec spec = *window.sessionPanel()->sessionSpec();
+    spec.prompt = "Once upon a time";
+    spec.more_prompts = {"The", "A long time ago in a galaxy far, far away there"};
+    spec.options.max_new_tokens = 12;
+    window.controller().startSession(spec);
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot()->batch_accepted.size() == 3 && !window.controller().busy(),
+                             kTimeout);
+    window.controller().run();
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot()->finished && !window.controller().busy(), kTimeout);
+    auto* picker = window.findChild<SequencePicker*>(QStringLiteral("sequencePicker"));
+    auto* combo = window.findChild<QComboBox*>(QStringLiteral("sequenceCombo"));
+    QVERIFY(picker != nullptr && combo != nullptr);
+    QTRY_VERIFY(picker->isVisible());
+    QCOMPARE(combo->count(), 3);
+    for (int b = 0; b < 3; ++b) {
+      QVERIFY2(combo->itemText(b).startsWith(QStringLiteral("sequence %1: ").arg(b)), qPrintable(combo->itemText(b)));
+    }
+    const SessionSnapshot* first = window.context().snapshot();
+    QCOMPARE(first->shown_sequence, int64_t{0});
+    emit combo->activated(2);
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != first && !window.controller().busy(), kTimeout);
+    const SessionSnapshot* third = window.context().snapshot();
+    QCOMPARE(third->shown_sequence, int64_t{2});
+    QVERIFY(third->sequence != first->sequence);
+    QCOMPARE(combo->currentIndex(), 2);
+    TimelinePanel* timeline = window.timelinePanel();
+    timeline->flushRefresh();
+    QCOMPARE(static_cast<int>(timeline->sequenceMarkers().size()), 3);
   }
 
   // Every rank's capture of a tensor-parallel run opens as one run, on the

@@ -77,8 +77,9 @@ void DebuggerContext::setSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
   if (reason == SnapshotReason::NewSession || reason == SnapshotReason::Trace) {
     next = latest();  // a different ledger: entries and rows of the old one mean nothing here
     next.entry = next.row = next.position = -1;
-  } else if (reason == SnapshotReason::Diff) {
-    // The diff restarted the session: the same moment and physical row, re-identified.
+  } else if (reason == SnapshotReason::Diff || reason == SnapshotReason::Sequence) {
+    // The diff restarted the session, or another sequence's books are shown:
+    // the same moment and physical row, re-identified.
     if (!before.valid()) next = latest();
     next.entry = -1;
     anchor = Anchor::Row;

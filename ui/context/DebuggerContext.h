@@ -23,6 +23,7 @@ enum class SnapshotReason {
   Diff,        // a diff run restarted the session: keep the moment, layer, head and row
   Audit,       // an audit at a recorded moment: nothing moves
   Trace,       // an opened trace: go to its latest moment (the trace's GUI state may move it)
+  Sequence,    // another sequence of the live batch: keep the moment, layer, head and physical row
 };
 
 class DebuggerContext : public QObject {

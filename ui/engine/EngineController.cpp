@@ -296,6 +296,11 @@ void EngineController::stepRound() {
   invokeSnapshot(tr("Step round"), [](SessionController& engine) { engine.stepRound(); }, SnapshotReason::Step);
 }
 
+void EngineController::showSequence(int sequence) {
+  invokeSnapshot(tr("Showing sequence %1").arg(sequence),
+                 [sequence](SessionController& engine) { engine.showSequence(sequence); }, SnapshotReason::Sequence);
+}
+
 void EngineController::run() {
   startRunning();
   const auto show = [this](SnapshotPtr snapshot) { emit snapshotReady(std::move(snapshot), SnapshotReason::Step); };

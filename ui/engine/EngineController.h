@@ -66,6 +66,8 @@ class EngineController : public QObject {
   void startSession(const SessionSpec& spec, bool run_prefill = true);
   void stepPhase();
   void stepRound();
+  // Of a live batch: shows sequence `sequence` in every panel (SnapshotReason::Sequence).
+  void showSequence(int sequence);
   void run();
   void stop();  // cancels a run (or a diff) after the phase in progress
   // Playback speed of Run: a pause after each phase (0 to 2000 ms) so a

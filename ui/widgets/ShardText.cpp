@@ -26,4 +26,14 @@ QString shardText(const SessionSnapshot& s) {
   return tr("rank %1 of %2 holds %3").arg(s.rank).arg(s.ranks).arg(held.join(QStringLiteral(", ")));
 }
 
+QString shardNote(const SessionSnapshot& s) {
+  if (s.rank < 0) return {};
+  const QString target = heldHeadsText(s.target), drafter = heldHeadsText(s.drafter);
+  if (target.isEmpty() && drafter.isEmpty()) return {};
+  // The combo beside it names the rank; the note says only what it holds.
+  if (drafter.isEmpty() || drafter == target) return tr("holds %1").arg(target.isEmpty() ? drafter : target);
+  if (target.isEmpty()) return tr("holds drafter %1").arg(drafter);
+  return tr("holds target %1, drafter %2").arg(target, drafter);
+}
+
 }  // namespace kvscope::ui

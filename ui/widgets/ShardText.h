@@ -12,6 +12,11 @@ namespace kvscope::ui {
 // a capture that is not a rank's.
 QString shardText(const SessionSnapshot& snapshot);
 
+// The status bar's short form beside the rank picker, which names the rank
+// itself: "holds KV head 1 of 2" (target and drafter alike), else "holds
+// target KV heads 2-3 of 4, drafter KV head 1 of 2"; "" for no rank.
+QString shardNote(const SessionSnapshot& snapshot);
+
 // "KV heads 2-3 of 4" ("KV head 1 of 2") of one cache; "" for a whole cache.
 QString heldHeadsText(const CacheGeometry& geometry);
 

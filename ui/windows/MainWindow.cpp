@@ -1,6 +1,7 @@
 #include "ui/windows/MainWindow.h"
 
 #include <QAction>
+#include <algorithm>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDesktopServices>
@@ -330,6 +331,11 @@ void MainWindow::buildActions() {
   sequence_picker_ = new SequencePicker;
   statusBar()->addPermanentWidget(sequence_picker_);
   connect(sequence_picker_, &SequencePicker::picked, this, [this](int sequence) {
+    const SessionSnapshot* shown = context_.snapshot();
+    if (capture_paths_.isEmpty() && shown && !shown->replay_only) {  // a live batch: the engine shows another sequence
+      if (sequence != shown->shown_sequence) controller_.showSequence(sequence);
+      return;
+    }
     if (capture_paths_.isEmpty()) return;
     repicking_sequence_ = true;
     opening_capture_ = capture_paths_;
@@ -485,7 +491,8 @@ void MainWindow::connectEngine() {
   connect(&controller_, &EngineController::ranksOpened, this, [this](const QStringList& ranks, int shown) {
     rank_picker_->setSequences(ranks, shown);
     const SessionSnapshot* snapshot = context_.snapshot();
-    rank_picker_->setNote(snapshot && ranks.size() > 1 ? shardText(*snapshot) : QString());
+    rank_picker_->setNote(snapshot && ranks.size() > 1 ? shardNote(*snapshot) : QString());
+    rank_picker_->setToolTip(snapshot && ranks.size() > 1 ? shardText(*snapshot) : QString());
   });
   connect(&controller_, &EngineController::captureOpened, this,
           [this](const QString& path, const QString& verdict, const QStringList& sequences, int shown) {
@@ -654,6 +661,26 @@ void MainWindow::raisePanel(QWidget* panel) {
   }
 }
 
+namespace {
+
+// A live batch's sequences as the picker lists them: "sequence 2: 9 drafts
+// accepted", with the one a diff named "root cause"; none for one sequence.
+QStringList batchLabels(const SessionSnapshot& snapshot) {
+  QStringList labels;
+  if (snapshot.batch_accepted.size() < 2) return labels;
+  const RootCause* cause = snapshot.diff && snapshot.diff->root_cause ? &*snapshot.diff->root_cause : nullptr;
+  for (size_t b = 0; b < snapshot.batch_accepted.size(); ++b) {
+    int64_t accepted = 0;
+    for (int64_t n : snapshot.batch_accepted[b]) accepted += std::max<int64_t>(0, n);
+    const bool named = cause && cause->sequence == static_cast<int64_t>(b);
+    labels << (named ? MainWindow::tr("sequence %1: root cause").arg(b)
+                     : MainWindow::tr("sequence %1: %2 drafts accepted").arg(b).arg(accepted));
+  }
+  return labels;
+}
+
+}  // namespace
+
 void MainWindow::onSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
   const bool fresh = reason == SnapshotReason::NewSession || reason == SnapshotReason::Trace;
   const bool had_cursor = context_.cursor().valid();
@@ -664,6 +691,7 @@ void MainWindow::onSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
     rank_picker_->setSequences({}, 0);
     if (snapshot && !snapshot->replay_only) setWindowTitle(tr("kvscope \u2014 KV cache debugger for speculative decoding"));
   }
+  if (snapshot && !snapshot->replay_only) sequence_picker_->setSequences(batchLabels(*snapshot), static_cast<int>(snapshot->shown_sequence));
   if (snapshot && (fresh || reason == SnapshotReason::Diff)) panels_.session->showSession(*snapshot);
   if (fresh || reason == SnapshotReason::Diff) reproducible_rounds_ = 0;  // a lesson marks its own again
   trackUnsaved(snapshot.get(), reason);
