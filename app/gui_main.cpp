@@ -107,7 +107,7 @@ struct CommandLine {
       "first."),
       QStringLiteral("L[:H]")};
   QCommandLineOption diff{QStringLiteral("diff"), QStringLiteral("Start with the cached-vs-uncached diff.")};
-  QCommandLineOption prompt{QStringLiteral("prompt"), QStringLiteral("The prompt of the first session."), QStringLiteral("text")};
+  QCommandLineOption prompt{QStringLiteral("prompt"), QStringLiteral("The prompt of the first session; given several times, the prompts of a batch decoded together."), QStringLiteral("text")};
   QCommandLineOption max_new{QStringLiteral("max-new"), QStringLiteral("Tokens to generate."), QStringLiteral("n")};
   QCommandLineOption screenshot{QStringLiteral("screenshot"),
       QStringLiteral("Once the first session (or --diff) is ready and --rounds stepped, save the "
@@ -218,7 +218,14 @@ bool readSessionOptions(const CommandLine& cl, kvscope::SessionSpec* session) {
     return false;
   }
   options.max_new_tokens = max_new_tokens;
-  session->prompt = cl.parser.value(cl.prompt).toStdString();
+  const QStringList prompts = cl.parser.values(cl.prompt);
+  if (prompts.size() > kvscope::SessionLimits::kMaxBatch) {
+    std::fprintf(stderr, "kvscope: --prompt given %d times; a batch decodes at most %lld sequences together\n",
+                 static_cast<int>(prompts.size()), static_cast<long long>(kvscope::SessionLimits::kMaxBatch));
+    return false;
+  }
+  session->prompt = prompts.isEmpty() ? std::string() : prompts.front().toStdString();
+  for (qsizetype i = 1; i < prompts.size(); ++i) session->more_prompts.push_back(prompts[i].toStdString());
   if (cl.parser.isSet(cl.prompt_file)) {
     QFile file(cl.parser.value(cl.prompt_file));
     if (!file.open(QIODevice::ReadOnly)) {

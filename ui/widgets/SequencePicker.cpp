@@ -15,8 +15,9 @@ SequencePicker::SequencePicker(Kind kind, QWidget* parent)
   combo_->setToolTip(ranks ? tr("The rank of the tensor-parallel run every panel shows (each rank's capture holds "
                                 "its own KV heads and is checked on them; the root cause is the first breach in "
                                 "the engine's run, whichever rank it broke)")
-                           : tr("The sequence of the batched capture every panel shows (each sequence is checked as "
-                                "its own run; the root cause is the first breach in the engine's run)"));
+                           : tr("The sequence of the batch every panel shows (a batched capture, or a live batch: "
+                                "each sequence is checked as its own run; the root cause is the first breach in the "
+                                "engine's run)"));
   combo_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   auto* layout = new QHBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
@@ -33,6 +34,9 @@ void SequencePicker::setSequences(const QStringList& labels, int shown) {
   combo_->clear();
   combo_->addItems(labels);
   combo_->setCurrentIndex(shown);
+  // The status bar squeezes its widgets; the shown item's label must stay
+  // readable, so the message beside it gives way instead.
+  combo_->setMinimumWidth(combo_->sizeHint().width());
   setVisible(labels.size() > 1);
 }
 

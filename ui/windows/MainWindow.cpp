@@ -149,7 +149,12 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
   updateActions();
   panels_.session->setWeightResidency(options_.models.weights);
   panels_.session->setOptions(options_.session.options);
-  if (!options_.session.prompt.empty()) panels_.session->setPrompt(QString::fromStdString(options_.session.prompt));
+  if (!options_.session.prompt.empty()) {
+    QStringList lines{QString::fromStdString(options_.session.prompt)};
+    for (const std::string& more : options_.session.more_prompts) lines << QString::fromStdString(more);
+    panels_.session->setPrompt(lines.join(QLatin1Char('\n')));
+    panels_.session->setBatchLines(lines.size() > 1);  // several prompts: one sequence per line
+  }
   if (options_.load_on_start) {
     panels_.session->setModelDirs(QString::fromStdString(options_.models.target_dir),
                            QString::fromStdString(options_.models.drafter_dir));

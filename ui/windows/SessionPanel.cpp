@@ -259,6 +259,8 @@ void SessionPanel::markEvictionText() {
   eviction_->setToolTip(error.isEmpty() ? eviction_help_
                                         : error.toHtmlEscaped() + QStringLiteral("<hr>") + eviction_help_);
 }
+void SessionPanel::setBatchLines(bool batch) { batch_lines_->setChecked(batch); }
+
 QString SessionPanel::prompt() const { return promptElided() ? full_prompt_ : prompt_->toPlainText(); }
 DrafterKind SessionPanel::drafterKind() const { return static_cast<DrafterKind>(drafter_kind_->currentData().toInt()); }
 

@@ -40,6 +40,8 @@ class SessionPanel : public ViewerPanel {
   // How every load from this panel keeps 16-bit weights (the --weights option).
   void setWeightResidency(WeightResidency weights) { weights_ = weights; }
   void setPrompt(const QString& prompt);
+  // Whether each line of the prompt box is a sequence of one batch.
+  void setBatchLines(bool batch);
   void setBusy(bool busy, const QString& what);
   void setProgress(int step, int total, const QString& what);
   void setLoadedModels(const QString& target_dir, const QString& drafter_name);
