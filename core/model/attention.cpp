@@ -108,4 +108,21 @@ at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at
   return per_head_output;
 }
 
+at::Tensor attendEachSequence(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const BatchRows& batch,
+                              int64_t layer, const AttentionOptions& layer_options) {
+  std::vector<at::Tensor> outputs;  // per sequence [heads, n_i, head_dim]
+  for (size_t i = 0; i < batch.size(); ++i) {
+    KvCache* cache = batch[i].cache;
+    // k and v are transposed views ([kv_heads, n, D] over [n, kv_heads, D]); the
+    // cache's append copies them as they are, so no contiguous copy first
+    // (two copies per layer on a verify pass; free only for n = 1).
+    auto [keys, values] = keysAndValues(batch.rowsOf(k, i, 1), batch.rowsOf(v, i, 1), layer, cache);  // [kv_heads, T_i, D]
+    AttentionOptions options = layer_options;
+    options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
+    if (cache != nullptr) options.keep = cache->keepMask(layer);  // rows an eviction policy removed
+    outputs.push_back(causalAttention(batch.rowsOf(q, i, 1), keys, values, options, layer, batch[i].probes));
+  }
+  return BatchRows::join(outputs, 1);  // [heads, N, head_dim]
+}
+
 }  // namespace kvscope

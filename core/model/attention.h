@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "core/cache/kv_cache.h"
+#include "core/model/batch_rows.h"
 #include "core/model/model_config.h"
 #include "core/model/probe.h"
 
@@ -44,5 +45,14 @@ struct AttentionOptions {
 // AttentionMask.
 at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                            const AttentionOptions& options, int64_t layer, ProbeSink* probes);
+
+// A batched forward's attention (core/model/batch_rows.h): for each sequence,
+// its rows of k and v go into its own cache (keysAndValues) and its rows of q
+// attend over that cache with `layer_options` (scale, softcap, window) and
+// what the cache says (fault switches, an eviction's keep mask), recording
+// into the sequence's own probes. q [heads, N, head_dim], k and v
+// [kv_heads, N, head_dim] (every sequence's rows) -> [heads, N, head_dim].
+at::Tensor attendEachSequence(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const BatchRows& batch,
+                              int64_t layer, const AttentionOptions& layer_options);
 
 }  // namespace kvscope

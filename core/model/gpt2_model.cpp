@@ -111,17 +111,10 @@ at::Tensor Gpt2Model::attention(const Layer& layer, int64_t index, const at::Ten
   batch.probeEach(Probe::Key, index, k, 1);
   batch.probeEach(Probe::Value, index, v, 1);
 
-  std::vector<at::Tensor> outputs;  // per sequence [H, n_i, D]
-  for (size_t i = 0; i < batch.size(); ++i) {
-    KvCache* cache = batch[i].cache;
-    auto [keys, values] = keysAndValues(batch.rowsOf(k, i, 1), batch.rowsOf(v, i, 1), index, cache);  // [H, T_i, D]
-    AttentionOptions options;
-    options.scale = attentionScale(config_, index);
-    options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
-    if (cache != nullptr) options.keep = cache->keepMask(index);  // rows an eviction policy removed
-    outputs.push_back(causalAttention(batch.rowsOf(q, i, 1), keys, values, options, index, batch[i].probes));
-  }
-  auto merged = BatchRows::join(outputs, 1).transpose(0, 1).reshape({N, C});  // [N, C]
+  AttentionOptions options;
+  options.scale = attentionScale(config_, index);
+  const auto out = attendEachSequence(q, k, v, batch, index, options);  // [H, N, D]
+  auto merged = out.transpose(0, 1).reshape({N, C});  // [N, C]
   auto projected = conv1d(merged, layer.c_proj_w, layer.c_proj_b);          // [N, C]
   batch.probeEach(Probe::AttentionProjected, index, projected);
   return projected;

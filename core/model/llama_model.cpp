@@ -126,22 +126,12 @@ at::Tensor LlamaModel::attention(const Layer& layer, int64_t index, const at::Te
   batch.probeEach(Probe::Key, index, k, 1);
   batch.probeEach(Probe::Value, index, v, 1);
 
-  std::vector<at::Tensor> outputs;  // per sequence [H, n_i, D]
-  for (size_t i = 0; i < batch.size(); ++i) {
-    KvCache* cache = batch[i].cache;
-    // k and v are transposed views ([Hkv, n, D] over [n, Hkv, D]); the
-    // cache's append copies them as they are, so no contiguous copy first
-    // (two copies per layer on a verify pass; free only for n = 1).
-    auto [keys, values] = keysAndValues(batch.rowsOf(k, i, 1), batch.rowsOf(v, i, 1), index, cache);  // [Hkv, T_i, D]
-    AttentionOptions options;
-    options.scale = attentionScale(config_, index);
-    options.softcap = config_.attn_logit_softcap;
-    options.window = config_.windowOf(index);
-    options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
-    if (cache != nullptr) options.keep = cache->keepMask(index);  // rows an eviction policy removed
-    outputs.push_back(causalAttention(batch.rowsOf(q, i, 1), keys, values, options, index, batch[i].probes));
-  }
-  auto merged = BatchRows::join(outputs, 1).transpose(0, 1).reshape({N, config_.num_heads * D});  // [N, H * D]
+  AttentionOptions options;
+  options.scale = attentionScale(config_, index);
+  options.softcap = config_.attn_logit_softcap;
+  options.window = config_.windowOf(index);
+  const auto out = attendEachSequence(q, k, v, batch, index, options);  // [H, N, D]
+  auto merged = out.transpose(0, 1).reshape({N, config_.num_heads * D});  // [N, H * D]
   auto projected = dense(merged, layer.wo, layer.bo);                                            // [N, hidden]
   batch.probeEach(Probe::AttentionProjected, index, projected);
   return projected;
