@@ -28,17 +28,26 @@ std::string refusal(const json& object) {
 TEST(SessionOptionsJson, CarriesEveryFieldAndReadsBackTheSameOptions) {
   const json unusual = sessionOptionsJson(unusualOptions());
   const json defaults = sessionOptionsJson(SessionOptions{});
-  ASSERT_EQ(unusual.size(), 18u);
+  ASSERT_EQ(unusual.size(), 19u);
   // A field the JSON left out would show here as a key equal to its default
-  // (use_cache stays on: the eviction needs it; the cache off is read below).
+  // (use_cache stays on and the layout contiguous: the eviction needs both;
+  // the cache off and the paged layout are read below).
   for (const auto& [key, value] : unusual.items()) {
-    if (key != "use_cache") EXPECT_NE(value, defaults.at(key)) << key;
+    if (key != "use_cache" && key != "cache_layout") EXPECT_NE(value, defaults.at(key)) << key;
   }
   EXPECT_EQ(sessionOptionsJson(readSessionOptions(unusual)), unusual);
   EXPECT_EQ(sessionOptionsJson(readSessionOptions(defaults)), defaults);
   SessionOptions uncached;
   uncached.use_cache = false;
   EXPECT_FALSE(readSessionOptions(sessionOptionsJson(uncached)).use_cache);
+  SessionOptions paged;
+  paged.cache_layout = StorageLayout{true, 5};
+  EXPECT_EQ(sessionOptionsJson(paged).at("cache_layout"), "paged:5");
+  const SessionOptions read = readSessionOptions(sessionOptionsJson(paged));
+  EXPECT_TRUE(read.cache_layout.paged);
+  EXPECT_EQ(read.cache_layout.block_size, 5);
+  EXPECT_NE(refusal({{"cache_layout", "paged:0"}}).find("block size"), std::string::npos);
+  EXPECT_NE(refusal({{"cache_layout", "paged"}, {"eviction", "h2o:0.5"}}).find("contiguous"), std::string::npos);
 }
 
 TEST(SessionOptionsJson, FieldsNotNamedKeepTheBase) {
