@@ -52,6 +52,18 @@ def greedy_decode(model, prompt, new_tokens):
     return ids
 
 
+class PassThrough(torch.nn.Module):
+    """A wrapper whose forward takes *args, **kwargs: the token ids arrive as
+    its first positional argument."""
+
+    def __init__(self, model_dir):
+        super().__init__()
+        self.inner = HandWritten(model_dir)
+
+    def forward(self, *args, **kwargs):
+        return self.inner(*args, **kwargs)
+
+
 def perturbed_copy(model_dir, into):
     """The same architecture with other weights: a checkpoint that is not the engine's."""
     os.makedirs(into)
@@ -86,6 +98,15 @@ class HandWrittenModule(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.directory.cleanup()
+
+    def test_a_pass_through_forward_is_recorded_by_its_first_argument(self):
+        path = os.path.join(self.directory.name, "pass-through.kvcapture")
+        target = PassThrough(self.model_dir)
+        with kvscope_capture.Recorder(path) as rec:
+            rec.watch(target, role="target")
+            rec.commit(greedy_decode(target, pair_cases()[0]["ids"], 4))
+        code, report = check(path, self.model_dir)
+        self.assertEqual(code, 0, report)
 
     def test_the_capture_has_no_fingerprint(self):
         _, metadata = read_tensors(self.path)

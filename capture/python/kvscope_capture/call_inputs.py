@@ -19,6 +19,12 @@ def bind_arguments(signature, args, kwargs):
     for name, parameter in signature.parameters.items():
         if parameter.kind == inspect.Parameter.VAR_KEYWORD and name in arguments:
             arguments.update(arguments.pop(name))
+        elif parameter.kind == inspect.Parameter.VAR_POSITIONAL and name in arguments:
+            # forward(self, *args, **kwargs), as a wrapper passing through: the
+            # first positional argument is the token ids, as without a signature.
+            passed = arguments.pop(name)
+            if passed and "input_ids" not in arguments:
+                arguments["input_ids"] = passed[0]
     return arguments
 
 
@@ -33,7 +39,10 @@ def token_ids(arguments):
     """input_ids [B, n] (or [n]) -> B lists of n ints, one per sequence."""
     ids = arguments.get("input_ids")
     if ids is None:
-        raise CaptureError("the call has no input_ids (inputs_embeds alone cannot be checked)")
+        if arguments.get("inputs_embeds") is not None:
+            raise CaptureError("the call has no input_ids (inputs_embeds alone cannot be checked)")
+        raise CaptureError("the call has no input_ids: pass the token ids as input_ids= or as the first positional "
+                           "argument")
     ids = torch.as_tensor(ids)
     if ids.dim() == 1:
         ids = ids[None]
