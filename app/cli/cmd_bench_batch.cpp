@@ -110,7 +110,7 @@ int runBenchBatch(Args& args) {
   out["target"] = target_dir;
   out["drafter"] = drafter_label;
   out["threads"] = threadBudget().budget;
-  printJson(out);
+  if (json) printJson(out);
   return 0;
 }
 

@@ -98,7 +98,7 @@ int runBatchDiff(const SessionSetup& setup, const DiffTolerances& tolerances, bo
     result["sequences"].push_back(one);
   }
   result["root_cause"] = report.rootCause() ? toJson(*report.rootCause()) : nlohmann::json();
-  printJson(result);
+  if (json) printJson(result);
   return report.failed() ? 1 : 0;
 }
 

@@ -23,7 +23,7 @@ bool BatchDiffReport::failed() const {
 }
 
 std::string BatchDiffReport::explanation() const {
-  if (const RootCause* cause = rootCause()) {
+  if (first_broken) {
     return "sequence " + std::to_string(*first_broken) + " of " + std::to_string(sequences.size()) + ": " +
            sequences[*first_broken].explanation();
   }
