@@ -8,6 +8,7 @@
 #include "app/cli/cli_common.h"
 #include "app/cli/token_printer.h"
 #include "core/error.h"
+#include "core/control/trace_capture.h"
 #include "core/trace/trace_json.h"
 
 namespace kvscope::cli {
@@ -60,9 +61,9 @@ nlohmann::json sequenceJson(const SessionSetup& setup, const BatchSession& batch
 }  // namespace
 
 int runBatch(const SessionSetup& setup, const BatchRunOutput& output) {
-  if (output.trace_path || output.capture_path) {
-    throw Error("--trace and --capture record one sequence; a batch of " + std::to_string(setup.prompts.size()) +
-                " prompts cannot be saved as a trace or capture yet (run one prompt to record it)");
+  if (output.capture_path) {
+    throw Error("--capture records one sequence; a batch of " + std::to_string(setup.prompts.size()) +
+                " prompts cannot be saved as a capture yet (save it as a trace with --trace, or run one prompt)");
   }
   auto batch = setup.makeBatchSession(setup.options.use_cache);
   RoundStream stream(batch->size());
@@ -89,6 +90,11 @@ int runBatch(const SessionSetup& setup, const BatchRunOutput& output) {
     if (output.baseline) {
       std::cout << "measured speedup: not measured for a batch (run one prompt for the speedup over plain decoding)\n";
     }
+  }
+  if (output.trace_path) {
+    writeTrace(*output.trace_path,
+               captureTrace(*batch, setup.target->tokenizer.get(),
+                            nlohmann::json::object({{"target_dir", setup.target->dir}, {"drafter_dir", setup.drafter_label}})));
   }
   nlohmann::json result;
   result["batch"] = batch->size();

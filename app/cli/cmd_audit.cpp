@@ -25,6 +25,12 @@ void printAudit(const CacheAudit& a, const Tokenizer& tokenizer) {
     return;
   }
   std::cout << "\n";
+  for (const DanglingBlock& d : a.dangling_blocks) {
+    std::cout << "  the block table maps pool block " << d.block << " for rows " << d.first_row << "-"
+              << d.first_row + d.rows - 1 << ", which the sequence does not own ("
+              << (d.owner < 0 ? std::string("on the free list") : "sequence " + std::to_string(d.owner) + "'s")
+              << ")\n";
+  }
   size_t shown = 0;
   for (const RowVerdict& v : a.rows) {
     if (++shown > 8) {
@@ -79,6 +85,56 @@ nlohmann::json printRowHistory(const SessionSnapshot& snapshot, CacheRole cache,
   return {{"cache", cacheRoleName(cache)}, {"layer", layer}, {"row", row}, {"entry", entry}, {"events", items}};
 }
 
+// Audits the shown sequence's caches at `moment`: {ok, ok_rows, rows, caches}.
+nlohmann::json auditShown(SessionController& controller, const Moment& moment, const Tokenizer& tokenizer, bool json) {
+  bool ok = true;
+  int64_t ok_rows = 0;
+  nlohmann::json rows = nlohmann::json::array(), caches = nlohmann::json::array();
+  for (const CacheAudit& a : controller.auditAt(moment)) {
+    if (!json) printAudit(a, tokenizer);
+    ok = ok && a.clean();
+    ok_rows += a.ok_rows;
+    for (const RowVerdict& v : a.rows) rows.push_back(toJson(v));
+    caches.push_back(toJson(a, true));
+  }
+  return {{"round", moment.round}, {"phase", phaseName(moment.phase)}, {"ok", ok},
+          {"ok_rows", ok_rows},    {"rows", rows},                     {"caches", caches}};
+}
+
+// A batch: every sequence (or the one --sequence names) audited at its own
+// root cause's moment, or the moment --at-round names, or its end.
+int auditBatch(Args& args, const SessionSetup& setup, bool json, int64_t history_row, int64_t history_layer,
+               CacheRole history_cache) {
+  const int64_t only = args.integer("sequence", -1);
+  auto controller = setup.makeController();
+  controller->runToEnd();
+  const int64_t count = controller->batchSize();
+  if (only >= count) {
+    throw Error("--sequence " + std::to_string(only) + ": the batch has " + std::to_string(count) +
+                " sequences (0-" + std::to_string(count - 1) + ")");
+  }
+  if (history_row >= 0 && only < 0) throw Error("--row in a batch needs --sequence N (whose row)");
+  bool ok = true;
+  nlohmann::json sequences = nlohmann::json::array();
+  for (int64_t i = 0; i < count; ++i) {
+    if (only >= 0 && i != only) continue;
+    controller->showSequence(i);
+    const Moment moment = chosenMoment(args, *controller);
+    if (!json) std::cout << "sequence " << i << ":\n";
+    nlohmann::json result = auditShown(*controller, moment, *setup.target->tokenizer, json);
+    result["sequence"] = i;
+    if (history_row >= 0) {
+      result["history"] = printRowHistory(*controller->snapshot(), history_cache, history_layer, history_row, moment, json);
+    }
+    ok = ok && result["ok"].get<bool>();
+    sequences.push_back(result);
+  }
+  args.finish();
+  if (!json && ok) std::cout << "every row of every audited cache is where the bookkeeping expects it, with the right values\n";
+  printJson({{"fault", faultInfo(setup.options.fault).name}, {"ok", ok}, {"sequences", sequences}});
+  return ok ? 0 : 1;
+}
+
 int runAudit(Args& args) {
   const bool json = args.flag("json");
   const int64_t history_row = args.integer("row", -1);
@@ -86,29 +142,15 @@ int runAudit(Args& args) {
   const CacheRole history_cache = parseCacheRole(args.value("cache-of-row").value_or("target"));
   SessionSetup setup = parseSessionSetup(args);
   if (!setup.options.use_cache) throw Error("audit checks the KV caches: use --cache on");
-  if (setup.batched()) {
-    throw Error("audit of a batch is not implemented yet: audit one prompt, or diff the batch (its root cause names "
-                "the sequence)");
-  }
+  if (setup.batched()) return auditBatch(args, setup, json, history_row, history_layer, history_cache);
   auto controller = setup.makeController();
   controller->runToEnd();
   const Moment moment = chosenMoment(args, *controller);
   args.finish();
-  const std::vector<CacheAudit> audits = controller->auditAt(moment);
-  bool ok = true;
-  int64_t ok_rows = 0;
-  nlohmann::json rows = nlohmann::json::array(), caches = nlohmann::json::array();
-  for (const CacheAudit& a : audits) {
-    if (!json) printAudit(a, *setup.target->tokenizer);
-    ok = ok && a.clean();
-    ok_rows += a.ok_rows;
-    for (const RowVerdict& v : a.rows) rows.push_back(toJson(v));
-    caches.push_back(toJson(a, true));
-  }
+  nlohmann::json result = auditShown(*controller, moment, *setup.target->tokenizer, json);
+  const bool ok = result["ok"].get<bool>();
   if (!json && ok) std::cout << "every row of the audited caches is where the bookkeeping expects it, with the right values\n";
-  nlohmann::json result = {{"fault", faultInfo(setup.options.fault).name}, {"round", moment.round},
-                           {"phase", phaseName(moment.phase)}, {"ok", ok}, {"ok_rows", ok_rows}, {"rows", rows},
-                           {"caches", caches}};
+  result["fault"] = faultInfo(setup.options.fault).name;
   if (history_row >= 0) {
     result["history"] = printRowHistory(*controller->snapshot(), history_cache, history_layer, history_row, moment, json);
   }
@@ -123,7 +165,8 @@ int runFaults(Args& args) {
   for (const FaultInfo& f : allFaults()) {
     if (!json) std::cout << f.name << "\n  what it breaks: " << f.breaks << "\n  mirrors: " << f.real_world << "\n\n";
     list.push_back({{"name", f.name}, {"explanation", f.breaks}, {"mirrors", f.real_world},
-                    {"needs_batch", needsBatch(f.fault)}, {"needs_sliding_window", needsSlidingWindow(f.fault)}});
+                    {"needs_batch", needsBatch(f.fault)}, {"needs_paged_cache", needsPagedCache(f.fault)},
+                    {"needs_sliding_window", needsSlidingWindow(f.fault)}});
   }
   printJson({{"faults", list}});
   return 0;
@@ -132,8 +175,10 @@ int runFaults(Args& args) {
 const CommandRegistrar kRegisterAudit{
     "audit",
     "audit <run options> [--fault NAME] [--at-round R [--phase prefill|draft|verify|accept|prune]] "
-    "[--row R [--layer L] [--cache-of-row target|drafter]] [--json]   (exit 1 if a row is wrong; --row prints that "
-    "row's history)",
+    "[--row R [--layer L] [--cache-of-row target|drafter]] [--sequence N] [--json]   (exit 1 if a row is wrong; --row "
+    "prints that row's history)\n"
+    "           several prompts (a batch): every sequence audited at its own root cause (or --at-round, or its end),\n"
+    "           reported under `sequences`; --sequence N audits one (and --row needs it)",
     runAudit};
 const CommandRegistrar kRegisterFaults{"faults", "faults [--json]   (the bug zoo, with explanations)", runFaults};
 

@@ -4,10 +4,13 @@
 // a missing or mistyped field shows as absent, never as an error.
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
+#include "core/audit/batch_diff.h"
 #include "core/audit/diff_report.h"
+#include "core/audit/root_cause.h"
 #include "core/error.h"
 #include "core/model/tokenizer/visible_text.h"
 #include "core/trace/trace_file.h"
@@ -101,6 +104,32 @@ json investigation(const TraceData& trace) {
   return out;
 }
 
+// A batch trace: each sequence's figures and the first cache operation that
+// broke its contract (the walker on its books, structure and stored values;
+// no model is loaded), and which sequence broke first.
+json batchSummary(const TraceData& trace) {
+  json sequences = json::array();
+  std::optional<RootCause> first;
+  for (int64_t i = 0; i < trace.sequences(); ++i) {
+    const SessionRecord& r = trace.sequence(i);
+    RootCauseOptions options;
+    options.sequence = i;
+    const auto text = [&trace](int64_t id) {
+      const auto it = trace.token_text.find(id);
+      return it == trace.token_text.end() ? std::string() : it->second;
+    };
+    const std::optional<RootCause> cause = findRootCause(r, options, text);
+    if (cause && (!first || happenedBefore(*cause, *first))) first = cause;
+    sequences.push_back({{"sequence", i},
+                         {"prompt_tokens", r.prompt_length},
+                         {"generated_tokens", static_cast<int64_t>(r.sequence.size()) - r.prompt_length},
+                         {"rounds", roundsSummary(r)},
+                         {"root_cause", cause ? toJson(*cause) : json(nullptr)}});
+  }
+  return {{"sequences", sequences}, {"first_broken", first ? json(first->sequence) : json(nullptr)},
+          {"root_cause", first ? toJson(*first) : json(nullptr)}};
+}
+
 json summarise(const std::string& path, const TraceData& trace) {
   const SessionRecord& r = trace.record;
   json investigated;
@@ -109,9 +138,10 @@ json summarise(const std::string& path, const TraceData& trace) {
   } catch (const std::exception& e) {  // Error, or nlohmann's for a mistyped field
     throw Error(path + ": corrupted trace: info.investigation.diff: " + e.what());
   }
-  return {{"file", path},
+  json summary = {{"file", path},
           {"valid", true},
           {"format_version", kTraceFormatVersion},
+          {"batch", trace.sequences()},
           {"models", models(trace)},
           {"prompt", promptText(trace)},
           {"prompt_tokens", r.prompt_length},
@@ -126,6 +156,8 @@ json summarise(const std::string& path, const TraceData& trace) {
           {"cache_events", static_cast<int64_t>(r.events.events().size())},
           {"verify_records", static_cast<int64_t>(r.verify.size())},
           {"investigation", investigated}};
+  if (trace.sequences() > 1) summary.update(batchSummary(trace));
+  return summary;
 }
 
 // Text from the file, made safe for a terminal: a model name cannot colour,
@@ -155,6 +187,19 @@ void printText(const json& s) {
             << "  diff:     " << (inv["has_diff"].get<bool>() ? orUnknown(inv["explanation"]) : "none in the trace")
             << "\n";
   if (!inv["root_cause"].is_null()) std::cout << "  root cause: " << orUnknown(inv["root_cause"]["what"]) << "\n";
+  if (!s.contains("sequences")) return;
+  std::cout << "  batch:    " << s["batch"] << " sequences (the lines above are sequence 0's)\n";
+  for (const json& q : s["sequences"]) {
+    std::cout << "    sequence " << q["sequence"] << ": " << q["prompt_tokens"] << " prompt tokens, "
+              << q["generated_tokens"] << " generated, " << q["rounds"]["accepted"] << " of " << q["rounds"]["drafted"]
+              << " drafts accepted; "
+              << (q["root_cause"].is_null() ? std::string("every cache operation kept the contract")
+                                            : "contract broken at round " + q["root_cause"]["round"].dump())
+              << "\n";
+  }
+  if (!s["root_cause"].is_null()) {
+    std::cout << "  first breach: sequence " << s["first_broken"] << ": " << orUnknown(s["root_cause"]["what"]) << "\n";
+  }
 }
 
 int runTrace(Args& args) {
@@ -168,7 +213,11 @@ int runTrace(Args& args) {
   return 0;
 }
 
-const CommandRegistrar kRegister{"trace", "trace FILE [--json]", runTrace};
+const CommandRegistrar kRegister{
+    "trace",
+    "trace FILE [--json]   (validates and summarises a .kvtrace; a batch's trace also names each sequence's first\n"
+    "           broken cache operation and the sequence that broke first)",
+    runTrace};
 
 }  // namespace
 }  // namespace kvscope::cli

@@ -78,7 +78,11 @@ std::unique_ptr<SessionController> SessionSetup::makeController() const {
                           drafter_impl, target->dir);
   SessionOptions o = options;
   o.use_cache = true;
-  controller->startSession(prompt, o);
+  if (batched()) {
+    controller->startBatch(prompts, o);
+  } else {
+    controller->startSession(prompt, o);
+  }
   return controller;
 }
 

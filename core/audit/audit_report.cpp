@@ -49,6 +49,7 @@ nlohmann::json toJson(const CacheAudit& a, bool include_matrix) {
                       {"max_value_error", a.max_value_error}, {"rows", rows}};
   if (!a.expected_first.empty()) j["expected_first"] = a.expected_first;
   if (a.not_comparable_after_eviction > 0) j["not_comparable_after_eviction"] = a.not_comparable_after_eviction;
+  if (!a.dangling_blocks.empty()) j["dangling_blocks"] = toJson(a.dangling_blocks);
   if (include_matrix) {
     nlohmann::json matrix = nlohmann::json::array();  // null: identity broken or not checked
     for (const auto& layer : a.error) {
@@ -91,6 +92,7 @@ CacheAudit cacheAuditFromJson(const nlohmann::json& j) {
   a.values_checked = get<bool>(j, "values_checked");
   a.ok_rows = get<int64_t>(j, "ok_rows");
   a.max_value_error = get<double>(j, "max_value_error");
+  if (j.contains("dangling_blocks")) a.dangling_blocks = danglingBlocksFromJson(j.at("dangling_blocks"));
   for (const auto& r : get<nlohmann::json>(j, "rows")) {
     RowVerdict v;
     v.cache = get<std::string>(r, "cache") == "drafter" ? CacheRole::Drafter : CacheRole::Target;

@@ -59,8 +59,13 @@ struct CacheAudit {
   // [layer][row]: max(|dK|, |dV|) of each physical row (+inf: identity
   // broken, NaN: values not checked).
   std::vector<std::vector<double>> error;
+  // A paged cache: the pool blocks its table maps at this moment that its
+  // sequence does not own (docs/paged-cache.md); whatever another sequence
+  // writes there becomes these rows, so the cache is not clean even while
+  // every row still holds what it should.
+  std::vector<DanglingBlock> dangling_blocks;
 
-  bool clean() const { return rows.empty(); }
+  bool clean() const { return rows.empty() && dangling_blocks.empty(); }
   const RowVerdict* firstBad() const { return rows.empty() ? nullptr : &rows.front(); }
 };
 

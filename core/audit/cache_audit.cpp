@@ -79,6 +79,18 @@ int64_t compareValues(const SessionRecord& record, std::vector<RowVerdict>& verd
   return skipped;
 }
 
+// The block table's state after the cache's last operation at or before
+// `moment` (each event records it; a contiguous cache's are empty).
+std::vector<DanglingBlock> danglingBlocksAt(const SessionRecord& record, CacheRole cache, const Moment& moment) {
+  std::vector<DanglingBlock> dangling;
+  for (const CacheEvent& e : record.events.events()) {
+    if (e.cache != cache) continue;
+    if (!atOrBefore(e.moment(), moment)) break;
+    dangling = e.dangling_blocks;
+  }
+  return dangling;
+}
+
 }  // namespace
 
 CacheAudit auditAt(const SessionRecord& record, CacheRole cache, const Moment& moment, const CausalLM* model,
@@ -133,6 +145,7 @@ CacheAudit auditAt(const SessionRecord& record, CacheRole cache, const Moment& m
   std::stable_sort(audit.rows.begin(), audit.rows.end(), [](const RowVerdict& a, const RowVerdict& b) {
     return std::make_pair(a.row, a.layer) < std::make_pair(b.row, b.layer);
   });
+  audit.dangling_blocks = danglingBlocksAt(record, cache, moment);
   return audit;
 }
 

@@ -117,9 +117,9 @@ void concludeLockstep(DiffReport& report, const Session& session, const TokenTex
   RootCauseOptions options;
   options.target = &session.target();
   options.drafter = session.drafter() ? session.drafter()->model() : nullptr;
+  options.sequence = session.batchPlace().sequence;
   if (report.first_divergence) options.check_values_until = Moment{report.first_divergence->round, report.first_divergence->phase};
   report.root_cause = findRootCause(session.record(), options, text);
-  if (report.root_cause) report.root_cause->sequence = session.batchPlace().sequence;
   if (report.first_divergence && !report.root_cause) {
     const FirstDivergence& first = *report.first_divergence;
     report.eviction_cause = evictionBefore(session.record(), first.cache, {first.round, first.phase});

@@ -44,6 +44,7 @@ class Walk {
   std::optional<RootCause> checkEvent(const CacheEvent& e, size_t i, const CacheLayout& layout) {
     std::optional<RootCause> cause = rowsBreach(e, i, layout);
     if (!cause) cause = storeBreach(e, i);
+    if (!cause) cause = blockBreach(e, i);
     if (cause) {
       rules_.describe(*cause);
       return cause;
@@ -100,6 +101,21 @@ class Walk {
     std::ostringstream action;
     action << "stored K/V differ from the computed values by up to " << e.max_store_error;
     cause.fault_action = cause.fault_action.empty() ? action.str() : cause.fault_action + "; " + action.str();
+    return cause;
+  }
+
+  // A paged cache's table mapping blocks its sequence does not own: whatever
+  // another sequence writes there next becomes this one's rows.
+  static std::optional<RootCause> blockBreach(const CacheEvent& e, size_t i) {
+    if (e.dangling_blocks.empty()) return std::nullopt;
+    RootCause cause = causeAtEvent(e, i);
+    cause.kind = "block";
+    cause.actual_rows = e.rows_after.empty() ? 0 : e.rows_after.front();
+    for (int64_t l = 0; l < static_cast<int64_t>(e.rows_after.size()); ++l) cause.layers.push_back(l);
+    for (const DanglingBlock& d : e.dangling_blocks) {
+      for (int64_t r = d.first_row; r < d.first_row + d.rows; ++r) cause.rows.push_back(r);
+    }
+    cause.dangling_blocks = e.dangling_blocks;
     return cause;
   }
 

@@ -53,7 +53,35 @@ std::string describeRow(const SessionRecord& record, const RowVerdict& v, const 
   return out.str();
 }
 
+// "pool block 5 (rows 12-15, now on the free list)".
+std::string blockList(const std::vector<DanglingBlock>& blocks) {
+  std::ostringstream out;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const DanglingBlock& d = blocks[i];
+    out << (i ? ", " : "") << d.block << " (rows " << d.first_row << "-" << d.first_row + d.rows - 1 << ", ";
+    if (d.owner < 0) {
+      out << "on the free list)";
+    } else {
+      out << "now sequence " << d.owner << "'s)";
+    }
+  }
+  return out.str();
+}
+
+// A paged table mapping blocks its sequence no longer owns.
+std::string blockSentence(const RootCause& c) {
+  std::ostringstream out;
+  out << "round " << c.round << "'s " << cacheRoleName(c.cache) << " " << phaseName(c.phase) << " ("
+      << cacheEventKindName(c.operation) << ") left sequence " << c.sequence << "'s block table mapping pool block"
+      << (c.dangling_blocks.size() > 1 ? "s " : " ") << blockList(c.dangling_blocks)
+      << " that the sequence no longer owns: the pool hands a freed block to the next sequence that needs one, and "
+         "the rows either writes there become the other's";
+  if (!c.fault_action.empty()) out << " [fault: " << c.fault_action << "]";
+  return out.str();
+}
+
 std::string sentence(const SessionRecord& record, const RootCause& c, const TokenText& text) {
+  if (c.kind == "block") return blockSentence(c);
   std::ostringstream out;
   out << "round " << c.round << "'s " << cacheRoleName(c.cache) << " " << phaseName(c.phase) << " ("
       << cacheEventKindName(c.operation) << ")";
@@ -126,11 +154,13 @@ class SessionRules : public ContractRules {
     const CausalLM* model = e.cache == CacheRole::Target ? options_.target : options_.drafter;
     if (!model || !options_.check_values_until || !atOrBefore(e.moment(), *options_.check_values_until)) return std::nullopt;
     std::optional<RootCause> cause = valueDeparture(record_, e, index, *model, options_.tolerance);
+    if (cause) cause->sequence = options_.sequence;
     if (cause) cause->what = sentence(record_, *cause, text_);
     return cause;
   }
 
   void describe(RootCause& cause) const override {
+    cause.sequence = options_.sequence;
     cause.kind = sessionKind(cause, record_.events.events()[static_cast<size_t>(cause.event_index)]);
     cause.what = sentence(record_, cause, text_);
   }

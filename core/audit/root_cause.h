@@ -30,6 +30,7 @@ struct RootCauseOptions {
   // moment (each costs one uncached forward); nullopt: structure only.
   std::optional<Moment> check_values_until;
   AuditTolerance tolerance;
+  int64_t sequence = 0;  // the batch row the record is of (named in the root cause)
 };
 
 std::optional<RootCause> findRootCause(const SessionRecord& record, const RootCauseOptions& options,

@@ -28,6 +28,7 @@ nlohmann::json toJson(const RootCause& c) {
           {"fault_action", c.fault_action},
           {"what", c.what}};
   if (!c.state_kind.empty()) out["state"] = c.state_kind;  // a recurrent state's breach only
+  if (!c.dangling_blocks.empty()) out["dangling_blocks"] = toJson(c.dangling_blocks);  // kind "block" only
   return out;
 }
 
@@ -55,6 +56,7 @@ RootCause rootCauseFromJson(const nlohmann::json& j) {
     c.kind = j.value("kind", std::string());
     c.call = j.contains("call") && !j.at("call").is_null() ? j.at("call").get<int64_t>() : -1;
     c.sequence = j.value("sequence", int64_t{0});
+    if (j.contains("dangling_blocks")) c.dangling_blocks = danglingBlocksFromJson(j.at("dangling_blocks"));
     if (c.sequence < 0 || c.call < -1) throw Error("root cause: a negative sequence or call");
     nlohmann::json audit = {{"cache", "target"}, {"round", 0}, {"phase", "prefill"}, {"expected_rows", 0},
                             {"rows_per_layer", nlohmann::json::array()}, {"values_checked", false}, {"ok_rows", 0},

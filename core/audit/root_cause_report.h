@@ -46,6 +46,9 @@ struct RootCause {
   // `operation`) and the state's kind ("conv" or "ssm"); empty otherwise.
   std::string state_operation;
   std::string state_kind;
+  // Kind "block": the pool blocks the paged cache's table maps but its
+  // sequence does not own after the operation (rows: the rows they map).
+  std::vector<DanglingBlock> dangling_blocks;
 
   Moment moment() const { return {round, phase}; }
   // A forward's write, or a change between two forwards.

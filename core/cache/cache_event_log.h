@@ -49,6 +49,16 @@ struct MaskedRow {
   double score = 0;  // the policy's score of the row (higher = more worth keeping)
 };
 
+// A block a paged cache's table still maps that its sequence does not own
+// (docs/paged-cache.md): the pool freed it, or handed it to another
+// sequence, so whatever is written there next may be another's rows.
+struct DanglingBlock {
+  int64_t block = 0;      // the pool block
+  int64_t first_row = 0;  // the first row the table maps through it
+  int64_t rows = 0;       // how many rows it maps (the block size)
+  int64_t owner = -1;     // the sequence the pool gave it to, or -1: on the free list
+};
+
 struct CacheEvent {
   CacheRole cache = CacheRole::Target;
   int64_t round = 0;
@@ -95,6 +105,10 @@ struct CacheEvent {
   // 3, between calls"): rounds of another engine are inferred, its calls are
   // what the user's code made. Empty in sessions and traces.
   std::string call;
+  // A paged cache: the blocks its table maps after this operation that its
+  // sequence does not own (empty when every mapped block is its own, and in
+  // a contiguous cache).
+  std::vector<DanglingBlock> dangling_blocks;
 
   Moment moment() const { return {round, phase}; }
   int64_t expectedFirst(int64_t layer) const {

@@ -85,6 +85,15 @@ const std::vector<FaultInfo>& allFaults() {
        "prompts).",
        "Serving engines whose per-sequence length bookkeeping (a paged pool's per-sequence token count, "
        "llama.cpp's seq_rm per sequence id) is updated for some sequences of a batch and not others."},
+      {Fault::FreedBlockReused, "freed-block-reused",
+       "A paged cache's rollback returns the blocks past the kept rows to the pool but leaves them in the "
+       "sequence's block table. The pool hands the most recently freed block out next, to another sequence of "
+       "the batch (or to this one, for a later block): both then write their rows into the same block, and "
+       "whichever wrote last is what the other attends. Needs --cache-layout paged (blocks small enough that a "
+       "rollback frees one, e.g. paged:2); a batch shows one sequence overwriting another's rows.",
+       "Paged serving engines whose block tables keep pointing at blocks the pool has handed elsewhere: vLLM PR "
+       "56734 (speculative draft steps wrote K/V through stale block-table rows into blocks later requests read "
+       "from the prefix cache; acceptance fell to zero for the conversations that hit them)."},
   };
   return faults;
 }
@@ -100,6 +109,8 @@ const FaultInfo& faultInfo(Fault fault) {
 bool needsSlidingWindow(Fault fault) { return fault == Fault::WindowRollEarly; }
 
 bool needsBatch(Fault fault) { return fault == Fault::UniformAdvance || fault == Fault::LengthNotRolledBack; }
+
+bool needsPagedCache(Fault fault) { return fault == Fault::FreedBlockReused; }
 
 Fault parseFault(const std::string& name) {
   if (name == "none" || name.empty()) return Fault::None;

@@ -26,6 +26,7 @@ enum class Fault {
   WindowRollEarly,      // a sliding-window cache drops its oldest row one step early
   UniformAdvance,       // a batch advances every sequence by the best sequence's acceptance
   LengthNotRolledBack,  // a batch's rollback forgets the last sequence's length
+  FreedBlockReused,     // a paged rollback frees blocks its table still maps; the pool hands them out again
 };
 
 struct FaultInfo {
@@ -42,6 +43,8 @@ bool needsSlidingWindow(Fault fault);
 // True for faults that act only when several sequences are decoded together
 // (core/decode/batch_session.h); a single sequence never shows them.
 bool needsBatch(Fault fault);
+// True for faults that act only on a paged cache (--cache-layout paged).
+bool needsPagedCache(Fault fault);
 // "none" or a name from allFaults(); throws Error listing the names otherwise.
 Fault parseFault(const std::string& name);
 

@@ -69,6 +69,11 @@ class FaultPolicy {
   // False when positions are not rewound after a rollback (stale RoPE).
   bool rewindsPositions() const { return fault_ != Fault::StaleRope; }
   bool halfPrecisionStorage() const { return fault_ == Fault::HalfCache; }
+  // True when a paged cache's rollback frees blocks its table keeps mapping
+  // (the target's: the verify's rollback is where serving engines free).
+  bool freesMappedBlocks(CacheRole cache) const {
+    return fault_ == Fault::FreedBlockReused && cache == CacheRole::Target;
+  }
   // The rows a sliding-window layer of `window` keys keeps before the next
   // query: window - 1 (the query itself is the window's last key).
   WindowPlan window(CacheRole cache, int64_t window) const;

@@ -6,7 +6,9 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_set>
 
+#include "core/cache/block_table.h"
 #include "core/error.h"
 #include "core/model/causal_lm.h"
 
@@ -52,6 +54,24 @@ class WriteRecorder : public ProbeSink {
   ProbeSink* inner_;
 };
 
+// Adds to a rollback's fault_action the blocks it freed that the table
+// still maps (the freed-block-reused fault), named by block and rows.
+void noteBlocksFreedWhileMapped(CacheEvent& event, const std::vector<DanglingBlock>& before,
+                                const std::vector<DanglingBlock>& after) {
+  std::string freed;
+  for (const DanglingBlock& d : after) {
+    const bool already = std::any_of(before.begin(), before.end(), [&](const DanglingBlock& b) {
+      return b.block == d.block && b.first_row == d.first_row;
+    });
+    if (already) continue;
+    freed += (freed.empty() ? "" : ", ") + std::to_string(d.block) + " (rows " + std::to_string(d.first_row) + "-" +
+             std::to_string(d.first_row + d.rows - 1) + ")";
+  }
+  if (freed.empty()) return;
+  const std::string action = "freed pool block(s) " + freed + " on rollback while the block table still maps them";
+  event.fault_action = event.fault_action.empty() ? action : event.fault_action + "; " + action;
+}
+
 }  // namespace
 
 TrackedCache::TrackedCache(CacheRole role, std::unique_ptr<KvCache> storage, std::vector<int64_t> windows,
@@ -61,6 +81,7 @@ TrackedCache::TrackedCache(CacheRole role, std::unique_ptr<KvCache> storage, std
   require(static_cast<int64_t>(windows_.size()) == storage_->numLayers(),
           "tracked cache: one sliding window per layer expected");
   layout_.layers.resize(static_cast<size_t>(storage_->numLayers()));
+  if (storage_->paged() && faults_.freesMappedBlocks(role_)) storage_->blockTable()->setFreeMappedOnRollback(true);
 }
 
 std::vector<int64_t> TrackedCache::rowsPerLayer() const {
@@ -82,7 +103,27 @@ CacheEvent TrackedCache::eventAt(const Moment& moment, CacheEventKind kind) cons
   return event;
 }
 
+std::vector<DanglingBlock> TrackedCache::danglingBlocks() const {
+  std::vector<DanglingBlock> dangling;
+  const BlockTable* table = storage_->blockTable();
+  if (table == nullptr) return dangling;
+  const std::vector<int64_t>& blocks = table->blocks();
+  // A block mapped again further on was handed back to this sequence for a
+  // later block: the earlier mapping is the stale one.
+  std::vector<bool> mapped_again(blocks.size(), false);
+  std::unordered_set<int64_t> later;
+  for (size_t i = blocks.size(); i-- > 0;) mapped_again[i] = !later.insert(blocks[i]).second;
+  const int64_t size = table->blockSize();
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const int64_t owner = table->pool()->owner(blocks[i]);
+    if (owner == table->sequence() && !mapped_again[i]) continue;
+    dangling.push_back({blocks[i], static_cast<int64_t>(i) * size, size, owner});
+  }
+  return dangling;
+}
+
 void TrackedCache::logEvent(CacheEvent event) {
+  event.dangling_blocks = danglingBlocks();
   // A window's contract, once it moved, holds for every later event that
   // does not say otherwise.
   if (event.expected_first.empty() && anyPositive(required_first_)) event.expected_first = required_first_;
@@ -229,6 +270,7 @@ void TrackedCache::prune(int64_t round, const PruneRequestOfRound& request) {
   if (!faults_.rewindsPositions() && dropped > 0) position_shift_ += dropped;
   position_shift_ += action.position_shift;
 
+  const std::vector<DanglingBlock> dangling_before = danglingBlocks();
   CacheEvent event = eventAt({round, Phase::Prune}, action.kind);
   event.reason = action.reason;
   event.expected_rows = required;
@@ -244,6 +286,7 @@ void TrackedCache::prune(int64_t round, const PruneRequestOfRound& request) {
     }
   }
   event.rows_after = rowsPerLayer();
+  noteBlocksFreedWhileMapped(event, dangling_before, danglingBlocks());
   CacheLayout after = layout_;
   applyEvent(after, event);
   int64_t refeed = 0;

@@ -153,6 +153,9 @@ class TrackedCache {
   // One Evict event named `policy` for the rows kv heads stopped reading.
   void logMasked(const Moment& moment, const std::string& policy, const std::vector<RemovedRow>& removed);
   void logEvent(CacheEvent event);
+  // A paged cache: the blocks its table maps that its sequence does not own
+  // (freed, handed to another sequence, or mapped twice); empty otherwise.
+  std::vector<DanglingBlock> danglingBlocks() const;
   CacheEvent eventAt(const Moment& moment, CacheEventKind kind) const;
   // Entries `before` held that no layer of `after` holds, in first-seen order.
   static std::vector<int64_t> entriesLost(const CacheLayout& before, const CacheLayout& after);

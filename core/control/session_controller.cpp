@@ -41,7 +41,7 @@ struct SessionController::State {
   std::string drafter_name = "none";
   std::unique_ptr<Session> session;     // one sequence
   std::unique_ptr<BatchSession> batch;  // several decoded together (session is null then)
-  size_t shown = 0;                     // the batch's sequence the snapshots show
+  size_t shown = 0;                     // the batch's (or a batch trace's) sequence the snapshots show
   std::unique_ptr<TraceData> replay;  // an opened .kvtrace (no session then)
   std::shared_ptr<const SessionSnapshot> replay_snapshot;
   std::string prompt;
@@ -52,7 +52,10 @@ struct SessionController::State {
 
   // The session the views show: the one sequence, or the batch's shown one.
   const Session* live() const { return batch ? &batch->sequence(shown) : session.get(); }
-  const SessionRecord* record() const { return live() ? &live()->record() : replay ? &replay->record : nullptr; }
+  const SessionRecord* record() const {
+    if (live()) return &live()->record();
+    return replay ? &replay->sequence(static_cast<int64_t>(shown)) : nullptr;
+  }
   void dropSessions() {
     session.reset();
     batch.reset();
@@ -155,6 +158,7 @@ const Session* SessionController::liveSession() const { return state_->live(); }
 
 int64_t SessionController::batchSize() const {
   if (state_->batch) return static_cast<int64_t>(state_->batch->size());
+  if (state_->replay) return state_->replay->sequences();
   return state_->session ? 1 : 0;
 }
 
@@ -169,6 +173,10 @@ void SessionController::showSequence(int64_t sequence) {
   state_->audit_target.reset();
   state_->audit_drafter.reset();
   if (state_->batch_diff) state_->diff = std::make_shared<const DiffReport>(state_->batch_diff->sequences[state_->shown]);
+  if (state_->replay) {  // a batch trace: that sequence's record, with its own saved diff
+    state_->replay_snapshot = SnapshotBuilder().build(*state_->replay, sequence);
+    state_->diff = state_->replay_snapshot->diff;
+  }
 }
 
 void SessionController::showReplay(std::shared_ptr<const SessionSnapshot> snapshot) {
@@ -385,7 +393,9 @@ std::optional<RootCause> SessionController::rootCause() const {
   if (state_->diff && state_->diff->root_cause) return state_->diff->root_cause;
   const SessionRecord* record = state_->record();
   if (!record) return std::nullopt;
-  return findRootCause(*record, RootCauseOptions{}, [this](int64_t id) { return state_->tokenText(id); });
+  RootCauseOptions options;
+  options.sequence = shownSequence();  // named in the root cause (0 for one sequence)
+  return findRootCause(*record, options, [this](int64_t id) { return state_->tokenText(id); });
 }
 
 void SessionController::saveTrace(const std::string& path, const std::string& gui_state_json) {
@@ -395,10 +405,8 @@ void SessionController::saveTrace(const std::string& path, const std::string& gu
     if (gui.is_discarded()) gui = nlohmann::json::object();
   }
   if (state_->batch) {
-    throw Error("saving " + path + ": a batch of " + std::to_string(state_->batch->size()) +
-                " sequences cannot be saved as a trace yet (a trace holds one sequence)");
-  }
-  if (state_->session) {
+    saveBatchTrace(path, gui);
+  } else if (state_->session) {
     const Session& session = *state_->session;
     nlohmann::json info;
     info["target"]["name"] = fs::path(state_->target_dir).filename().string();
@@ -422,16 +430,43 @@ void SessionController::saveTrace(const std::string& path, const std::string& gu
   spdlog::info("trace saved to {}", path);
 }
 
+void SessionController::saveBatchTrace(const std::string& path, const nlohmann::json& gui) {
+  const BatchSession& batch = *state_->batch;
+  nlohmann::json info;
+  info["target"]["name"] = fs::path(state_->target_dir).filename().string();
+  info["target"]["dir"] = state_->target_dir;
+  info["gui"] = gui;
+  info["gui"]["shown_sequence"] = state_->shown;
+  info["prompt"] = state_->prompt;
+  nlohmann::json diffs = nlohmann::json::array();  // every sequence's diff, in batch order
+  if (state_->batch_diff) {
+    for (const DiffReport& report : state_->batch_diff->sequences) diffs.push_back(toJson(report, true));
+  }
+  info["investigation"] = {{"fault", faultInfo(batch.sequence(0).options().fault).name},
+                           {"diff", state_->diff ? toJson(*state_->diff, true) : nlohmann::json(nullptr)}};
+  if (!diffs.empty()) info["investigation"]["sequence_diffs"] = diffs;
+  writeTrace(path, captureTrace(batch, state_->tokenizer.get(), info));
+}
+
 std::shared_ptr<const SessionSnapshot> SessionController::openTrace(const std::string& path, std::string* gui_state_json) {
   auto trace = std::make_unique<TraceData>(readTrace(path));
+  // A batch trace opens on the sequence shown when it was saved.
+  int64_t shown = 0;
+  if (trace->info.contains("gui") && trace->info["gui"].is_object()) {
+    const nlohmann::json& saved = trace->info["gui"].value("shown_sequence", nlohmann::json(0));
+    if (saved.is_number_integer() && saved.get<int64_t>() > 0 && saved.get<int64_t>() < trace->sequences()) {
+      shown = saved.get<int64_t>();
+    }
+  }
   SnapshotBuilder builder;
-  auto snapshot = builder.build(*trace);
+  auto snapshot = builder.build(*trace, shown);
   if (gui_state_json) {
     *gui_state_json = trace->info.contains("gui") ? trace->info["gui"].dump() : std::string("{}");
   }
   // Only now, with the file read and converted, drop the live session.
   state_->dropSessions();
   state_->builder.reset();
+  state_->shown = static_cast<size_t>(shown);
   state_->replay = std::move(trace);
   state_->forgetInvestigation();
   state_->diff = snapshot->diff;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/audit/diff_report.h"
 #include "core/decode/session_options.h"
 #include "core/model/weight_residency.h"
@@ -97,9 +99,10 @@ class SessionController {
   // none started): File > Save Capture writes its record. In a batch, the
   // shown sequence's session.
   const Session* liveSession() const;
-  // A batch: how many sequences it decodes (1 for one sequence, 0 with no
-  // live session), and which one the snapshots show. showSequence throws
-  // Error for a sequence outside the batch.
+  // A batch (live, or an opened batch trace): how many sequences it holds
+  // (1 for one sequence, 0 with neither a live session nor a trace), and
+  // which one the snapshots show. showSequence throws Error for a sequence
+  // outside the batch.
   int64_t batchSize() const;
   int64_t shownSequence() const;
   void showSequence(int64_t sequence);
@@ -151,6 +154,8 @@ class SessionController {
 
  private:
   const DiffReport& runBatchDiff(const std::atomic<bool>* cancel);
+  // Every sequence's record, the shown one and every sequence's diff.
+  void saveBatchTrace(const std::string& path, const nlohmann::json& gui);
   struct State;
   std::unique_ptr<State> state_;
 };

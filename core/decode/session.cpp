@@ -67,6 +67,11 @@ Session::Session(std::shared_ptr<const CausalLM> target, std::shared_ptr<const D
     throw Error(std::string("fault ") + faultInfo(options_.fault).name +
                 " acts on a batch of several sequences decoded together; give two or more prompts");
   }
+  if (needsPagedCache(options_.fault) && !(options_.use_cache && options_.cache_layout.paged)) {
+    throw Error(std::string("fault ") + faultInfo(options_.fault).name +
+                " acts on a paged cache's block table; run with --cache-layout paged:BLOCK (e.g. paged:2, so that "
+                "a rollback frees whole blocks)");
+  }
   if (needsSlidingWindow(options_.fault) && target_->config().sliding_window <= 0) {
     throw Error(std::string("fault ") + faultInfo(options_.fault).name +
                 " acts on sliding-window layers, and the target has none (no sliding_window in its config.json)");

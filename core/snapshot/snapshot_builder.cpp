@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/audit/investigation_fit.h"
+#include "core/error.h"
 #include "core/decode/session.h"
 #include "core/model/tokenizer/tokenizer.h"
 #include "core/trace/trace_file.h"
@@ -201,8 +202,29 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const SessionRecord& rec
   return snapshot;
 }
 
-std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace) {
+namespace {
+
+// A batch trace: per sequence, per round of the shown one, the drafts it
+// accepted (-1: no such round), as a live batch's snapshot has them.
+void addBatchAcceptance(SessionSnapshot& snapshot, const TraceData& trace, int64_t shown) {
+  const size_t rounds = snapshot.rounds.size();
+  for (int64_t b = 0; b < trace.sequences(); ++b) {
+    std::vector<int64_t> accepted(rounds, -1);
+    for (const RoundRecord& r : trace.sequence(b).rounds) {
+      if (r.index > 0 && static_cast<size_t>(r.index) < rounds && r.prune_done) accepted[static_cast<size_t>(r.index)] = r.accepted;
+    }
+    snapshot.batch_accepted.push_back(std::move(accepted));
+  }
+  snapshot.shown_sequence = shown;
+}
+
+}  // namespace
+
+std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace, int64_t sequence) {
   reset();
+  require(sequence >= 0 && sequence < trace.sequences(), "trace: no sequence " + std::to_string(sequence) + " (the trace holds " +
+                                                           std::to_string(trace.sequences()) + ")");
+  const SessionRecord& record = trace.sequence(sequence);
   auto snapshot = std::make_shared<SessionSnapshot>();
   const nlohmann::json& info = trace.info;
   const auto text = [&](const nlohmann::json::json_pointer& at, const std::string& fallback) {
@@ -227,17 +249,17 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace) 
     snapshot->use_cache = o.value("use_cache", true);
   }
   // Geometry from the stored rows ([layers, kv_heads, head_dim]) and attention.
-  for (const LedgerEntry& entry : trace.record.ledger.entries()) {
+  for (const LedgerEntry& entry : record.ledger.entries()) {
     CacheGeometry& geometry = entry.cache == CacheRole::Target ? snapshot->target : snapshot->drafter;
     if (geometry.present) continue;
-    const at::Tensor row = trace.record.ledger.keys(entry.row);
+    const at::Tensor row = record.ledger.keys(entry.row);
     if (row.dim() != 3) continue;
     geometry.present = true;
     geometry.layers = row.size(0);
     geometry.kv_heads = row.size(1);
     geometry.head_dim = row.size(2);
   }
-  for (const auto& [round, record] : trace.record.verify) {
+  for (const auto& [round, record] : record.verify) {
     if (!record.attention.empty() && record.attention.front().dim() == 3) {
       snapshot->target.heads = record.attention.front().size(0);
       break;
@@ -252,35 +274,46 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace) 
   }
   snapshot->vocab = vocab;
 
-  fillRecord(*snapshot, trace.record);
-  snapshot->metrics = computeMetrics(trace.record.rounds);
+  fillRecord(*snapshot, record);
+  snapshot->metrics = computeMetrics(record.rounds);
   snapshot->prompt = text(Ptr("/prompt"), "");
   if (info.contains("investigation") && info["investigation"].is_object()) {
     const nlohmann::json& investigation = info["investigation"];
-    if (investigation.contains("diff") && investigation["diff"].is_object()) {
-      DiffReport diff = diffReportFromJson(investigation["diff"]);
+    // A batch keeps every sequence's diff; one sequence, its own.
+    const nlohmann::json* saved = nullptr;
+    if (investigation.contains("sequence_diffs") && investigation["sequence_diffs"].is_array()) {
+      const nlohmann::json& diffs = investigation["sequence_diffs"];
+      if (static_cast<size_t>(sequence) < diffs.size() && diffs[static_cast<size_t>(sequence)].is_object()) {
+        saved = &diffs[static_cast<size_t>(sequence)];
+      }
+    } else if (sequence == 0 && investigation.contains("diff") && investigation["diff"].is_object()) {
+      saved = &investigation["diff"];
+    }
+    if (saved) {
+      DiffReport diff = diffReportFromJson(*saved);
       // The views size plots by what it names: it must fit the trace: a hostile one must not make it draw past its rows.
-      for (const std::string& warning : fitInvestigation(diff, trace.record)) {
+      for (const std::string& warning : fitInvestigation(diff, record)) {
         spdlog::warn("{}", warning);
         snapshot->notes.push_back(warning);
       }
       snapshot->diff = std::make_shared<const DiffReport>(std::move(diff));
     }
   }
+  if (trace.sequences() > 1) addBatchAcceptance(*snapshot, trace, sequence);
   // Where the session stood: saved by the GUI, else inferred from the last round.
   if (info.contains("state") && info["state"].is_object()) {
     snapshot->current_round = info["state"].value("current_round", int64_t{0});
     snapshot->next_phase = static_cast<Phase>(info["state"].value("next_phase", 1));
     snapshot->current_gamma = info["state"].value("current_gamma", int64_t{0});
-  } else if (!trace.record.rounds.empty()) {
-    const RoundRecord& last = trace.record.rounds.back();
+  } else if (!record.rounds.empty()) {
+    const RoundRecord& last = record.rounds.back();
     snapshot->current_gamma = last.gamma;
     if (last.index == 0 || last.next_token >= 0) {
       snapshot->current_round = last.index + 1;
       snapshot->next_phase = Phase::Draft;
     } else {
       snapshot->current_round = last.index;
-      snapshot->next_phase = trace.record.verify.count(last.index) ? Phase::Accept : Phase::Verify;
+      snapshot->next_phase = record.verify.count(last.index) ? Phase::Accept : Phase::Verify;
     }
   }
   return snapshot;

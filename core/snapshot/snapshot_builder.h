@@ -27,8 +27,9 @@ class SnapshotBuilder {
   void setVocabulary(const Tokenizer& tokenizer);
   std::shared_ptr<SessionSnapshot> build(const Session& session);
   // A saved trace, no models: names, geometry and token texts come from the
-  // file; the snapshot is marked replay_only.
-  std::shared_ptr<SessionSnapshot> build(const TraceData& trace);
+  // file; the snapshot is marked replay_only. A batch's trace shows one
+  // sequence (0 unless told), with every sequence's acceptance per round.
+  std::shared_ptr<SessionSnapshot> build(const TraceData& trace, int64_t sequence = 0);
   // A record without a session or a trace (another engine's capture): the
   // snapshot is marked replay_only and finished; names, geometry and the
   // vocabulary are the caller's to fill.

@@ -21,19 +21,22 @@ namespace {
 const char* kMetadataKey = "kvscope";
 const char* kFormatName = "kvscope-trace";
 
-std::string rowsName(CacheRole role, const char* kv) {
-  return std::string("ledger.") + cacheRoleName(role) + "." + kv;  // e.g. ledger.target.k
+// Tensor names of a batch's sequence i >= 1 start with "sequence.I." (the
+// first sequence's have no prefix: a one-sequence trace is as before).
+std::string sequencePrefix(int64_t sequence) {
+  return sequence == 0 ? std::string() : "sequence." + std::to_string(sequence) + ".";
 }
 
-std::string roundTensorName(int64_t round, const std::string& what) {
-  return "round." + std::to_string(round) + "." + what;
+std::string rowsName(const std::string& prefix, CacheRole role, const char* kv) {
+  return prefix + "ledger." + cacheRoleName(role) + "." + kv;  // e.g. ledger.target.k
 }
 
-}  // namespace
+std::string roundTensorName(const std::string& prefix, int64_t round, const std::string& what) {
+  return prefix + "round." + std::to_string(round) + "." + what;
+}
 
-void writeTrace(const std::string& path, const TraceData& trace) {
-  const SessionRecord& t = trace.record;
-  NamedTensors tensors;
+// One sequence's record as JSON fields, its tensors added to `tensors`.
+json recordDocument(const SessionRecord& t, const std::string& prefix, NamedTensors& tensors) {
   // Entries keep their order (cache events refer to them by index); each
   // cache's rows go to its own tensor, since the two models differ in shape.
   json ledger_json = json::array();
@@ -49,8 +52,8 @@ void writeTrace(const std::string& path, const TraceData& trace) {
   for (CacheRole role : {CacheRole::Target, CacheRole::Drafter}) {
     const int i = role == CacheRole::Target ? 0 : 1;
     if (k[i].empty()) continue;
-    tensors.emplace_back(rowsName(role, "k"), torch::stack(k[i]));  // [entries, layers, kv_heads, head_dim]
-    tensors.emplace_back(rowsName(role, "v"), torch::stack(v[i]));
+    tensors.emplace_back(rowsName(prefix, role, "k"), torch::stack(k[i]));  // [entries, layers, kv_heads, head_dim]
+    tensors.emplace_back(rowsName(prefix, role, "v"), torch::stack(v[i]));
   }
   json verify_json = json::array();
   for (const auto& [round, record] : t.verify) {
@@ -60,12 +63,13 @@ void writeTrace(const std::string& path, const TraceData& trace) {
     if (record.attention_dropped) item["attention_dropped"] = true;  // by the trace budget
     if (record.logits_dropped) item["logits_dropped"] = true;
     verify_json.push_back(item);
-    if (record.logits.defined()) tensors.emplace_back(roundTensorName(round, "logits"), record.logits);
+    if (record.logits.defined()) tensors.emplace_back(roundTensorName(prefix, round, "logits"), record.logits);
     for (size_t layer = 0; layer < record.attention.size(); ++layer) {
-      tensors.emplace_back(roundTensorName(round, "attention." + std::to_string(layer)), record.attention[layer]);
+      tensors.emplace_back(roundTensorName(prefix, round, "attention." + std::to_string(layer)), record.attention[layer]);
     }
     for (size_t layer = 0; layer < record.masks.size(); ++layer) {
-      tensors.emplace_back(roundTensorName(round, "mask." + std::to_string(layer)), record.masks[layer].to(torch::kFloat32));
+      tensors.emplace_back(roundTensorName(prefix, round, "mask." + std::to_string(layer)),
+                           record.masks[layer].to(torch::kFloat32));
     }
   }
   json rounds = json::array();
@@ -74,6 +78,25 @@ void writeTrace(const std::string& path, const TraceData& trace) {
   for (const CacheEvent& e : t.events.events()) events.push_back(toJson(e));
   std::vector<std::string> origins;
   for (TokenOrigin o : t.origins) origins.push_back(tokenOriginName(o));
+  const json record = {{"bookkeeping", bookkeepingName(t.bookkeeping)}, {"fault", t.fault}, {"use_cache", t.use_cache},
+                       {"target_layers", t.target_layers}, {"drafter_layers", t.drafter_layers}};
+  return {{"record", record},          {"events", events},
+          {"sequence", t.sequence},    {"origins", origins},    {"prompt_length", t.prompt_length},
+          {"rounds", rounds},          {"verify", verify_json}, {"ledger", ledger_json}};
+}
+
+}  // namespace
+
+void writeTrace(const std::string& path, const TraceData& trace) {
+  require(trace.sequences() <= kMaxTraceSequences, "a trace holds at most " + std::to_string(kMaxTraceSequences) +
+                                                       " sequences, got " + std::to_string(trace.sequences()));
+  NamedTensors tensors;
+  json doc = recordDocument(trace.record, sequencePrefix(0), tensors);
+  if (!trace.more_sequences.empty()) {
+    json batch = json::array();
+    for (int64_t i = 1; i < trace.sequences(); ++i) batch.push_back(recordDocument(trace.sequence(i), sequencePrefix(i), tensors));
+    doc["batch"] = std::move(batch);
+  }
   // Byte-fallback tokens display as partial UTF-8 sequences, which JSON
   // strings cannot hold: those go to "token_bytes" as byte values.
   json token_text = json::object(), token_bytes = json::object();
@@ -85,13 +108,11 @@ void writeTrace(const std::string& path, const TraceData& trace) {
       token_bytes[std::to_string(id)] = std::vector<uint8_t>(text.begin(), text.end());
     }
   }
-  const json record = {{"bookkeeping", bookkeepingName(t.bookkeeping)}, {"fault", t.fault}, {"use_cache", t.use_cache},
-                       {"target_layers", t.target_layers}, {"drafter_layers", t.drafter_layers}};
-  const json doc = {{"format", kFormatName},     {"version", kTraceFormatVersion}, {"info", trace.info},
-                    {"record", record},          {"events", events},
-                    {"sequence", t.sequence},    {"origins", origins},             {"prompt_length", t.prompt_length},
-                    {"rounds", rounds},          {"verify", verify_json},          {"ledger", ledger_json},
-                    {"token_text", token_text},  {"token_bytes", token_bytes}};
+  doc["format"] = kFormatName;
+  doc["version"] = kTraceFormatVersion;
+  doc["info"] = trace.info;
+  doc["token_text"] = std::move(token_text);
+  doc["token_bytes"] = std::move(token_bytes);
   const std::string text = doc.dump(-1, ' ', false, json::error_handler_t::replace);
   saveTensors(path, tensors, {{kMetadataKey, text}, {"format", "pt"}}, StDType::F32);
 }
@@ -137,7 +158,7 @@ const json& list(const json& j, const std::string& where, const char* key) {
   return v;
 }
 
-void readLedger(const SafetensorsFile& file, const json& ledger_json, SessionRecord& t) {
+void readLedger(const SafetensorsFile& file, const std::string& prefix, const json& ledger_json, SessionRecord& t) {
   std::vector<LedgerEntry> entries;
   std::vector<at::Tensor> k_rows, v_rows;
   at::Tensor k[2], v[2];
@@ -146,8 +167,8 @@ void readLedger(const SafetensorsFile& file, const json& ledger_json, SessionRec
     const CacheRole role = e.cache;
     const int i = role == CacheRole::Target ? 0 : 1;
     if (!k[i].defined()) {
-      k[i] = requireTensor(file, rowsName(role, "k"));
-      v[i] = requireTensor(file, rowsName(role, "v"));
+      k[i] = requireTensor(file, rowsName(prefix, role, "k"));
+      v[i] = requireTensor(file, rowsName(prefix, role, "v"));
       if (k[i].sizes() != v[i].sizes() || k[i].dim() != 4) {
         fail(file.path(), "ledger K and V rows of the " + std::string(cacheRoleName(role)) + " cache have bad shapes");
       }
@@ -203,21 +224,21 @@ void readRecordFields(const json& doc, SessionRecord& t) {
   for (const json& r : list(doc, "document", "rounds")) t.rounds.push_back(roundFromJson(r));
 }
 
-void readVerify(const SafetensorsFile& file, const json& doc, SessionRecord& t) {
+void readVerify(const SafetensorsFile& file, const std::string& prefix, const json& doc, SessionRecord& t) {
   for (const json& v : list(doc, "document", "verify")) {
     VerifyRecord record;
     const int64_t round = integer(v, "verify", "round", 0, std::numeric_limits<int64_t>::max());
     const std::string where = "verify of round " + std::to_string(round);
     if (t.verify.count(round)) throw Error("two verify records for round " + std::to_string(round));
     record.first_query_position = integer(v, where, "first_query_position", 0, std::numeric_limits<int64_t>::max());
-    if (boolean(v, where, "has_logits")) record.logits = requireTensor(file, roundTensorName(round, "logits"));
+    if (boolean(v, where, "has_logits")) record.logits = requireTensor(file, roundTensorName(prefix, round, "logits"));
     const int64_t layers = integer(v, where, "attention_layers", 0, kMaxTraceLayers);
     for (int64_t layer = 0; layer < layers; ++layer) {
-      record.attention.push_back(requireTensor(file, roundTensorName(round, "attention." + std::to_string(layer))));
+      record.attention.push_back(requireTensor(file, roundTensorName(prefix, round, "attention." + std::to_string(layer))));
     }
     const int64_t mask_layers = v.contains("mask_layers") ? integer(v, where, "mask_layers", 0, kMaxTraceLayers) : 0;
     for (int64_t layer = 0; layer < mask_layers; ++layer) {
-      record.masks.push_back(requireTensor(file, roundTensorName(round, "mask." + std::to_string(layer))) > 0.5);
+      record.masks.push_back(requireTensor(file, roundTensorName(prefix, round, "mask." + std::to_string(layer))) > 0.5);
     }
     record.attention_dropped = v.contains("attention_dropped") && boolean(v, where, "attention_dropped");
     record.logits_dropped = v.contains("logits_dropped") && boolean(v, where, "logits_dropped");
@@ -247,6 +268,33 @@ void readTokenText(const json& doc, TraceData& trace) {
   }
 }
 
+SessionRecord readRecord(const SafetensorsFile& file, const json& doc, const std::string& prefix) {
+  SessionRecord record;
+  readRecordFields(doc, record);
+  readVerify(file, prefix, doc, record);
+  readLedger(file, prefix, list(doc, "document", "ledger"), record);
+  return record;
+}
+
+// Version 4's batch: sequences 1, 2, ... each a record document of its own.
+void readBatch(const SafetensorsFile& file, const json& doc, TraceData& trace) {
+  if (!doc.contains("batch")) return;
+  const json& batch = list(doc, "document", "batch");
+  if (static_cast<int64_t>(batch.size()) + 1 > kMaxTraceSequences) {
+    throw Error("batch holds " + std::to_string(batch.size() + 1) + " sequences, more than the " +
+                std::to_string(kMaxTraceSequences) + " a trace may");
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    try {
+      trace.more_sequences.push_back(readRecord(file, batch[i], sequencePrefix(static_cast<int64_t>(i) + 1)));
+    } catch (const Error& e) {
+      std::string message = e.what();
+      if (message.rfind(file.path() + ": ", 0) == 0) message = message.substr(file.path().size() + 2);
+      throw Error("sequence " + std::to_string(i + 1) + " of the batch: " + message);
+    }
+  }
+}
+
 }  // namespace
 
 TraceData readTrace(const std::string& path) {
@@ -255,10 +303,9 @@ TraceData readTrace(const std::string& path) {
   TraceData trace;
   try {
     trace.info = member(doc, "document", "info");
-    readRecordFields(doc, trace.record);
-    readVerify(*file, doc, trace.record);
+    trace.record = readRecord(*file, doc, sequencePrefix(0));
+    readBatch(*file, doc, trace);
     readTokenText(doc, trace);
-    readLedger(*file, list(doc, "document", "ledger"), trace.record);
   } catch (const Error& e) {
     // Errors from the field readers carry "trace: " for the file; say which.
     std::string message = e.what();

@@ -123,6 +123,33 @@ std::vector<MaskedRow> maskedFromJson(const json& j) {
 
 }  // namespace
 
+json toJson(const std::vector<DanglingBlock>& blocks) {
+  json out = json::array();
+  for (const DanglingBlock& d : blocks) {
+    out.push_back({{"block", d.block}, {"first_row", d.first_row}, {"rows", d.rows},
+                   {"owner", d.owner >= 0 ? json(d.owner) : json()}});
+  }
+  return out;
+}
+
+std::vector<DanglingBlock> danglingBlocksFromJson(const json& j) {
+  if (!j.is_array()) throw Error("field 'dangling_blocks' must be a list, got " + jsonSnippet(j));
+  std::vector<DanglingBlock> blocks;
+  for (const json& b : j) {
+    if (!b.is_object()) throw Error("field 'dangling_blocks' must hold objects, got " + jsonSnippet(b));
+    DanglingBlock d;
+    d.block = field<int64_t>(b, "block");
+    d.first_row = field<int64_t>(b, "first_row");
+    d.rows = field<int64_t>(b, "rows");
+    d.owner = b.contains("owner") && !b.at("owner").is_null() ? field<int64_t>(b, "owner") : -1;
+    if (d.block < 0 || d.first_row < 0 || d.rows <= 0 || d.owner < -1) {
+      throw Error("field 'dangling_blocks' holds a negative block, row or owner, or an empty block: " + jsonSnippet(b));
+    }
+    blocks.push_back(d);
+  }
+  return blocks;
+}
+
 json toJson(const CacheEvent& e) {
   json j = {{"cache", cacheRoleName(e.cache)},   {"round", e.round},
             {"phase", phaseName(e.phase)},       {"operation", cacheEventKindName(e.kind)},
@@ -135,6 +162,7 @@ json toJson(const CacheEvent& e) {
   if (!e.layers.empty()) j["layers"] = e.layers;
   if (!e.policy.empty()) j["policy"] = e.policy;
   if (!e.masked.empty()) j["masked"] = maskedToJson(e.masked);
+  if (!e.dangling_blocks.empty()) j["dangling_blocks"] = toJson(e.dangling_blocks);  // a paged cache's, version 4
   return j;
 }
 
@@ -156,6 +184,7 @@ CacheEvent cacheEventFromJson(const json& j) {
   if (j.contains("layers")) e.layers = field<std::vector<int64_t>>(j, "layers");
   if (j.contains("policy")) e.policy = field<std::string>(j, "policy");
   if (j.contains("masked")) e.masked = maskedFromJson(j.at("masked"));
+  if (j.contains("dangling_blocks")) e.dangling_blocks = danglingBlocksFromJson(j.at("dangling_blocks"));
   return e;
 }
 

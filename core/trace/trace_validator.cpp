@@ -25,8 +25,9 @@ std::string shapeOf(const at::Tensor& t) {
 
 class TraceValidator {
  public:
-  TraceValidator(const TraceData& trace, const std::string& path)
-      : trace_(trace), t_(trace.record), path_(path) {}
+  // `record`: one of the trace's sequences; `where` names it in a batch ("sequence 2: ").
+  TraceValidator(const TraceData& trace, const SessionRecord& record, const std::string& path, std::string where)
+      : trace_(trace), t_(record), path_(path), where_(std::move(where)) {}
 
   void run() {
     checkHeader();
@@ -39,7 +40,7 @@ class TraceValidator {
   }
 
  private:
-  [[noreturn]] void bad(const std::string& what) const { fail(path_, "corrupted trace: " + what); }
+  [[noreturn]] void bad(const std::string& what) const { fail(path_, "corrupted trace: " + where_ + what); }
 
   void inRange(int64_t value, int64_t min, int64_t max, const std::string& what) const {
     if (value < min || value > max)
@@ -279,12 +280,18 @@ class TraceValidator {
   const TraceData& trace_;
   const SessionRecord& t_;
   const std::string& path_;
+  std::string where_;
   int64_t vocab_ = -1;  // from the logits, when the trace has any
   int64_t kv_heads_[2] = {0, 0};  // per cache, from its ledger rows [layers, kv_heads, head_dim]
 };
 
 }  // namespace
 
-void validateTrace(const TraceData& trace, const std::string& path) { TraceValidator(trace, path).run(); }
+void validateTrace(const TraceData& trace, const std::string& path) {
+  TraceValidator(trace, trace.record, path, "").run();
+  for (int64_t i = 1; i < trace.sequences(); ++i) {
+    TraceValidator(trace, trace.sequence(i), path, "sequence " + std::to_string(i) + ": ").run();
+  }
+}
 
 }  // namespace kvscope

@@ -106,6 +106,83 @@ TEST(CliBatch, DiffNamesTheSequenceTheBatchFaultHarmed) {
   EXPECT_EQ(ok.exit_code, 0) << ok.describe();
 }
 
+// audit of a batch: each sequence audited at its own root cause; under
+// length-not-rolled-back only the last sequence has wrong rows, at the round
+// the clean batch's own round lines say it first rejected a draft.
+TEST(CliBatch, AuditNamesTheSequenceWithWrongRows) {
+  std::vector<std::string> run{"run"};
+  for (const auto& a : pairArgs()) run.push_back(a);
+  run = withPrompts(run);
+  run.push_back("--json");
+  CliResult clean_run;
+  runJson(run, &clean_run);
+  const int64_t round = firstRejectionOfTheLast(clean_run, 2);
+  ASSERT_GE(round, 1);
+
+  std::vector<std::string> audit{"audit"};
+  for (const auto& a : pairArgs()) {
+    if (a != "--no-baseline") audit.push_back(a);
+  }
+  audit = withPrompts(audit);
+  audit.insert(audit.end(), {"--fault", "length-not-rolled-back", "--json"});
+  const CliResult r = runCli(audit);
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  const auto j = r.lastJson();
+  ASSERT_TRUE(j.is_object()) << r.describe();
+  EXPECT_FALSE(j["ok"].get<bool>());
+  ASSERT_EQ(j["sequences"].size(), 3u) << r.describe();
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["sequences"][i]["sequence"], i);
+    EXPECT_EQ(j["sequences"][i]["ok"].get<bool>(), i != 2) << "sequence " << i << ": " << j["sequences"][i].dump();
+  }
+  EXPECT_EQ(j["sequences"][2]["round"], round);
+  EXPECT_EQ(j["sequences"][2]["phase"], "prune");
+  EXPECT_FALSE(j["sequences"][2]["rows"].empty());
+
+  auto one = audit;
+  one.insert(one.end() - 1, {"--sequence", "1"});
+  const auto just_one = runJson(one);
+  ASSERT_EQ(just_one["sequences"].size(), 1u);
+  EXPECT_EQ(just_one["sequences"][0]["sequence"], 1);
+
+  auto clean = audit;
+  clean[clean.size() - 2] = "none";
+  const CliResult ok = runCli(clean);
+  EXPECT_EQ(ok.exit_code, 0) << ok.describe();
+}
+
+// A batch saved as a trace: `trace` names, from the file alone, the sequence
+// and round the clean batch's own round lines say broke first.
+TEST(CliBatch, TraceOfABatchNamesTheSequenceThatBrokeFirst) {
+  std::vector<std::string> run{"run"};
+  for (const auto& a : pairArgs()) run.push_back(a);
+  run = withPrompts(run);
+  run.push_back("--json");
+  CliResult clean_run;
+  runJson(run, &clean_run);
+  const int64_t round = firstRejectionOfTheLast(clean_run, 2);
+  ASSERT_GE(round, 1);
+
+  const auto path = std::filesystem::temp_directory_path() / ("kvscope_batch_" + std::to_string(::getpid()) + ".kvtrace");
+  auto faulty = run;
+  faulty.insert(faulty.end() - 1, {"--fault", "length-not-rolled-back", "--trace", path.string()});
+  runJson(faulty);
+  const auto summary = runJson({"trace", path.string(), "--json"});
+  EXPECT_EQ(summary["format_version"], 4);
+  EXPECT_EQ(summary["batch"], 3);
+  ASSERT_EQ(summary["sequences"].size(), 3u) << summary.dump();
+  EXPECT_EQ(summary["first_broken"], 2) << summary.dump();
+  EXPECT_EQ(summary["root_cause"]["sequence"], 2);
+  EXPECT_EQ(summary["root_cause"]["round"], round);
+  EXPECT_EQ(summary["root_cause"]["phase"], "prune");
+  EXPECT_TRUE(summary["sequences"][0]["root_cause"].is_null());
+  EXPECT_TRUE(summary["sequences"][1]["root_cause"].is_null());
+  const CliResult text = runCli({"trace", path.string()});
+  EXPECT_NE(text.out.find("first breach: sequence 2"), std::string::npos) << text.describe();
+  std::filesystem::remove(path);
+}
+
 TEST(CliBatch, BadPromptOptionsAreRefusedClearly) {
   const auto expectRefused = [](std::vector<std::string> args, const std::string& says) {
     const CliResult r = runCli(args);
@@ -123,9 +200,9 @@ TEST(CliBatch, BadPromptOptionsAreRefusedClearly) {
   auto single_fault = base;
   single_fault.insert(single_fault.end(), {"--prompt", "a", "--fault", "uniform-advance"});
   expectRefused(single_fault, "two or more prompts");
-  auto traced = base;
-  traced.insert(traced.end(), {"--prompt", "a", "--prompt", "b", "--trace", "/tmp/never.kvtrace"});
-  expectRefused(traced, "cannot be saved as a trace");
+  auto captured = base;
+  captured.insert(captured.end(), {"--prompt", "a", "--prompt", "b", "--capture", "/tmp/never.kvcapture"});
+  expectRefused(captured, "cannot be saved as a capture");
   auto generate_twice = std::vector<std::string>{"generate", "--target", modelDir("llama-tiny"), "--prompt", "a", "--prompt", "b"};
   expectRefused(generate_twice, "given 2 times");
 }

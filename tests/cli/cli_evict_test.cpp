@@ -30,7 +30,7 @@ TEST(CliEvict, RunWritesTheEvictEventsToItsTrace) {
   EXPECT_GE(events, 2);  // after the prefill and at least one re-compression
   const auto doc = traceDocument(path);
   ASSERT_TRUE(doc.is_object());
-  EXPECT_EQ(doc["version"], 3);
+  EXPECT_EQ(doc["version"], 4);
   EXPECT_EQ(doc["info"]["options"]["eviction"], "h2o:0.3:every=2");
   int64_t in_trace = 0, masked = 0;
   for (const auto& e : doc["events"]) {

@@ -7,20 +7,34 @@
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <unistd.h>
 
 #include "core/audit/batch_diff.h"
 #include "core/cache/block_table.h"
+#include "core/audit/root_cause.h"
 #include "core/control/session_controller.h"
+#include "core/control/trace_capture.h"
 #include "core/decode/batch_session.h"
 #include "core/model/bundled_models.h"
+#include "core/model/safetensors.h"
 #include "core/model/scoring.h"
+#include "core/trace/trace_file.h"
+#include "core/trace/trace_json.h"
 #include "session_test_support.h"
 
 namespace kvscope {
 namespace {
 
 using namespace testing_support;
+
+std::string batchTracePath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("kvscope_batch_" + name + "_" + std::to_string(::getpid()) + ".kvtrace"))
+      .string();
+}
 
 SessionOptions greedyOptions(int64_t gamma, int64_t max_new) {
   SessionOptions options;
@@ -347,7 +361,22 @@ TEST_F(BatchController, ShowsOneSequenceWithEverySequencesAcceptance) {
   EXPECT_EQ(third->sequence, controller.liveSession()->sequence());
   EXPECT_NE(third->sequence, first->sequence);
   EXPECT_THROW(controller.showSequence(3), Error);
-  EXPECT_THROW(controller.saveTrace("/tmp/never-written.kvtrace", ""), Error);
+
+  // Saved and opened again: every sequence, shown one at a time, the one
+  // shown when saved first.
+  const std::string path = batchTracePath("controller");
+  controller.saveTrace(path, "");
+  SessionController reader;
+  const auto opened = reader.openTrace(path, nullptr);
+  EXPECT_EQ(reader.batchSize(), 3);
+  EXPECT_EQ(opened->shown_sequence, 2);
+  EXPECT_EQ(opened->sequence, third->sequence);
+  EXPECT_EQ(opened->batch_accepted, third->batch_accepted);
+  reader.showSequence(0);
+  EXPECT_EQ(reader.snapshot()->sequence, first->sequence);
+  EXPECT_EQ(reader.snapshot()->shown_sequence, 0);
+  EXPECT_THROW(reader.showSequence(3), Error);
+  std::filesystem::remove(path);
 }
 
 TEST_F(BatchController, DiffShowsTheSequenceThatBrokeFirst) {
@@ -439,6 +468,175 @@ TEST(PagedBatch, WhatThePagedLayoutCannotHoldIsRefusedUpFront) {
     ADD_FAILURE() << "a sliding-window model was accepted in the paged layout";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("sliding-window"), std::string::npos) << e.what();
+  }
+}
+
+// freed-block-reused: a paged rollback frees blocks its table keeps mapping.
+// The expected breach comes from the clean batch's own books: the first
+// round whose target rollback cut a sequence's rows below a block boundary
+// (freed a whole block), the lowest such sequence.
+ExpectedBreach firstRollbackFreeingABlock(const BatchSession& batch, int64_t block) {
+  ExpectedBreach first;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    for (const CacheEvent& e : batch.sequence(i).record().events.events()) {
+      if (e.cache != CacheRole::Target || e.phase != Phase::Prune || e.rows_before.empty()) continue;
+      const auto blocks = [&](int64_t rows) { return (rows + block - 1) / block; };
+      if (blocks(e.rows_after.front()) >= blocks(e.rows_before.front())) continue;
+      if (first.round < 0 || e.round < first.round) first = {e.round, static_cast<int64_t>(i)};
+      break;  // this sequence's first; a lower sequence wins ties (visited first)
+    }
+  }
+  return first;
+}
+
+TEST(PagedBatch, FreedBlockReusedIsNamedAtTheRollbackThatFreedAMappedBlock) {
+  const Pair pair = bundledPair();
+  const int64_t block = 2;
+  for (uint64_t seed : {uint64_t{21}, uint64_t{22}}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const auto prompts = randomPrompts(3, pair.target->config().vocab_size, 3, 20, seed);
+    SessionOptions options = greedyOptions(4, 20);
+    options.record_attention = false;
+    options.cache_layout = StorageLayout{true, block};
+    BatchSession clean(pair.target, pair.drafter, prompts, options, {});
+    clean.runToEnd();
+    const ExpectedBreach expected = firstRollbackFreeingABlock(clean, block);
+    ASSERT_GE(expected.round, 1) << "no rollback freed a block; pick another seed";
+
+    options.fault = Fault::FreedBlockReused;
+    BatchSession faulty(pair.target, pair.drafter, prompts, options, {});
+    const BatchDiffReport report = diffBatchLockstep(faulty);
+    const RootCause* cause = report.rootCause();
+    ASSERT_NE(cause, nullptr) << report.explanation();
+    EXPECT_EQ(cause->kind, "block") << cause->what;
+    EXPECT_EQ(cause->sequence, expected.sequence) << cause->what;
+    EXPECT_EQ(cause->round, expected.round) << cause->what;
+    EXPECT_EQ(cause->phase, Phase::Prune);
+    EXPECT_EQ(cause->cache, CacheRole::Target);
+    EXPECT_EQ(cause->operation, CacheEventKind::Crop);
+    ASSERT_FALSE(cause->dangling_blocks.empty());
+    for (const DanglingBlock& d : cause->dangling_blocks) {
+      EXPECT_GE(d.first_row, cause->actual_rows) << "a freed block lies past the rows the rollback kept";
+    }
+    EXPECT_NE(cause->what.find("sequence " + std::to_string(expected.sequence) + "'s block table"), std::string::npos)
+        << cause->what;
+    // The symptom: the pool handed a block freed while mapped to a sequence
+    // again, and some sequence's logits then left the uncached reference.
+    const BlockPool& pool = *faulty.sequence(0).targetCache()->blockTable()->pool();
+    std::set<int64_t> freed_mapped;
+    bool reused = false;
+    for (const BlockLogEntry& e : pool.log()) {
+      if (e.operation == BlockOperation::Free && e.still_mapped) freed_mapped.insert(e.block);
+      if (e.operation == BlockOperation::Reuse && freed_mapped.count(e.block) > 0) reused = true;
+    }
+    EXPECT_TRUE(reused) << "no block freed while mapped was handed out again";
+    EXPECT_TRUE(report.failed()) << report.explanation();
+  }
+}
+
+TEST(PagedBatch, FreedBlockReusedNeedsThePagedLayout) {
+  const Pair pair = fixturePair();
+  SessionOptions options = greedyOptions(2, 4);
+  options.fault = Fault::FreedBlockReused;
+  try {
+    Session(pair.target, pair.drafter, {1, 2, 3}, options, {});
+    ADD_FAILURE() << "the paged fault was accepted on a contiguous cache";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--cache-layout paged"), std::string::npos) << e.what();
+  }
+  options.cache_layout = StorageLayout{true, 2};
+  EXPECT_NO_THROW(Session(pair.target, pair.drafter, {1, 2, 3}, options, {}));
+}
+
+// A batch's trace (format version 4): every sequence's record comes back as
+// it was, and the walker names the same root cause in each from the file
+// alone; the blocks a paged cache's table mapped without owning them too.
+TEST(BatchTrace, EverySequenceRoundTripsWithItsRootCause) {
+  const Pair pair = bundledPair();
+  SessionOptions options = greedyOptions(4, 20);
+  options.cache_layout = StorageLayout{true, 2};
+  options.fault = Fault::FreedBlockReused;
+  BatchSession batch(pair.target, pair.drafter, randomPrompts(3, pair.target->config().vocab_size, 3, 20, 21), options, {});
+  batch.runToEnd();
+  const TraceData original = captureTrace(batch, nullptr, {{"note", "batch"}});
+  ASSERT_EQ(original.sequences(), 3);
+  EXPECT_EQ(original.info["batch"], 3);
+  const std::string path = batchTracePath("roundtrip");
+  writeTrace(path, original);
+  const TraceData back = readTrace(path);
+  ASSERT_EQ(back.sequences(), 3);
+  bool any_dangling = false;
+  for (int64_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE("sequence " + std::to_string(i));
+    const SessionRecord& a = batch.sequence(static_cast<size_t>(i)).record();
+    const SessionRecord& b = back.sequence(i);
+    EXPECT_EQ(a.sequence, b.sequence);
+    EXPECT_EQ(a.prompt_length, b.prompt_length);
+    EXPECT_EQ(a.ledger.entries().size(), b.ledger.entries().size());
+    ASSERT_EQ(a.events.events().size(), b.events.events().size());
+    for (size_t e = 0; e < a.events.events().size(); ++e) {
+      EXPECT_EQ(toJson(a.events.events()[e]), toJson(b.events.events()[e])) << "event " << e;
+      any_dangling = any_dangling || !b.events.events()[e].dangling_blocks.empty();
+    }
+    ASSERT_EQ(a.verify.size(), b.verify.size());
+    for (const auto& [round, verify] : a.verify) {
+      ASSERT_TRUE(verify.logits.defined());
+      EXPECT_TRUE(torch::equal(verify.logits, b.verify.at(round).logits)) << "round " << round;
+    }
+    RootCauseOptions by_sequence;
+    by_sequence.sequence = i;
+    const auto live = findRootCause(a, by_sequence), replayed = findRootCause(b, by_sequence);
+    ASSERT_EQ(live.has_value(), replayed.has_value());
+    if (live) {
+      EXPECT_EQ(replayed->event_index, live->event_index);
+      EXPECT_EQ(replayed->kind, "block");
+      EXPECT_EQ(replayed->sequence, i);
+      EXPECT_EQ(replayed->what, live->what);
+    }
+  }
+  EXPECT_TRUE(any_dangling);
+  const auto file = SafetensorsFile::open(path);
+  EXPECT_NE(file->find("sequence.1.ledger.target.k"), nullptr);
+  EXPECT_NE(file->find("sequence.2.round.1.logits"), nullptr);
+  // Written again from what was read: the same bytes.
+  const std::string again = batchTracePath("again");
+  writeTrace(again, back);
+  const auto bytes = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  EXPECT_EQ(bytes(again), bytes(path));
+
+  // A batch file missing one of a later sequence's tensors: refused, naming
+  // the sequence and the tensor.
+  std::string broken = bytes(path);
+  const size_t at = broken.find("sequence.1.ledger.target.k");
+  ASSERT_NE(at, std::string::npos);
+  broken[at + std::string("sequence.1.ledger.target.").size()] = 'j';
+  {
+    std::ofstream out(again, std::ios::binary | std::ios::trunc);
+    out << broken;
+  }
+  try {
+    readTrace(again);
+    ADD_FAILURE() << "a batch trace missing a tensor was read";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("sequence 1 of the batch"), std::string::npos) << message;
+    EXPECT_NE(message.find("sequence.1.ledger.target.k"), std::string::npos) << message;
+  }
+  std::filesystem::remove(path);
+  std::filesystem::remove(again);
+}
+
+TEST(BatchTrace, MoreSequencesThanABatchHoldsAreRefused) {
+  TraceData trace;
+  trace.more_sequences.resize(static_cast<size_t>(kMaxTraceSequences));
+  try {
+    writeTrace(batchTracePath("too_many"), trace);
+    ADD_FAILURE() << "a trace of " << trace.sequences() << " sequences was written";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 64 sequences"), std::string::npos) << e.what();
   }
 }
 

@@ -45,6 +45,7 @@ std::unique_ptr<Session> faultySession(Fault fault, bool greedy, const std::stri
   o.record_logits = true;
   o.fault = fault;
   o.ignore_eos = true;
+  if (needsPagedCache(fault)) o.cache_layout = StorageLayout{true, 2};  // blocks a rollback frees
   auto session = std::make_unique<Session>(fixtureModel(target), d,
                                            fixtureTokenizer("llama-tiny")->encode("Once upon a time"), o,
                                            std::vector<int64_t>{2});
@@ -337,6 +338,16 @@ TEST_F(HostileTrace, EventRowCountsDisagreeWithReplay) {
       {"replaying it gives"});
 }
 
+TEST_F(HostileTrace, DanglingBlockWithANegativeBlock) {
+  expectRefused(
+      [](TraceData& t) {
+        auto events = t.record.events.events();
+        events.back().dangling_blocks.push_back({-3, 0, 2, -1});
+        t.record.events.restore(events);
+      },
+      {"dangling_blocks", "negative block"});
+}
+
 TEST_F(HostileTrace, LedgerEntryBornAfterTheLastRound) {
   expectRefused(
       [](TraceData& t) {
@@ -384,7 +395,7 @@ TEST_F(HostileTrace, MetadataNumbersOfTheWrongKind) {
       {"\"target_layers\":", "\"target_layers\":2.5,\"x\":", "record.target_layers must be an integer"},
       {"\"prompt_length\":", "\"prompt_length\":\"4\",\"x\":", "prompt_length must be an integer"},
       {"\"round\":1,", "\"round\":1.5,", "field 'round' must be an integer"},
-      {"\"version\":3", "\"version\":\"3\"", "version \"3\" is not supported"},
+      {"\"version\":4", "\"version\":\"4\"", "version \"4\" is not supported"},
       {"\"token_text\":{", "\"token_text\":{\"abc\":\"x\",", "token_text key 'abc' is not a token id"},
       {"\"token_bytes\":{", "\"token_bytes\":{\"7\":[300],", "must be an integer in [0, 255]"},
       {"\"sequence\":[", "\"sequence\":[-5,", "sequence[0] must be an integer"},

@@ -292,9 +292,12 @@ TEST_F(SessionTraceErrors, FlippedMetadataBytesAreRefused) {
   expectTraceError(flipped("\"kvscope\":\"{", 11, "brace.kvtrace"), {"not JSON"}, "flipped brace");
   // The format name and the version.
   expectTraceError(flipped("kvscope-trace", 2, "format.kvtrace"), {"not a kvscope trace"}, "flipped format");
-  // (Flipping the digit would turn 3 into 2, an older version this build still reads: flip the key instead.)
-  expectTraceError(flipped("\\\"version\\\":3", 2, "version.kvtrace"), {"version (none) is not supported"},
+  // (Flipping the digit would turn 4 into 5, an unknown version, or with
+  // another bit into an older one this build still reads: flip the key.)
+  expectTraceError(flipped("\\\"version\\\":4", 2, "version.kvtrace"), {"version (none) is not supported"},
                    "flipped version");
+  expectTraceError(flipped("\\\"version\\\":4", 12, "version5.kvtrace"), {"version 5 is not supported"},
+                   "version 5");
   // A required key and an enum value deep inside.
   expectTraceError(flipped("\\\"rounds\\\"", 3, "rounds.kvtrace"), {"corrupted trace"}, "flipped key");
   expectTraceError(flipped("\\\"born_phase\\\":\\\"", 17, "phase.kvtrace"), {"corrupted trace", "unknown phase"},
@@ -303,6 +306,21 @@ TEST_F(SessionTraceErrors, FlippedMetadataBytesAreRefused) {
                    "flipped origin");
   // A structural character of the outer safetensors header.
   expectTraceError(flipped("\"__metadata__\"", 0, "outer.kvtrace", false), {"not JSON", "header"}, "flipped header quote");
+}
+
+// Files of the versions before batches read as they are: a one-sequence
+// trace is laid out the same in versions 2, 3 and 4.
+TEST_F(SessionTraceErrors, OlderVersionsStillRead) {
+  const std::string needle = "\\\"version\\\":4";
+  const size_t at = bytes_.find(needle, bytes_.find("\"kvscope\":\""));
+  ASSERT_NE(at, std::string::npos);
+  for (char version : {'2', '3'}) {
+    std::string older = bytes_;
+    older[at + needle.size() - 1] = version;
+    const std::string path = dir_.file(std::string("version") + version + ".kvtrace");
+    writeBytes(path, older);
+    EXPECT_NO_THROW(readTrace(path)) << "version " << version;
+  }
 }
 
 TEST_F(SessionTraceErrors, ForeignFilesAreRefused) {

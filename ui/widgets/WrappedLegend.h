@@ -17,6 +17,9 @@ class WrappedLegend : public QLabel {
  protected:
   void resizeEvent(QResizeEvent* event) override;
   void changeEvent(QEvent* event) override;  // a zoom's new font: new lines
+
+ private:
+  void fitHeight(int width);
 };
 
 }  // namespace kvscope::ui

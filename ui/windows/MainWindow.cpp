@@ -337,7 +337,7 @@ void MainWindow::buildActions() {
   statusBar()->addPermanentWidget(sequence_picker_);
   connect(sequence_picker_, &SequencePicker::picked, this, [this](int sequence) {
     const SessionSnapshot* shown = context_.snapshot();
-    if (capture_paths_.isEmpty() && shown && !shown->replay_only) {  // a live batch: the engine shows another sequence
+    if (capture_paths_.isEmpty() && shown && !shown->from_capture) {  // a batch, live or traced: the engine shows another
       if (sequence != shown->shown_sequence) controller_.showSequence(sequence);
       return;
     }
@@ -696,7 +696,7 @@ void MainWindow::onSnapshot(SnapshotPtr snapshot, SnapshotReason reason) {
     rank_picker_->setSequences({}, 0);
     if (snapshot && !snapshot->replay_only) setWindowTitle(tr("kvscope \u2014 KV cache debugger for speculative decoding"));
   }
-  if (snapshot && !snapshot->replay_only) sequence_picker_->setSequences(batchLabels(*snapshot), static_cast<int>(snapshot->shown_sequence));
+  if (snapshot && !snapshot->from_capture) sequence_picker_->setSequences(batchLabels(*snapshot), static_cast<int>(snapshot->shown_sequence));
   if (snapshot && (fresh || reason == SnapshotReason::Diff)) panels_.session->showSession(*snapshot);
   if (fresh || reason == SnapshotReason::Diff) reproducible_rounds_ = 0;  // a lesson marks its own again
   trackUnsaved(snapshot.get(), reason);
