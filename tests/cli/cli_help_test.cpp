@@ -19,12 +19,12 @@ namespace {
 const std::vector<std::string> kRunOptions = {
     "--target", "--drafter", "--ngram", "--prompt", "--prompt-ids", "--gamma", "--adaptive", "--max-new",
     "--cache", "--greedy", "--temperature", "--top-k", "--top-p", "--seed", "--bookkeeping", "--ignore-eos",
-    "--fault", "--trace-budget", "--evict", "--weights", "--json"};
+    "--fault", "--trace-budget", "--evict", "--weights", "--prompts", "--cache-layout", "--json"};
 
 std::map<std::string, std::vector<std::string>> expectedOptions() {
   std::map<std::string, std::vector<std::string>> o = {
       {"acceptance", {"--target", "--drafter", "--prompts", "--prompt", "--gamma", "--max-new", "--weights", "--json"}},
-      {"audit", {"--fault", "--at-round", "--phase", "--row", "--layer", "--cache-of-row", "--json"}},
+      {"audit", {"--fault", "--at-round", "--phase", "--row", "--layer", "--cache-of-row", "--sequence", "--json"}},
       {"bench", {"--target", "--drafter", "--quick", "--trials", "--warmup", "--new-tokens", "--contexts",
                  "--uncached-max-context", "--gammas", "--bound-context", "--prefill-rows", "--budget-ms", "--prompt",
                  "--prompt-ids", "--threads", "--weights", "--plot", "--json"}},
