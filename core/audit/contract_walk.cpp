@@ -45,6 +45,7 @@ class Walk {
     std::optional<RootCause> cause = rowsBreach(e, i, layout);
     if (!cause) cause = storeBreach(e, i);
     if (!cause) cause = blockBreach(e, i);
+    if (!cause) cause = overwriteBreach(e, i);
     if (cause) {
       rules_.describe(*cause);
       return cause;
@@ -116,6 +117,19 @@ class Walk {
       for (int64_t r = d.first_row; r < d.first_row + d.rows; ++r) cause.rows.push_back(r);
     }
     cause.dangling_blocks = e.dangling_blocks;
+    return cause;
+  }
+
+  // Rows of a paged cache another sequence wrote over: this sequence's books
+  // are right, the pool's block was not its alone.
+  static std::optional<RootCause> overwriteBreach(const CacheEvent& e, size_t i) {
+    if (e.overwritten_rows.empty()) return std::nullopt;
+    RootCause cause = causeAtEvent(e, i);
+    cause.kind = "overwritten";
+    cause.actual_rows = e.rows_after.empty() ? 0 : e.rows_after.front();
+    for (int64_t l = 0; l < static_cast<int64_t>(e.rows_after.size()); ++l) cause.layers.push_back(l);
+    cause.rows = e.overwritten_rows;
+    cause.overwritten_by = e.overwritten_by;
     return cause;
   }
 

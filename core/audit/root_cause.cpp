@@ -80,8 +80,22 @@ std::string blockSentence(const RootCause& c) {
   return out.str();
 }
 
+// Rows another sequence wrote over in this sequence's own blocks.
+std::string overwriteSentence(const RootCause& c) {
+  std::ostringstream out;
+  out << "round " << c.round << "'s " << cacheRoleName(c.cache) << " " << phaseName(c.phase) << " ("
+      << cacheEventKindName(c.operation) << ") found row" << (c.rows.size() > 1 ? "s " : " ");
+  for (size_t i = 0; i < c.rows.size(); ++i) out << (i ? ", " : "") << c.rows[i];
+  out << " of sequence " << c.sequence << "'s cache overwritten";
+  if (c.overwritten_by >= 0) out << " by sequence " << c.overwritten_by;
+  out << ", whose write landed in a pool block this sequence owns";
+  if (!c.fault_action.empty()) out << " [fault: " << c.fault_action << "]";
+  return out.str();
+}
+
 std::string sentence(const SessionRecord& record, const RootCause& c, const TokenText& text) {
   if (c.kind == "block") return blockSentence(c);
+  if (c.kind == "overwritten") return overwriteSentence(c);
   std::ostringstream out;
   out << "round " << c.round << "'s " << cacheRoleName(c.cache) << " " << phaseName(c.phase) << " ("
       << cacheEventKindName(c.operation) << ")";

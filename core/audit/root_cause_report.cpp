@@ -29,6 +29,7 @@ nlohmann::json toJson(const RootCause& c) {
           {"what", c.what}};
   if (!c.state_kind.empty()) out["state"] = c.state_kind;  // a recurrent state's breach only
   if (!c.dangling_blocks.empty()) out["dangling_blocks"] = toJson(c.dangling_blocks);  // kind "block" only
+  if (c.overwritten_by >= 0) out["overwritten_by"] = c.overwritten_by;                 // kind "overwritten" only
   return out;
 }
 
@@ -57,6 +58,8 @@ RootCause rootCauseFromJson(const nlohmann::json& j) {
     c.call = j.contains("call") && !j.at("call").is_null() ? j.at("call").get<int64_t>() : -1;
     c.sequence = j.value("sequence", int64_t{0});
     if (j.contains("dangling_blocks")) c.dangling_blocks = danglingBlocksFromJson(j.at("dangling_blocks"));
+    c.overwritten_by = j.value("overwritten_by", int64_t{-1});
+    if (c.overwritten_by < -1) throw Error("root cause: a negative overwritten_by");
     if (c.sequence < 0 || c.call < -1) throw Error("root cause: a negative sequence or call");
     nlohmann::json audit = {{"cache", "target"}, {"round", 0}, {"phase", "prefill"}, {"expected_rows", 0},
                             {"rows_per_layer", nlohmann::json::array()}, {"values_checked", false}, {"ok_rows", 0},

@@ -49,6 +49,9 @@ struct RootCause {
   // Kind "block": the pool blocks the paged cache's table maps but its
   // sequence does not own after the operation (rows: the rows they map).
   std::vector<DanglingBlock> dangling_blocks;
+  // Kind "overwritten": the sequence that last wrote into this sequence's
+  // pool blocks (rows: the rows whose K/V it changed); -1 otherwise.
+  int64_t overwritten_by = -1;
 
   Moment moment() const { return {round, phase}; }
   // A forward's write, or a change between two forwards.

@@ -33,6 +33,8 @@ BlockPool::BlockPool(const BlockPoolShape& shape, c10::TensorOptions storage, in
     values_[l] = torch::zeros_like(keys_[l]);
   }
   owners_.assign(initial_blocks, -1);
+  foreign_writes_.assign(initial_blocks, 0);
+  foreign_writer_.assign(initial_blocks, -1);
 }
 
 int64_t BlockPool::blocksInUse() const {
@@ -48,6 +50,8 @@ void BlockPool::grow(int64_t blocks) {
     }
   }
   owners_.resize(blocks, -1);
+  foreign_writes_.resize(blocks, 0);
+  foreign_writer_.resize(blocks, -1);
 }
 
 int64_t BlockPool::allocate(int64_t sequence, int64_t first_position) {
@@ -84,6 +88,22 @@ void BlockPool::release(int64_t block, int64_t sequence, int64_t first_position,
 int64_t BlockPool::owner(int64_t block) const {
   checkBlock(block, "owner");
   return owners_[block];
+}
+
+void BlockPool::noteForeignWrite(int64_t block, int64_t writer) {
+  checkBlock(block, "noteForeignWrite");
+  ++foreign_writes_[static_cast<size_t>(block)];
+  foreign_writer_[static_cast<size_t>(block)] = writer;
+}
+
+int64_t BlockPool::foreignWrites(int64_t block) const {
+  checkBlock(block, "foreignWrites");
+  return foreign_writes_[static_cast<size_t>(block)];
+}
+
+int64_t BlockPool::lastForeignWriter(int64_t block) const {
+  checkBlock(block, "lastForeignWriter");
+  return foreign_writer_[static_cast<size_t>(block)];
 }
 
 void BlockPool::record(const BlockLogEntry& entry) {

@@ -68,6 +68,12 @@ class BlockPool {
   void release(int64_t block, int64_t sequence, int64_t first_position, bool still_mapped = false);
   // The sequence that owns the block, -1 while it is free.
   int64_t owner(int64_t block) const;
+  // A write into the block by a sequence that does not own it (a table that
+  // still maps a freed block): counted per block, with the last writer, so
+  // the owner's books can find its overwritten rows.
+  void noteForeignWrite(int64_t block, int64_t writer);
+  int64_t foreignWrites(int64_t block) const;
+  int64_t lastForeignWriter(int64_t block) const;
 
   // [blocks, kv_heads, block_size, head_dim] of one layer; write through it,
   // never keep it across an allocate (growing replaces the tensor).
@@ -91,6 +97,8 @@ class BlockPool {
   std::vector<at::Tensor> keys_;    // per layer [blocks, kv_heads, block_size, head_dim]
   std::vector<at::Tensor> values_;  // per layer [blocks, kv_heads, block_size, head_dim]
   std::vector<int64_t> owners_;     // per block: owning sequence, -1 when free
+  std::vector<int64_t> foreign_writes_;  // per block: writes by sequences that did not own it
+  std::vector<int64_t> foreign_writer_;  // per block: the last such writer, -1 if none
   std::vector<int64_t> free_;       // freed blocks; back() is handed out next
   int64_t next_fresh_ = 0;          // blocks [next_fresh_, capacity) were never handed out
   std::deque<BlockLogEntry> log_;

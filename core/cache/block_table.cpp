@@ -48,6 +48,10 @@ void BlockTable::write(int64_t layer, int64_t first_row, const at::Tensor& k, co
     const int64_t offset = row % size;
     const int64_t count = std::min(size - offset, n - written);
     const int64_t block = blocks_[row / size];
+    // Another sequence's block (a table still mapping a block it freed): the
+    // owner's rows there are overwritten. A free block harms nobody yet.
+    const int64_t owner = pool_->owner(block);
+    if (owner >= 0 && owner != sequence_) pool_->noteForeignWrite(block, sequence_);
     pool_k.select(0, block).narrow(1, offset, count).copy_(k.narrow(1, written, count));
     pool_v.select(0, block).narrow(1, offset, count).copy_(v.narrow(1, written, count));
     written += count;

@@ -109,6 +109,11 @@ struct CacheEvent {
   // sequence does not own (empty when every mapped block is its own, and in
   // a contiguous cache).
   std::vector<DanglingBlock> dangling_blocks;
+  // A paged cache: rows (of any layer) whose stored K/V another sequence
+  // overwrote since the cache's previous operation (it wrote into a block
+  // this sequence owns), and the last such writer.
+  std::vector<int64_t> overwritten_rows;
+  int64_t overwritten_by = -1;
 
   Moment moment() const { return {round, phase}; }
   int64_t expectedFirst(int64_t layer) const {

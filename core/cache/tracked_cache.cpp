@@ -122,6 +122,40 @@ std::vector<DanglingBlock> TrackedCache::danglingBlocks() const {
   return dangling;
 }
 
+void TrackedCache::noteOverwrittenRows(CacheEvent& event) {
+  const BlockTable* table = storage_->blockTable();
+  if (table == nullptr) return;
+  const BlockPool& pool = *table->pool();
+  const int64_t size = table->blockSize();
+  std::set<int64_t> rows;
+  for (size_t i = 0; i < table->blocks().size(); ++i) {
+    const int64_t block = table->blocks()[i];
+    // Only its own blocks: a block it maps without owning is the dangling
+    // mapping the walker names first (its foreign writer may be itself).
+    if (pool.owner(block) != table->sequence()) continue;
+    int64_t& seen = foreign_writes_seen_[block];
+    if (pool.foreignWrites(block) == seen) continue;
+    seen = pool.foreignWrites(block);
+    for (int64_t layer = 0; layer < storage_->numLayers(); ++layer) {
+      const auto& held = layout_.layers[static_cast<size_t>(layer)];
+      const int64_t first = static_cast<int64_t>(i) * size;
+      const int64_t end = std::min<int64_t>(first + size, static_cast<int64_t>(held.size()));
+      for (int64_t row = first; row < end; ++row) {
+        const int64_t row_of_entry = ledger_.entry(held[static_cast<size_t>(row)]).row;
+        const auto stored_k = pool.keys(layer).select(0, block).select(1, row - first);  // [kv_heads, head_dim]
+        const auto stored_v = pool.values(layer).select(0, block).select(1, row - first);
+        const bool same = torch::equal(stored_k.to(torch::kFloat32), ledger_.keys(row_of_entry)[layer]) &&
+                          torch::equal(stored_v.to(torch::kFloat32), ledger_.values(row_of_entry)[layer]);
+        if (!same) {
+          rows.insert(row);
+          event.overwritten_by = pool.lastForeignWriter(block);
+        }
+      }
+    }
+  }
+  event.overwritten_rows.assign(rows.begin(), rows.end());
+}
+
 void TrackedCache::logEvent(CacheEvent event) {
   event.dangling_blocks = danglingBlocks();
   // A window's contract, once it moved, holds for every later event that
@@ -129,6 +163,7 @@ void TrackedCache::logEvent(CacheEvent event) {
   if (event.expected_first.empty() && anyPositive(required_first_)) event.expected_first = required_first_;
   required_first_ = event.expected_first;
   applyEvent(layout_, event);
+  noteOverwrittenRows(event);
   masks_.apply(event, static_cast<int64_t>(log_.events().size()));
   required_rows_ = event.expected_rows;
   log_.record(std::move(event));

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -156,11 +157,16 @@ class TrackedCache {
   // A paged cache: the blocks its table maps that its sequence does not own
   // (freed, handed to another sequence, or mapped twice); empty otherwise.
   std::vector<DanglingBlock> danglingBlocks() const;
+  // A paged cache: sets the event's overwritten_rows, the rows held in
+  // blocks another sequence wrote into since the last check whose stored
+  // K/V no longer equal what the ledger recorded when they were written.
+  void noteOverwrittenRows(CacheEvent& event);
   CacheEvent eventAt(const Moment& moment, CacheEventKind kind) const;
   // Entries `before` held that no layer of `after` holds, in first-seen order.
   static std::vector<int64_t> entriesLost(const CacheLayout& before, const CacheLayout& after);
   void clearSwitches();
 
+  std::unordered_map<int64_t, int64_t> foreign_writes_seen_;  // per pool block: foreign writes already checked
   CacheRole role_;
   std::unique_ptr<KvCache> storage_;
   std::vector<int64_t> windows_;

@@ -163,6 +163,10 @@ json toJson(const CacheEvent& e) {
   if (!e.policy.empty()) j["policy"] = e.policy;
   if (!e.masked.empty()) j["masked"] = maskedToJson(e.masked);
   if (!e.dangling_blocks.empty()) j["dangling_blocks"] = toJson(e.dangling_blocks);  // a paged cache's, version 4
+  if (!e.overwritten_rows.empty()) {
+    j["overwritten_rows"] = e.overwritten_rows;
+    j["overwritten_by"] = e.overwritten_by;
+  }
   return j;
 }
 
@@ -185,6 +189,12 @@ CacheEvent cacheEventFromJson(const json& j) {
   if (j.contains("policy")) e.policy = field<std::string>(j, "policy");
   if (j.contains("masked")) e.masked = maskedFromJson(j.at("masked"));
   if (j.contains("dangling_blocks")) e.dangling_blocks = danglingBlocksFromJson(j.at("dangling_blocks"));
+  if (j.contains("overwritten_rows")) {
+    e.overwritten_rows = field<std::vector<int64_t>>(j, "overwritten_rows");
+    e.overwritten_by = field<int64_t>(j, "overwritten_by");
+    const bool negative = std::any_of(e.overwritten_rows.begin(), e.overwritten_rows.end(), [](int64_t r) { return r < 0; });
+    if (negative || e.overwritten_by < -1) throw Error("field 'overwritten_rows' holds a negative row or writer");
+  }
   return e;
 }
 

@@ -531,6 +531,19 @@ TEST(PagedBatch, FreedBlockReusedIsNamedAtTheRollbackThatFreedAMappedBlock) {
     }
     EXPECT_TRUE(reused) << "no block freed while mapped was handed out again";
     EXPECT_TRUE(report.failed()) << report.explanation();
+    // The overwrites themselves are in the books: some sequence's rows were
+    // found written over by another sequence, and every sequence that
+    // diverged has a root cause of its own.
+    bool overwritten = false;
+    for (size_t i = 0; i < faulty.size(); ++i) {
+      for (const CacheEvent& e : faulty.sequence(i).record().events.events()) {
+        if (e.overwritten_rows.empty()) continue;
+        overwritten = true;
+        EXPECT_NE(e.overwritten_by, static_cast<int64_t>(i)) << "sequence " << i << " overwrote itself";
+      }
+      if (report.sequences[i].diverged()) EXPECT_TRUE(report.sequences[i].root_cause) << report.sequences[i].explanation();
+    }
+    EXPECT_TRUE(overwritten) << "no sequence's rows were found overwritten";
   }
 }
 
