@@ -8,6 +8,7 @@
 // 150%; a contiguous session shows how to get a pool. Row History names a
 // paged row's block and offset. Lesson 7's numbers come from the session.
 #include <QComboBox>
+#include <QDockWidget>
 #include <set>
 #include <QTextBrowser>
 #include <QTextDocument>
@@ -136,6 +137,7 @@ class PagedPoolViewTest : public QObject {
         QVERIFY(combo != nullptr && combo->isVisibleTo(&window));
         const SnapshotPtr before = window.context().snapshotPtr();
         combo->setCurrentIndex(static_cast<int>(shown));
+        emit combo->activated(static_cast<int>(shown));  // as a user's pick
         waitForSnapshot(window, before);
         view = showPool(window);
       }
@@ -157,8 +159,8 @@ class PagedPoolViewTest : public QObject {
   void aDanglingEntryIsMarkedInTheStripAndTheGrid() {
     // A core-built batch whose sequence 1 frees blocks on rollback but keeps them mapped.
     const MainWindowOptions options = fixtureOptions();
-    const auto target = loadCausalLM(options.models.target_dir, torch::TensorOptions().dtype(torch::kFloat32));
-    const auto draft = loadCausalLM(options.models.drafter_dir, torch::TensorOptions().dtype(torch::kFloat32));
+    const std::shared_ptr<const CausalLM> target = loadCausalLM(options.models.target_dir, c10::TensorOptions().dtype(c10::kFloat));
+    const std::shared_ptr<const CausalLM> draft = loadCausalLM(options.models.drafter_dir, c10::TensorOptions().dtype(c10::kFloat));
     SessionOptions session;
     session.gamma = 4;
     session.max_new_tokens = 16;

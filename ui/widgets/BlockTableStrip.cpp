@@ -1,6 +1,8 @@
 #include "ui/widgets/BlockTableStrip.h"
 
 #include <QMouseEvent>
+#include <QStringList>
+#include <algorithm>
 #include <QPainter>
 #include <QToolTip>
 

@@ -1,6 +1,8 @@
 #include "ui/widgets/PoolBlockGrid.h"
 
 #include <QMouseEvent>
+#include <QStringList>
+#include <algorithm>
 #include <QPainter>
 #include <QToolTip>
 
