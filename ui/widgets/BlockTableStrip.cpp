@@ -7,8 +7,10 @@
 #include <QToolTip>
 
 #include "ui/widgets/Palette.h"
+#include "ui/widgets/PoolBlockGrid.h"
 
 namespace kvscope::ui {
+
 
 namespace {
 constexpr int kGap = 3;
@@ -106,7 +108,7 @@ void BlockTableStrip::mouseMoveEvent(QMouseEvent* event) {
   if (!t) return;
   for (const PoolTableEntry& e : t->entries) {
     if (cellRect(e.logical).contains(event->position().toPoint())) {
-      QToolTip::showText(event->globalPosition().toPoint(), entryText(e.logical), this, cellRect(e.logical));
+      QToolTip::showText(event->globalPosition().toPoint(), poolTip(entryText(e.logical)), this, cellRect(e.logical));
       return;
     }
   }

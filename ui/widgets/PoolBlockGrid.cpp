@@ -10,6 +10,7 @@
 
 namespace kvscope::ui {
 
+
 namespace {
 
 constexpr int kGap = 3;
@@ -17,6 +18,10 @@ constexpr int kGap = 3;
 QColor textOn(const QColor& fill) { return fill.lightness() > 150 ? Qt::black : Qt::white; }
 
 }  // namespace
+
+QString poolTip(const QString& text) {
+  return QStringLiteral("<p style='white-space:pre'>%1</p>").arg(text.toHtmlEscaped());
+}
 
 QString poolRowsText(const PoolBlock& block, const std::function<QString(int64_t)>& token_text) {
   if (block.rows.empty()) return block.owner < 0 ? QObject::tr("no rows (free)") : QObject::tr("no rows yet");
@@ -156,7 +161,7 @@ void PoolBlockGrid::mouseMoveEvent(QMouseEvent* event) {
   if (text.isEmpty()) {
     QToolTip::hideText();
   } else {
-    QToolTip::showText(event->globalPosition().toPoint(), text, this, cellRect(block));
+    QToolTip::showText(event->globalPosition().toPoint(), poolTip(text), this, cellRect(block));
   }
   emit hoverText(text);
 }

@@ -55,6 +55,9 @@ class PoolBlockGrid : public QWidget {
   int64_t hovered_ = -1;
 };
 
+// A hover text as a tooltip: always rich text with the text escaped, so a
+// token from a model's files that looks like markup shows as written.
+QString poolTip(const QString& text);
 // The rows a pool block holds, "positions 4-7", with their tokens when given.
 QString poolRowsText(const PoolBlock& block, const std::function<QString(int64_t)>& token_text);
 // One block log entry in words: "reuse: block 5 to sequence 2 for rows 4-7".
