@@ -265,6 +265,40 @@ class PagedPoolViewTest : public QObject {
     QCOMPARE(place->offset, row % 4);
   }
 
+  void aLessonsBatchPromptsAndKvStepsAreCheckedByField() {
+    const QStringList panels{QStringLiteral("kv"), QStringLiteral("tokens")};
+    const struct {
+      const char* json;
+      const char* field;
+    } cases[] = {
+        {R"({"title": "x", "pages": [{"title": "a", "text": "t", "session": {"prompts": ["only one"]}}]})",
+         "pages[0].session.prompts"},
+        {R"({"title": "x", "pages": [{"title": "a", "text": "t", "session": {"prompts": ["a", 2]}}]})",
+         "pages[0].session.prompts[1]"},
+        {R"({"title": "x", "pages": [{"title": "a", "text": "t", "session": {"prompt": "p", "prompts": ["a", "b"]}}]})",
+         "pages[0].session.prompts"},
+        {R"({"title": "x", "pages": [{"title": "a", "text": "t", "session": {"cache_layout": "paged:0"}}]})",
+         "pages[0].session.cache_layout"},
+        {R"({"title": "x", "pages": [{"title": "a", "text": "t", "panel": "kv", "step": "blocks"}]})", "pages[0].step"},
+    };
+    for (const auto& c : cases) {
+      LessonError error;
+      QVERIFY2(!parseLesson(QByteArray(c.json), QStringLiteral("l.json"), panels, &error).has_value(), c.json);
+      QVERIFY2(error.message.contains(QString::fromUtf8(c.field)), qPrintable(error.message));
+    }
+    LessonError error;
+    const auto good = parseLesson(
+        R"({"title": "x", "pages": [{"title": "a", "text": "{batch_accepted}", "panel": "kv", "step": "pool",
+            "session": {"prompts": ["a", "b", "c"], "cache_layout": "paged:4"}}]})",
+        QStringLiteral("l.json"), panels, &error);
+    QVERIFY2(good.has_value(), qPrintable(error.message));
+    const LessonSession session = good->sessionOf(0);
+    QCOMPARE(session.prompt, QStringLiteral("a"));
+    QCOMPARE(session.more_prompts, (QStringList{QStringLiteral("b"), QStringLiteral("c")}));
+    QVERIFY(session.options.cache_layout.paged);
+    QCOMPARE(session.options.cache_layout.block_size, int64_t{4});
+  }
+
   void batchLessonNumbersComeFromTheSession() {
     MainWindowOptions options;  // the bundled pair (else the fixture pair), as the lessons
     options.restore_layout = false;

@@ -145,9 +145,10 @@ void PagedPoolView::redraw() {
   });
   strip_->setTable(pool, shown);
   const PoolSequenceTable* table = pool->table(shown);
-  caption_->setText(tr("The pool as the run left it (round %1): %2 blocks of %3 rows, %4 free; %5 sequence(s) share it. "
+  const QString when = s->lastRound() >= 0 ? tr(" (round %1)").arg(s->lastRound()) : QString();
+  caption_->setText(tr("The pool as the run left it%1: %2 blocks of %3 rows, %4 free; %5 sequence(s) share it. "
                        "Hover a block for its rows and its last log entry.")
-                        .arg(s->lastRound())
+                        .arg(when)
                         .arg(pool->blocks.size())
                         .arg(pool->block_size)
                         .arg(pool->freeBlocks())
