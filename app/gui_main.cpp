@@ -109,6 +109,10 @@ struct CommandLine {
   QCommandLineOption diff{QStringLiteral("diff"), QStringLiteral("Start with the cached-vs-uncached diff.")};
   QCommandLineOption prompt{QStringLiteral("prompt"), QStringLiteral("The prompt of the first session; given several times, the prompts of a batch decoded together."), QStringLiteral("text")};
   QCommandLineOption max_new{QStringLiteral("max-new"), QStringLiteral("Tokens to generate."), QStringLiteral("n")};
+  QCommandLineOption cache_layout{QStringLiteral("cache-layout"),
+      QStringLiteral("contiguous (default) or paged[:BLOCK]: K/V in a block pool the batch's sequences share "
+      "(the KV Cache panel's Paged pool tab draws it; docs/paged-cache.md)."),
+      QStringLiteral("layout")};
   QCommandLineOption screenshot{QStringLiteral("screenshot"),
       QStringLiteral("Once the first session (or --diff) is ready and --rounds stepped, save the "
       "window as a PNG and exit (default layout)."),
@@ -121,6 +125,9 @@ struct CommandLine {
   QCommandLineOption steps_panel{QStringLiteral("attention-steps"),
       QStringLiteral("With --screenshot: bring the Attention Step by Step panel to the front "
       "of its tab group first.")};
+  QCommandLineOption kv_pool{QStringLiteral("kv-pool"),
+      QStringLiteral("With --screenshot: bring the KV Cache panel's Paged pool tab to the front first "
+      "(a --cache-layout paged session's block pool).")};
   QCommandLineOption workspace{QStringLiteral("workspace"),
       QStringLiteral("Start in this workspace: debug, teach, compress or capture (View > "
       "Workspace; a lesson opens in teach, --compression in compress)."),
@@ -155,7 +162,7 @@ struct CommandLine {
     parser.addVersionOption();
     parser.addOptions({target, drafter, ngram, default_layout, prompt, prompt_file, max_new, rounds, select, position, fault,
                        diff, bench, screenshot, kv_rows, steps_panel, lesson, lesson_page, presenter, zoom, compression,
-                       palette, evict, speculate, layer_head, workspace, weights});
+                       palette, evict, speculate, layer_head, workspace, weights, cache_layout, kv_pool});
     parser.addPositionalArgument(QStringLiteral("file"),
                                  QStringLiteral("A .kvtrace to replay, or a .kvcapture of any engine to check and show "
                                                 "(several: every rank's capture of one tensor-parallel run)."),
@@ -237,7 +244,9 @@ bool readSessionOptions(const CommandLine& cl, kvscope::SessionSpec* session) {
   return coreAccepts("fault", cl.parser.value(cl.fault),
                      [&](const std::string& s) { options.fault = kvscope::parseFault(s); }) &&
          coreAccepts("evict", cl.parser.value(cl.evict),
-                     [&](const std::string& s) { options.eviction = kvscope::parseSessionEviction(s); });
+                     [&](const std::string& s) { options.eviction = kvscope::parseSessionEviction(s); }) &&
+         coreAccepts("cache-layout", cl.parser.value(cl.cache_layout),
+                     [&](const std::string& s) { options.cache_layout = kvscope::parseStorageLayout(s); });
 }
 
 // What the start-up does after loading: --rounds, --select-round/-position
@@ -368,6 +377,10 @@ int runScreenshot(const CommandLine& cl, MainWindowOptions options) {
     // --self-speculate: the self-speculation views are what the picture is for.
     if (cl.parser.isSet(cl.compression) && options.compression_speculate_gamma > 0) window.compressionPanel()->scrollToSpeculation();
     if (cl.parser.isSet(cl.steps_panel)) window.dock(kvscope::ui::Panel::AttentionSteps)->raise();
+    if (cl.parser.isSet(cl.kv_pool)) {
+      window.dock(kvscope::ui::Panel::Kv)->raise();
+      window.kvCachePanel()->showPoolTab(true);
+    }
   };
   // Runs the event loop while `pending` holds, up to 10 minutes or until a start-up step fails.
   const auto waitWhile = [&window](const std::function<bool()>& pending) {

@@ -323,7 +323,22 @@ std::shared_ptr<const SessionSnapshot> SessionController::snapshot() {
   snapshot->audit_target = state_->audit_target;
   snapshot->audit_drafter = state_->audit_drafter;
   snapshot->prompt = state_->prompt;
+  for (CacheRole cache : {CacheRole::Target, CacheRole::Drafter}) {
+    std::optional<PoolView> pool = poolView(cache);
+    auto& slot = cache == CacheRole::Target ? snapshot->target_pool : snapshot->drafter_pool;
+    if (pool) slot = std::make_shared<const PoolView>(std::move(*pool));
+  }
   return snapshot;
+}
+
+std::optional<PoolView> SessionController::poolView(CacheRole cache) const {
+  std::vector<const Session*> sequences;
+  if (state_->batch) {
+    for (size_t i = 0; i < state_->batch->size(); ++i) sequences.push_back(&state_->batch->sequence(i));
+  } else if (state_->session) {
+    sequences.push_back(state_->session.get());
+  }
+  return poolViewOf(sequences, cache);
 }
 
 const DiffReport& SessionController::runDiff(const SessionSpec& diff_spec, const std::atomic<bool>& cancel) {

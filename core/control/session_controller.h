@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,10 @@ class SessionController {
            const std::function<void(std::shared_ptr<const SessionSnapshot>)>& after_round);
 
   std::shared_ptr<const SessionSnapshot> snapshot();
+  // The block pool the live session's (or batch's) `cache` caches share, as
+  // the run left it (core/snapshot/pool_view.h); nullopt for a contiguous
+  // cache, a replay, or no session. Snapshots carry the same.
+  std::optional<PoolView> poolView(CacheRole cache) const;
 
   // Starts a session with `spec` (the cache forced on) and runs it to the end
   // in lockstep with an uncached recomputation, then finds the root cause;

@@ -14,6 +14,7 @@
 
 #include "core/audit/diff_report.h"
 #include "core/cache/cache_event_log.h"
+#include "core/snapshot/pool_view.h"
 #include "core/trace/metrics.h"
 #include "core/trace/trace_types.h"
 
@@ -142,6 +143,11 @@ struct SessionSnapshot {
   std::shared_ptr<const CacheAudit> audit_drafter;
   std::string fault = "none";
   std::string prompt;  // as typed, or as decoded from a trace
+  // A paged session's block pools (docs/paged-cache.md), as the run left
+  // them: the live end, whatever moment the cursor shows. Null for a
+  // contiguous cache, a replay, or a cache the session does not have.
+  std::shared_ptr<const PoolView> target_pool;
+  std::shared_ptr<const PoolView> drafter_pool;
 
   // The last (round, phase) that has run: where a "latest" cursor sits.
   int64_t lastRound() const;
@@ -150,6 +156,9 @@ struct SessionSnapshot {
   const CacheGeometry& geometry(CacheRole cache) const { return cache == CacheRole::Target ? target : drafter; }
   const std::shared_ptr<const CacheAudit>& audit(CacheRole cache) const {
     return cache == CacheRole::Target ? audit_target : audit_drafter;
+  }
+  const std::shared_ptr<const PoolView>& pool(CacheRole cache) const {
+    return cache == CacheRole::Target ? target_pool : drafter_pool;
   }
   std::string tokenText(int64_t id) const;
   const RoundRecord* round(int64_t index) const;

@@ -2,7 +2,7 @@
 // (offscreen, configured in main): at 1024x768 and 1280x720, at 100% and
 // 150%, every lesson page opened in Teach gives the panel it outlines at
 // least 45% of the window, scrolls the step it names into the visible part
-// of that panel and shows Verify Attention's query labels without overlap;
+// of that panel (a KV Cache page: brings the tab it names to the front) and shows Verify Attention's query labels without overlap;
 // zooming to 200% and back puts every dock of every workspace back within 5%;
 // each workspace keeps its arrangement per window size; the window's minimum
 // size and a restored geometry fit the screen. And what is shown is said:
@@ -86,6 +86,11 @@ void checkOutlinedPanel(MainWindow& window, const LessonPage& page, const QStrin
                                          .arg(share * 100, 0, 'f', 1)
                                          .arg(dock->widget()->width())
                                          .arg(dock->widget()->height())));
+  // The KV Cache's steps are its tabs: the one named is in front.
+  if (page.panel == QStringLiteral("kv") && !page.step.isEmpty()) {
+    QCOMPARE(window.kvCachePanel()->showingPoolTab(), page.step == QStringLiteral("pool"));
+    return;
+  }
   if (!page.step.isEmpty()) {
     AttentionStepsPanel* steps = window.attentionStepsPanel();
     QWidget* step = steps->stepWidget(page.step);

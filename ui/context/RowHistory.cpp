@@ -14,7 +14,40 @@ std::vector<RowAttention> attentionOf(const SessionSnapshot& s, const LedgerEntr
   return received;
 }
 
+// Rows of a paged cache never move (the paged layout refuses compaction and
+// front eviction), so a row's logical block is row / block_size at every
+// moment; its pool block is the table's as the run left it while the entry
+// is still held, and unknown once it is gone (the block may have been reused).
+std::vector<std::optional<RowBlock>> blocksOf(const SessionSnapshot& s, const LedgerEntry& e,
+                                              const std::vector<RowHistoryItem>& events) {
+  std::vector<std::optional<RowBlock>> blocks;
+  const PoolView* pool = s.pool(e.cache).get();
+  if (!pool || pool->block_size <= 0) return blocks;
+  const bool held_at_end = e.died_round < 0;
+  for (const RowHistoryItem& item : events) {
+    if (item.row_after < 0) {
+      blocks.push_back(std::nullopt);
+      continue;
+    }
+    RowBlock place{item.row_after / pool->block_size, item.row_after % pool->block_size, -1, false};
+    if (held_at_end) {
+      if (const auto live = pool->placeOfRow(s.shown_sequence, item.row_after)) {
+        place.block = live->block;
+        place.dangling = live->dangling;
+      }
+    }
+    blocks.push_back(place);
+  }
+  return blocks;
+}
+
 }  // namespace
+
+std::string rowBlockText(const RowBlock& place) {
+  const std::string offset = ", offset " + std::to_string(place.offset);
+  if (place.block < 0) return "logical block " + std::to_string(place.logical) + offset;
+  return "block " + std::to_string(place.block) + offset + (place.dangling ? " (dangling: freed, still mapped)" : "");
+}
 
 RowHistory rowHistory(const SessionSnapshot& s, int64_t entry, int64_t layer) {
   RowHistory history;
@@ -28,6 +61,7 @@ RowHistory rowHistory(const SessionSnapshot& s, int64_t entry, int64_t layer) {
   const RootCause* cause = s.diff && s.diff->root_cause ? &*s.diff->root_cause : nullptr;
   history.events = kvscope::rowHistory(s.entries, s.events, entry, layer, stream, cause);
   history.attention = attentionOf(s, target, entry, layer);
+  history.blocks = blocksOf(s, target, history.events);
   return history;
 }
 

@@ -132,6 +132,27 @@ class Reader {
   bool failed_ = false;
 };
 
+// "prompts": a batch's prompts, one sequence each (in place of "prompt").
+void readPrompts(Reader& r, const QJsonObject& o, const QString& path, LessonSession& s) {
+  if (!o.contains(QStringLiteral("prompts"))) return;
+  const QString field = path + QStringLiteral("prompts");
+  const QJsonValue v = o.value(QStringLiteral("prompts"));
+  const QJsonArray prompts = v.toArray();
+  if (!v.isArray() || prompts.size() < 2 || prompts.size() > SessionLimits::kMaxBatch) {
+    r.fail(field, QStringLiteral("must be a list of 2 to %1 prompts (one sequence each)").arg(SessionLimits::kMaxBatch));
+    return;
+  }
+  if (o.contains(QStringLiteral("prompt"))) r.fail(field, QStringLiteral("give either prompt or prompts, not both"));
+  for (qsizetype i = 0; i < prompts.size(); ++i) {
+    if (!prompts[i].isString() || prompts[i].toString().trimmed().isEmpty() || prompts[i].toString().contains(QLatin1Char('\n'))) {
+      r.fail(field + QStringLiteral("[%1]").arg(i), QStringLiteral("must be a non-empty one-line text"));
+      return;
+    }
+  }
+  s.prompt = prompts[0].toString();
+  for (qsizetype i = 1; i < prompts.size(); ++i) s.more_prompts << prompts[i].toString();
+}
+
 // A page's session: its prompt, whether it runs the diff, and session
 // options named as everywhere else (core/decode/session_options.h: the one
 // declaration, its defaults and its limits).
@@ -139,8 +160,10 @@ LessonSession readSession(Reader& r, const QJsonObject& o, const QString& path) 
   LessonSession s;
   s.prompt = r.string(o, QStringLiteral("prompt"), path, s.prompt);
   s.diff = r.boolean(o, QStringLiteral("diff"), path, s.diff);
+  readPrompts(r, o, path, s);
   QJsonObject options = o;
   options.remove(QStringLiteral("prompt"));
+  options.remove(QStringLiteral("prompts"));
   options.remove(QStringLiteral("diff"));
   try {
     const QByteArray text = QJsonDocument(options).toJson(QJsonDocument::Compact);
@@ -239,7 +262,7 @@ QString repeatedKeyError(const QByteArray& json, const QString& file) {
 
 QString LessonSession::key() const {
   const std::string options = sessionOptionsJson(this->options).dump();
-  return QStringLiteral("%1|%2|%3").arg(prompt, QString::fromStdString(options)).arg(diff);
+  return QStringLiteral("%1|%2|%3|%4").arg(prompt, QString::fromStdString(options)).arg(diff).arg(more_prompts.join(QLatin1Char('\n')));
 }
 
 LessonSession Lesson::sessionOf(int index) const {
@@ -310,6 +333,7 @@ std::optional<Lesson> readLesson(const QString& path, const QStringList& panels,
 }
 
 QStringList lessonStepNames(const QString& panel) {
+  if (panel == QStringLiteral("kv")) return {"rows", "pool"};  // the KV Cache panel's tabs
   if (panel != QStringLiteral("attention-steps")) return {};
   return {"hidden", "query", "rotary", "scores", "scaled", "masked", "weights", "output", "projection", "what-if"};
 }

@@ -19,6 +19,9 @@ namespace kvscope::ui {
 // not name keep SessionOptions' defaults (core/decode/session_options.h).
 struct LessonSession {
   QString prompt;               // empty: the sample prompt
+  // More prompts decoded together with `prompt`, one sequence each (a batch;
+  // docs/batching.md); the file's "prompts" list is prompt, then these.
+  QStringList more_prompts;
   SessionOptions options;
   bool diff = false;            // run the cached-vs-uncached diff instead of a plain session
   // Identity: two pages with equal keys share one session (no restart).
@@ -54,7 +57,7 @@ struct LessonPage {
   int rounds = 0;
   LessonCursor cursor;  // a page without session or cursor: the previous page's
   QString panel;     // a panel's lesson id (one of the panels the lesson was read against): raised and outlined
-  QString step;      // a part of that panel to scroll into view (lessonStepNames(panel)); empty: none
+  QString step;      // a part of that panel to scroll into view or bring to the front (lessonStepNames(panel)); empty: none
   QVector<int> what_if_remove;  // Attention Step by Step: key rows ticked for "what if" (-1: the query's own row)
 };
 

@@ -148,6 +148,8 @@ void LessonRunner::finish() {
   if (!page().step.isEmpty() && page().panel == QStringLiteral("attention-steps")) {
     stage_.showExplanationStep(page().step);
   }
+  // The KV Cache shows its rows unless the page asks for its paged pool.
+  if (page().panel == QStringLiteral("kv")) stage_.showKvPool(page().step == QStringLiteral("pool"));
   emit pageReady();
 }
 

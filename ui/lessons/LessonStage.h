@@ -45,6 +45,9 @@ class LessonStage {
   virtual void recomputeWithout(const QVector<int64_t>& positions) = 0;
   // scrolls the card or box named `step` (lessonStepNames) into view.
   virtual void showExplanationStep(const QString& step) = 0;
+
+  // The KV Cache (the "kv" panel): its Paged pool tab in front (true), or its K/V rows.
+  virtual void showKvPool(bool pool) { (void)pool; }
 };
 
 }  // namespace kvscope::ui

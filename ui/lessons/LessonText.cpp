@@ -58,6 +58,23 @@ const QVector<QPair<QString, QString>>& nameTable() {
       {"root_round", "the round of the diff's root cause"},
       {"root_expected", "rows the bookkeeping expected at the root cause"},
       {"root_actual", "rows the cache held at the root cause"},
+      {"batch", "sequences decoded together (1 without a batch)"},
+      {"shown_sequence", "the batch's sequence the views show (the Batch picker's)"},
+      {"batch_accepted", "drafts each sequence accepted in the cursor's round, e.g. 'sequence 0: 1, sequence 1: 3'"},
+      {"batch_accepted_fewest", "the fewest drafts any sequence accepted in the cursor's round"},
+      {"batch_accepted_most", "the most drafts any sequence accepted in the cursor's round"},
+      {"uniform_extra", "rows of rejected drafts the shown sequence would keep if every sequence advanced by the most any accepted (batch_accepted_most - n)"},
+      {"block_size", "rows per block of the paged target cache"},
+      {"pool_blocks", "blocks in the target's pool as the run left it"},
+      {"pool_free", "free blocks in the target's pool as the run left it"},
+      {"pool_frees", "frees in the target pool's block log so far"},
+      {"shown_blocks", "blocks the shown sequence's target block table maps as the run left it"},
+      {"shown_table", "the shown sequence's target block table, logical block -> pool block"},
+      {"shown_dangling", "entries of that table freed but still mapped (dangling)"},
+      {"verify_blocks", "blocks the target's rows need after the cursor round's verify (L + gamma rows)"},
+      {"kept_blocks", "blocks the target's rows need after its prune (L + n rows)"},
+      {"rollback_freed_blocks", "whole blocks the cursor round's rollback frees (verify_blocks - kept_blocks)"},
+      {"kept_block_slack", "offsets of the last kept block left for later rows (kept_blocks * block_size - (L + n))"},
       {"alpha", "acceptance rate so far"},
       {"generated", "tokens generated so far"},
       {"rounds", "rounds run so far"},
@@ -121,6 +138,67 @@ Fault faultOf(const std::string& name) {
   }
 }
 
+// Per sequence of a batch, the drafts it accepted in `round` (-1 where it had no such round).
+std::vector<int64_t> acceptedIn(const SessionSnapshot& snapshot, int64_t round) {
+  std::vector<int64_t> out;
+  for (const std::vector<int64_t>& accepted : snapshot.batch_accepted) {
+    out.push_back(round >= 0 && round < static_cast<int64_t>(accepted.size()) ? accepted[static_cast<size_t>(round)] : -1);
+  }
+  return out;
+}
+
+void batchValues(const SessionSnapshot& snapshot, const Cursor& cursor, QMap<QString, QString>& v) {
+  v["batch"] = QString::number(std::max<size_t>(snapshot.batch_accepted.size(), 1));
+  v["shown_sequence"] = QString::number(snapshot.shown_sequence);
+  const RoundRecord* r = cursor.round >= 1 ? snapshot.round(cursor.round) : nullptr;
+  std::vector<int64_t> accepted = acceptedIn(snapshot, cursor.round);
+  if (accepted.empty() && r) accepted.push_back(r->accepted);  // one sequence
+  QStringList parts;
+  int64_t fewest = -1, most = -1;
+  for (size_t b = 0; b < accepted.size(); ++b) {
+    if (accepted[b] < 0) continue;
+    parts << QStringLiteral("sequence %1: %2").arg(b).arg(accepted[b]);
+    fewest = fewest < 0 ? accepted[b] : std::min(fewest, accepted[b]);
+    most = std::max(most, accepted[b]);
+  }
+  if (parts.isEmpty()) return;
+  v["batch_accepted"] = parts.join(QStringLiteral(", "));
+  v["batch_accepted_fewest"] = QString::number(fewest);
+  v["batch_accepted_most"] = QString::number(most);
+  if (r) v["uniform_extra"] = QString::number(most - r->accepted);
+}
+
+int64_t blocksFor(int64_t rows, int64_t block_size) { return (rows + block_size - 1) / block_size; }
+
+// The target's pool as the run left it, and what the cursor's round's
+// rollback frees, in whole blocks.
+void poolValues(const SessionSnapshot& snapshot, const Cursor& cursor, QMap<QString, QString>& v) {
+  const PoolView* pool = snapshot.target_pool.get();
+  if (!pool || pool->block_size <= 0) return;
+  const int64_t size = pool->block_size;
+  v["block_size"] = QString::number(size);
+  v["pool_blocks"] = QString::number(pool->blocks.size());
+  v["pool_free"] = QString::number(pool->freeBlocks());
+  v["pool_frees"] = QString::number(std::count_if(pool->log.begin(), pool->log.end(),
+                                                  [](const PoolLogEntry& e) { return e.operation == "free"; }));
+  if (const PoolSequenceTable* table = pool->table(snapshot.shown_sequence)) {
+    v["shown_blocks"] = QString::number(table->entries.size());
+    QStringList entries;
+    for (const PoolTableEntry& e : table->entries) entries << QStringLiteral("L%1 \u2192 %2").arg(e.logical).arg(e.block);
+    v["shown_table"] = entries.isEmpty() ? QStringLiteral("(empty)") : entries.join(QStringLiteral(", "));
+    v["shown_dangling"] = QString::number(std::count_if(table->entries.begin(), table->entries.end(),
+                                                        [](const PoolTableEntry& e) { return e.dangling; }));
+  }
+  if (const RoundRecord* r = cursor.round >= 1 ? snapshot.round(cursor.round) : nullptr) {
+    const int64_t after_verify = r->start_length + static_cast<int64_t>(r->drafts.size());
+    const int64_t kept = r->start_length + r->accepted;
+    v["verify_blocks"] = QString::number(blocksFor(after_verify, size));
+    v["kept_blocks"] = QString::number(blocksFor(kept, size));
+    v["rollback_freed_blocks"] = QString::number(blocksFor(after_verify, size) - blocksFor(kept, size));
+    v["kept_block_slack"] = QString::number(blocksFor(kept, size) * size - kept);
+  }
+}
+
 }  // namespace
 
 QStringList lessonTextNames() {
@@ -177,6 +255,8 @@ QMap<QString, QString> lessonTextValues(const SessionSnapshot& snapshot, const C
       v["root_cause"] = QStringLiteral("none: the cache kept its contract");
     }
   }
+  batchValues(snapshot, cursor, v);
+  poolValues(snapshot, cursor, v);
   v["alpha"] = QString::number(snapshot.metrics.alpha, 'f', 2);
   v["generated"] = QString::number(snapshot.metrics.generated);
   v["rounds"] = QString::number(snapshot.metrics.rounds);

@@ -50,6 +50,17 @@ struct Palette {
     return html;
   }
 
+  // A batch's sequences (the paged pool's owners): eight hues that stay apart
+  // from each other, from free grey and from the dangling red; more wrap.
+  static QColor sequence(int64_t sequence) {
+    static const QColor hues[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44),  QColor(148, 103, 189),
+                                  QColor(140, 86, 75),  QColor(227, 119, 194), QColor(23, 190, 207), QColor(188, 189, 34)};
+    return hues[static_cast<size_t>(sequence < 0 ? 0 : sequence % 8)];
+  }
+  static QColor freeBlock() { return QColor(215, 215, 215); }
+  // A block table entry freed while still mapped (the free-mapped fault).
+  static QColor dangling() { return QColor(210, 0, 0); }
+
   static QColor origin(TokenOrigin origin) {
     switch (origin) {
       case TokenOrigin::Prompt: return prompt();

@@ -5,10 +5,12 @@
 #include <QLabel>
 #include <QRadioButton>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QVBoxLayout>
 
 #include "ui/widgets/ColorRangeControl.h"
 #include "ui/widgets/KvHeatmapView.h"
+#include "ui/widgets/PagedPoolView.h"
 #include "ui/widgets/Palette.h"
 
 namespace kvscope::ui {
@@ -49,10 +51,28 @@ KvCachePanel::KvCachePanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   splitter->setToolTip(tr("Hover for values; click a row for its history."));
 
+  auto* rows_page = new QWidget;
+  auto* rows_layout = new QVBoxLayout(rows_page);
+  rows_layout->setContentsMargins(0, 0, 0, 0);
+  rows_layout->addWidget(splitter, 1);
+  rows_layout->addLayout(controls);
+  pool_ = new PagedPoolView;
+  pool_->setObjectName(QStringLiteral("pagedPoolView"));
+  // The rows stay the first tab: the pool only exists for a paged session.
+  tabs_ = new QTabWidget;
+  tabs_->setObjectName(QStringLiteral("kvTabs"));
+  tabs_->setDocumentMode(true);
+  tabs_->setTabPosition(QTabWidget::South);  // the heatmaps keep the top edge; the tabs sit with the controls
+  tabs_->addTab(rows_page, tr("K/V rows"));
+  tabs_->addTab(pool_, tr("Paged pool"));
+  tabs_->setTabToolTip(1, tr("A paged session's block pool: blocks by owner sequence, free blocks, the shown sequence's "
+                             "block table, dangling entries (docs/paged-cache.md)."));
+
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
-  layout->addWidget(splitter, 1);
-  layout->addLayout(controls);
+  layout->addWidget(tabs_, 1);
+  connect(tabs_, &QTabWidget::currentChanged, this, [this] { scheduleRefresh(); });
+  connect(pool_, &PagedPoolView::hoverText, this, &KvCachePanel::hoverText);
 
   // The rows the Attention Step by Step panel's query reads, marked in the target view.
   connect(&context, &DebuggerContext::attentionFocusChanged, this,
@@ -75,7 +95,12 @@ void KvCachePanel::setShowingValues(bool values) {
   scheduleRefresh();
 }
 
+void KvCachePanel::showPoolTab(bool pool) { tabs_->setCurrentWidget(pool ? static_cast<QWidget*>(pool_) : tabs_->widget(0)); }
+
+bool KvCachePanel::showingPoolTab() const { return tabs_->currentWidget() == pool_; }
+
 void KvCachePanel::refresh() {
+  pool_->show(context().snapshotPtr());
   const ColorRange range = range_->range();
   target_->setAttentionFocus(context().attentionFocus());
   target_->show(context().snapshotPtr(), context().cursor(), showingValues(), range);

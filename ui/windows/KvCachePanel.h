@@ -5,16 +5,20 @@
 // hoverText, for whoever wants it). Clicking a
 // row selects it (its history is the Row History panel's); the layer and
 // head pickers and the layer x head overviews move the shared cursor. Each
-// heatmap zooms and pans on its own (KvHeatmapView).
+// heatmap zooms and pans on its own (KvHeatmapView). A second tab, "Paged
+// pool", draws a paged session's block pool and the shown sequence's block
+// table (PagedPoolView; docs/paged-cache.md).
 #include "ui/windows/ViewerPanel.h"
 
 class QButtonGroup;
 class QLabel;
+class QTabWidget;
 
 namespace kvscope::ui {
 
 class ColorRangeControl;
 class KvHeatmapView;
+class PagedPoolView;
 
 class KvCachePanel : public ViewerPanel {
   Q_OBJECT
@@ -25,6 +29,10 @@ class KvCachePanel : public ViewerPanel {
   KvHeatmapView* drafterView() const { return drafter_; }
   bool showingValues() const;
   void setShowingValues(bool values);
+  PagedPoolView* poolView() const { return pool_; }
+  // Brings the Paged pool tab (true) or the K/V heatmaps (false) to the front.
+  void showPoolTab(bool pool);
+  bool showingPoolTab() const;
 
  signals:
   void hoverText(const QString& text);
@@ -37,6 +45,8 @@ class KvCachePanel : public ViewerPanel {
   KvHeatmapView* drafter_;
   ColorRangeControl* range_;
   QButtonGroup* kv_group_;
+  QTabWidget* tabs_;
+  PagedPoolView* pool_;
 };
 
 }  // namespace kvscope::ui

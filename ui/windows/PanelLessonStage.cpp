@@ -5,6 +5,7 @@
 
 #include "ui/windows/AttentionStepsPanel.h"
 #include "ui/windows/DiffPanel.h"
+#include "ui/windows/KvCachePanel.h"
 #include "ui/windows/SessionPanel.h"
 
 namespace kvscope::ui {
@@ -14,7 +15,10 @@ PanelLessonStage::PanelLessonStage(DebuggerContext& context, EngineController& c
     : context_(context), controller_(controller), panels_(panels), docks_parent_(docks_parent), calls_(std::move(calls)) {}
 
 void PanelLessonStage::startSession(const LessonSession& session) {
-  panels_.session->setPrompt(session.prompt.isEmpty() ? SessionPanel::samplePrompt() : session.prompt);
+  const QString first = session.prompt.isEmpty() ? SessionPanel::samplePrompt() : session.prompt;
+  // More prompts: one sequence per line, decoded together as a batch.
+  panels_.session->setPrompt(session.more_prompts.isEmpty() ? first : (QStringList{first} + session.more_prompts).join(QLatin1Char('\n')));
+  panels_.session->setBatchLines(!session.more_prompts.isEmpty());
   panels_.session->setOptions(session.options);
   calls_.start_session(session.diff);
 }
@@ -38,5 +42,11 @@ void PanelLessonStage::recomputeWithout(const QVector<int64_t>& positions) {
 }
 
 void PanelLessonStage::showExplanationStep(const QString& step) { panels_.steps->showStep(step); }
+
+}  // namespace kvscope::ui
+
+namespace kvscope::ui {
+
+void PanelLessonStage::showKvPool(bool pool) { panels_.kv->showPoolTab(pool); }
 
 }  // namespace kvscope::ui

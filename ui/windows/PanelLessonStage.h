@@ -34,6 +34,7 @@ class PanelLessonStage : public LessonStage {
   const AttentionExplanation* explanation() const override;
   void recomputeWithout(const QVector<int64_t>& positions) override;
   void showExplanationStep(const QString& step) override;
+  void showKvPool(bool pool) override;
 
  private:
   DebuggerContext& context_;

@@ -136,10 +136,20 @@ QString RowHistoryPanel::eventsHtml(const Cursor& cursor) const {
   // Two lines per operation: what happened to this row, then the operation itself (and the fault's action).
   QString html = tr("<p style='margin:6px 0 2px 0'><b>Cache operations that touched it</b> (layer %1; click to go there)</p>")
                      .arg(history_.layer);
-  for (const RowHistoryItem& e : history_.events) {
+  if (!history_.blocks.empty()) {
+    html += tr("<p style='margin:0 0 2px 0;color:#555'>A paged cache: beside each row, its pool block and offset, from "
+               "the block table as the run left it (a row gone since shows its logical block only).</p>");
+  }
+  for (size_t i = 0; i < history_.events.size(); ++i) {
+    const RowHistoryItem& e = history_.events[i];
     const bool at_cursor = e.moment.round == cursor.round && e.moment.phase == cursor.phase;
     const QString background = at_cursor ? QStringLiteral("#fff2c0") : (e.state != RowState::Ok ? QStringLiteral("#fde8e8") : QStringLiteral("#ffffff"));
-    const QString where = e.row_after >= 0 ? tr("row %1, %2").arg(e.row_after).arg(stateHtml(e.state)) : tr("gone");
+    QString where = e.row_after >= 0 ? tr("row %1, %2").arg(e.row_after).arg(stateHtml(e.state)) : tr("gone");
+    // A paged cache: the pool block and offset beside the row.
+    if (i < history_.blocks.size() && history_.blocks[i]) {
+      where += QStringLiteral(" &middot; <span style='color:#225'>%1</span>")
+                   .arg(QString::fromStdString(rowBlockText(*history_.blocks[i])).toHtmlEscaped());
+    }
     // Once a root cause is known, each later operation says it follows from it.
     const QString relation = e.root_cause_note.empty()
                                  ? QString()

@@ -156,6 +156,13 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
                            "them; the diff names the eviction, not a bug.")
                             .arg(policies.join(QStringLiteral(", "))));
   eviction_->setToolTip(eviction_help_);
+  cache_layout_ = new QComboBox;
+  cache_layout_->setObjectName(QStringLiteral("cacheLayout"));
+  cache_layout_->setEditable(true);  // any paged:BLOCK, as --cache-layout
+  cache_layout_->addItems({QStringLiteral("contiguous"), QStringLiteral("paged:4"), QStringLiteral("paged:16")});
+  cache_layout_->setToolTip(tr("Where K/V rows live: contiguous (one tensor per layer), or paged[:BLOCK], blocks of "
+                               "BLOCK rows in a pool the batch's sequences share, as vLLM keeps them. The KV Cache "
+                               "panel's Paged pool tab draws the pool (docs/paged-cache.md)."));
   start_ = new QPushButton(tr("Start session"));
   start_->setObjectName(QStringLiteral("startSession"));
 
@@ -175,6 +182,7 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   form->addRow(QString(), ignore_eos_);
   form->addRow(tr("Fault"), fault_);
   form->addRow(tr("Evict"), eviction_);
+  form->addRow(tr("Cache layout"), cache_layout_);
   form->addRow(start_);
 
   session_shown_ = new QLabel;
@@ -370,6 +378,7 @@ std::optional<SessionSpec> SessionPanel::sessionSpec(QString* error) const {
   }
   try {
     o.eviction = evictionOfField();
+    o.cache_layout = parseStorageLayout(cache_layout_->currentText().trimmed().toStdString());
     o.validate();
   } catch (const Error& e) {
     if (error) *error = QString::fromStdString(e.what());
@@ -393,6 +402,7 @@ void SessionPanel::setOptions(const SessionOptions& o) {
   ignore_eos_->setChecked(o.ignore_eos);
   selectFault(QString::fromUtf8(faultInfo(o.fault).name));
   eviction_->setText(o.eviction ? QString::fromStdString(o.eviction->describe()) : QString());
+  cache_layout_->setCurrentText(QString::fromStdString(storageLayoutName(o.cache_layout)));
 }
 
 void SessionPanel::setModelDirs(const QString& target_dir, const QString& drafter_dir) {

@@ -104,6 +104,7 @@ class SessionPanel : public ViewerPanel {
   QCheckBox* batch_lines_;  // each line of the prompt box is a sequence of one batch
   QComboBox* fault_;
   QLineEdit* eviction_;
+  QComboBox* cache_layout_;  // contiguous or paged[:BLOCK] (docs/paged-cache.md)
   QString eviction_help_;  // the field's tooltip: the --evict form and the policies
   QPushButton* start_;
   QLabel* metrics_;
