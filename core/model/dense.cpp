@@ -158,29 +158,32 @@ void gatherRows(const at::Tensor& weight, const int64_t* ids, int64_t n, float* 
 
 }  // namespace
 
-void denseInto(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, float* y) {
-  const int64_t n = x.size(0), out = denseShape(weight)[0];
-  // The cases dense() hands the few-row kernel for up to 16 rows, in the
-  // same layout, so the sums are the same.
+void denseInto(const float* x, int64_t rows, int64_t in, const at::Tensor& weight, const at::Tensor& bias, float* y) {
+  const int64_t out = denseShape(weight)[0];
+  // The cases dense() hands the few-row kernel for up to 16 rows (kernelTakes
+  // on x holds: float32 rows on the CPU), in the same layout, so the sums are the same.
+  const bool weight_ok = weight.scalar_type() == at::kFloat || isSixteenBit(weight.scalar_type());
+  const bool float_bias = !bias.defined() || (bias.scalar_type() == at::kFloat && bias.is_contiguous());
+  const bool training = at::GradMode::is_enabled() && weight.requires_grad();
   FewRowsWeight layout;
   bool direct = false;
-  const bool float_bias = !bias.defined() || (bias.scalar_type() == at::kFloat && bias.is_contiguous());
-  if (x.is_contiguous() && float_bias && kernelTakes(x, weight, kFewRowsMax)) {
+  if (rows >= 1 && rows <= kFewRowsMax && weight_ok && float_bias && !training && weight.device().is_cpu() &&
+      fewRowsSupported()) {
     if (isPanels(weight)) {
       layout = panelLayout(weight);
       direct = true;
-    } else if (weight.scalar_type() == at::kFloat && weight.dim() == 2 && n >= 2 && n <= kColumnMajorRowsMax &&
+    } else if (weight.scalar_type() == at::kFloat && weight.dim() == 2 && rows >= 2 && rows <= kColumnMajorRowsMax &&
                weight.t().is_contiguous()) {
       layout = inOutLayout(weight.t());
       direct = true;
     }
   }
-  if (direct && fewRowsProduct(x.data_ptr<float>(), n, layout, y)) {
-    if (bias.defined()) addBiasRows(y, bias.data_ptr<float>(), n, out, out);  // after the product, as kernelProduct adds it
+  if (direct && fewRowsProduct(x, rows, layout, y)) {
+    if (bias.defined()) addBiasRows(y, bias.data_ptr<float>(), rows, out, out);  // after the product, as kernelProduct adds it
     return;
   }
-  const at::Tensor result = dense(x, weight, bias);  // [n, out]
-  at::from_blob(y, {n, out}, x.options()).copy_(result);
+  const auto input = at::from_blob(const_cast<float*>(x), {rows, in}, at::kFloat);
+  at::from_blob(y, {rows, out}, at::kFloat).copy_(dense(input, weight, bias));
 }
 
 void denseRowsInto(const at::Tensor& weight, const int64_t* ids, int64_t n, float* out) {

@@ -55,6 +55,38 @@ float* floats(const at::Tensor& t) { return t.data_ptr<float>(); }
 
 }  // namespace
 
+// One forward's rows in the workspace, found once per forward: every layer
+// reuses them, and an ATen view per use would cost what the lean path saves.
+struct LeanBuffers {
+  int64_t rows = 0;                  // N
+  float* residual = nullptr;         // [N, hidden]
+  float* normed = nullptr;           // [N, hidden]
+  float* projected = nullptr;        // [N, hidden]
+  float* qkv = nullptr;              // [N, (heads + 2 kv_heads) * head_dim]
+  float* merged = nullptr;           // [N, heads * head_dim]
+  float* gate_up = nullptr;          // [N, 2 * intermediate]
+  float* activated = nullptr;        // [N, intermediate]
+  float* cos = nullptr;              // [N, head_dim]
+  float* sin = nullptr;              // [N, head_dim]
+  at::Tensor k, v;                   // [kv_heads, N, head_dim] views of qkv's k and v columns
+
+  LeanBuffers(ForwardWorkspace& ws, int64_t n, int64_t q_width, int64_t kv_width, int64_t kv_heads, int64_t head_dim)
+      : rows(n),
+        residual(floats(ws.residual(n))),
+        normed(floats(ws.normed(n))),
+        projected(floats(ws.projected(n))),
+        qkv(floats(ws.qkv(n))),
+        merged(floats(ws.merged(n))),
+        gate_up(floats(ws.gateUp(n))),
+        activated(floats(ws.activated(n))),
+        cos(floats(ws.cos(n))),
+        sin(floats(ws.sin(n))) {
+    const at::Tensor all = ws.qkv(n);
+    k = all.narrow(1, q_width, kv_width).view({n, kv_heads, head_dim}).transpose(0, 1);
+    v = all.narrow(1, q_width + kv_width, kv_width).view({n, kv_heads, head_dim}).transpose(0, 1);
+  }
+};
+
 void setLeanForwardEnabled(bool enabled) { lean_enabled = enabled; }
 bool leanForwardEnabled() { return lean_enabled; }
 
@@ -80,16 +112,14 @@ WorkspaceShape LlamaModel::workspaceShape() const {
   return shape;
 }
 
-void LlamaModel::leanRotaryRows(const BatchRows& batch, ForwardWorkspace& ws) const {
-  const int64_t D = config_.head_dim, N = batch.total();
-  float* cos = floats(ws.cos(N));
-  float* sin = floats(ws.sin(N));
+void LlamaModel::leanRotaryRows(const BatchRows& batch, ForwardWorkspace& ws, const LeanBuffers& b) const {
+  const int64_t D = config_.head_dim;
   if (rope_.callDependent()) {  // longrope: the factor set is the call's, as the tensor path picks it
     for (size_t i = 0; i < batch.size(); ++i) {
       auto [c, s] = rope_.table(batch.positionsOf(i));  // [n_i, D] each
       const int64_t first = batch.offset(i), n = batch.count(i);
-      at::from_blob(cos + first * D, {n, D}, at::kFloat).copy_(c);
-      at::from_blob(sin + first * D, {n, D}, at::kFloat).copy_(s);
+      at::from_blob(b.cos + first * D, {n, D}, at::kFloat).copy_(c);
+      at::from_blob(b.sin + first * D, {n, D}, at::kFloat).copy_(s);
     }
     return;
   }
@@ -104,50 +134,50 @@ void LlamaModel::leanRotaryRows(const BatchRows& batch, ForwardWorkspace& ws) co
   for (size_t i = 0; i < batch.size(); ++i) {
     for (int64_t r = 0; r < batch.count(i); ++r) {
       const int64_t row = batch.offset(i) + r, position = batch[i].start_pos + r;
-      std::copy_n(ws.rotaryCos(position), D, cos + row * D);
-      std::copy_n(ws.rotarySin(position), D, sin + row * D);
+      std::copy_n(ws.rotaryCos(position), D, b.cos + row * D);
+      std::copy_n(ws.rotarySin(position), D, b.sin + row * D);
     }
   }
 }
 
-void LlamaModel::leanProjectQkv(const Layer& layer, const at::Tensor& normed, const at::Tensor& qkv) const {
+void LlamaModel::leanProjectQkv(const Layer& layer, const LeanBuffers& b) const {
+  const int64_t N = b.rows, H = config_.hidden_size;
   if (layer.w_qkv.defined()) {  // fused: rows [q | k | v], straight into the buffer
-    denseInto(normed, layer.w_qkv, layer.b_qkv, floats(qkv));
+    denseInto(b.normed, N, H, layer.w_qkv, layer.b_qkv, b.qkv);
     return;
   }
   // Parts in different layouts (a large q_proj column-major, k and v panels):
   // each product as the tensor path makes it, copied into its columns.
   const int64_t QD = config_.num_heads * config_.head_dim, KD = config_.num_kv_heads * config_.head_dim;
+  const auto normed = at::from_blob(b.normed, {N, H}, at::kFloat);
+  const auto qkv = at::from_blob(b.qkv, {N, QD + 2 * KD}, at::kFloat);
   qkv.narrow(1, 0, QD).copy_(dense(normed, layer.wq, layer.bq));
   qkv.narrow(1, QD, KD).copy_(dense(normed, layer.wk, layer.bk));
   qkv.narrow(1, QD + KD, KD).copy_(dense(normed, layer.wv, layer.bv));
 }
 
-void LlamaModel::leanAttention(int64_t index, const BatchRows& batch, ForwardWorkspace& ws) const {
-  const int64_t N = batch.total(), D = config_.head_dim, Hq = config_.num_heads, Hkv = config_.num_kv_heads;
-  const int64_t QD = Hq * D, KD = Hkv * D, width = QD + 2 * KD;
-  const at::Tensor qkv = ws.qkv(N);  // [N, QD + 2 KD]
-  // [kv_heads, N, D] views of the k and v columns, as the tensor path hands the cache.
-  const at::Tensor k = qkv.narrow(1, QD, KD).view({N, Hkv, D}).transpose(0, 1);
-  const at::Tensor v = qkv.narrow(1, QD + KD, KD).view({N, Hkv, D}).transpose(0, 1);
+void LlamaModel::leanAttention(int64_t index, const BatchRows& batch, ForwardWorkspace& ws, const LeanBuffers& b) const {
+  const int64_t D = config_.head_dim, Hq = config_.num_heads, Hkv = config_.num_kv_heads;
+  const int64_t QD = Hq * D, width = QD + 2 * Hkv * D;
   AttentionOptions layer_options;
   layer_options.scale = attentionScale(config_, index);
   layer_options.softcap = config_.attn_logit_softcap;
   layer_options.window = config_.windowOf(index);
   for (size_t i = 0; i < batch.size(); ++i) {
     KvCache* cache = batch[i].cache;
-    const at::Tensor k_rows = batch.rowsOf(k, i, 1), v_rows = batch.rowsOf(v, i, 1);  // [kv, n_i, D]
+    ProbeSink* probes = batch[i].probes;
+    const at::Tensor k_rows = batch.rowsOf(b.k, i, 1), v_rows = batch.rowsOf(b.v, i, 1);  // [kv, n_i, D]
     // A copy: the buffer is the next layer's, and a sink may keep what it is given.
-    if (batch[i].probes != nullptr && batch[i].probes->wants(Probe::Key, index)) batch[i].probes->record(Probe::Key, index, k_rows.clone());
-    if (batch[i].probes != nullptr && batch[i].probes->wants(Probe::Value, index)) batch[i].probes->record(Probe::Value, index, v_rows.clone());
+    if (probes != nullptr && probes->wants(Probe::Key, index)) probes->record(Probe::Key, index, k_rows.clone());
+    if (probes != nullptr && probes->wants(Probe::Value, index)) probes->record(Probe::Value, index, v_rows.clone());
     auto [keys, values] = keysAndValues(k_rows, v_rows, index, cache);  // [kv, T_i, D]
     AttentionOptions options = layer_options;
     options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
     if (cache != nullptr) options.keep = cache->keepMask(index);
     CacheAttentionRows rows;
-    rows.q = floats(qkv) + batch.offset(i) * width;
+    rows.q = b.qkv + batch.offset(i) * width;
     rows.q_stride = width;
-    rows.out = floats(ws.merged(N)) + batch.offset(i) * QD;
+    rows.out = b.merged + batch.offset(i) * QD;
     rows.out_stride = QD;
     rows.rows = batch.count(i);
     rows.heads = Hq;
@@ -156,91 +186,85 @@ void LlamaModel::leanAttention(int64_t index, const BatchRows& batch, ForwardWor
   }
 }
 
-void LlamaModel::leanMlp(const Layer& layer, const at::Tensor& normed, ForwardWorkspace& ws) const {
-  const int64_t N = normed.size(0), I = config_.intermediate_size;
-  float* gate_up = floats(ws.gateUp(N));
-  float* activated = floats(ws.activated(N));
+void LlamaModel::leanMlp(const Layer& layer, const LeanBuffers& b) const {
+  const int64_t N = b.rows, H = config_.hidden_size, I = config_.intermediate_size;
   const bool gelu = config_.activation == "gelu_pytorch_tanh";
   if (layer.w_gate_up.defined()) {  // fused: rows [gate | up]
-    denseInto(normed, layer.w_gate_up, layer.b_gate_up, gate_up);
-    for (int64_t r = 0; r < N; ++r) gatedActivation(gate_up + r * 2 * I, gate_up + r * 2 * I + I, activated + r * I, I, gelu);
+    denseInto(b.normed, N, H, layer.w_gate_up, layer.b_gate_up, b.gate_up);
+    for (int64_t r = 0; r < N; ++r) {
+      const float* row = b.gate_up + r * 2 * I;
+      gatedActivation(row, row + I, b.activated + r * I, I, gelu);
+    }
   } else {  // gate [N, I] then up [N, I] in the same buffer
-    denseInto(normed, layer.w_gate, layer.b_gate, gate_up);
-    denseInto(normed, layer.w_up, layer.b_up, gate_up + N * I);
-    gatedActivation(gate_up, gate_up + N * I, activated, N * I, gelu);
+    denseInto(b.normed, N, H, layer.w_gate, layer.b_gate, b.gate_up);
+    denseInto(b.normed, N, H, layer.w_up, layer.b_up, b.gate_up + N * I);
+    gatedActivation(b.gate_up, b.gate_up + N * I, b.activated, N * I, gelu);
   }
-  denseInto(ws.activated(N), layer.w_down, layer.b_down, floats(ws.projected(N)));
+  denseInto(b.activated, N, I, layer.w_down, layer.b_down, b.projected);
 }
 
-void LlamaModel::leanBlock(const Layer& layer, int64_t index, const BatchRows& batch, ForwardWorkspace& ws) const {
-  const int64_t N = batch.total(), H = config_.hidden_size, D = config_.head_dim;
+void LlamaModel::leanBlock(const Layer& layer, int64_t index, const BatchRows& batch, ForwardWorkspace& ws,
+                           const LeanBuffers& b) const {
+  const int64_t N = b.rows, H = config_.hidden_size, D = config_.head_dim;
   const int64_t Hq = config_.num_heads, Hkv = config_.num_kv_heads, width = (Hq + 2 * Hkv) * D;
   const bool gemma = config_.family == DecoderFamily::Gemma2;
   const NormGain gain = gemma ? NormGain::OffsetFromOne : NormGain::Scale;
   const double eps = config_.norm_eps;
-  float* x = floats(ws.residual(N));
-  float* normed = floats(ws.normed(N));
-  float* projected = floats(ws.projected(N));
-  float* qkv = floats(ws.qkv(N));
-  const float* cos = floats(ws.cos(N));
-  const float* sin = floats(ws.sin(N));
 
-  rmsNormRows(x, normed, N, H, H, floats(layer.input_norm), eps, gain);
-  leanProjectQkv(layer, ws.normed(N), ws.qkv(N));
+  rmsNormRows(b.residual, b.normed, N, H, H, floats(layer.input_norm), eps, gain);
+  leanProjectQkv(layer, b);
   for (int64_t r = 0; r < N; ++r) {
-    float* q = qkv + r * width;
+    float* q = b.qkv + r * width;
     float* k = q + Hq * D;
     if (config_.qk_norm) {  // Qwen3: per head, over head_dim, before RoPE
       rmsNormRows(q, q, Hq, D, D, floats(layer.q_norm), eps, gain);
       rmsNormRows(k, k, Hkv, D, D, floats(layer.k_norm), eps, gain);
     }
-    rotateHeadsInPlace(q, Hq, D, cos + r * D, sin + r * D);
-    rotateHeadsInPlace(k, Hkv, D, cos + r * D, sin + r * D);
+    rotateHeadsInPlace(q, Hq, D, b.cos + r * D, b.sin + r * D);
+    rotateHeadsInPlace(k, Hkv, D, b.cos + r * D, b.sin + r * D);
   }
-  leanAttention(index, batch, ws);
-  denseInto(ws.merged(N), layer.wo, layer.bo, projected);
-  if (gemma) rmsNormRows(projected, projected, N, H, H, floats(layer.post_attention_norm), eps, gain);
-  addInPlace(x, projected, N * H);
+  leanAttention(index, batch, ws, b);
+  denseInto(b.merged, N, Hq * D, layer.wo, layer.bo, b.projected);
+  if (gemma) rmsNormRows(b.projected, b.projected, N, H, H, floats(layer.post_attention_norm), eps, gain);
+  addInPlace(b.residual, b.projected, N * H);
 
-  rmsNormRows(x, normed, N, H, H, floats(gemma ? layer.pre_ff_norm : layer.post_attention_norm), eps, gain);
-  leanMlp(layer, ws.normed(N), ws);
-  if (gemma) rmsNormRows(projected, projected, N, H, H, floats(layer.post_ff_norm), eps, gain);
-  addInPlace(x, projected, N * H);
+  rmsNormRows(b.residual, b.normed, N, H, H, floats(gemma ? layer.pre_ff_norm : layer.post_attention_norm), eps, gain);
+  leanMlp(layer, b);
+  if (gemma) rmsNormRows(b.projected, b.projected, N, H, H, floats(layer.post_ff_norm), eps, gain);
+  addInPlace(b.residual, b.projected, N * H);
 }
 
-at::Tensor LlamaModel::leanLogits(const BatchRows& batch, ForwardWorkspace& ws) const {
-  const int64_t N = batch.total(), H = config_.hidden_size;
+at::Tensor LlamaModel::leanLogits(const BatchRows& batch, const LeanBuffers& b) const {
+  const int64_t H = config_.hidden_size;
   const NormGain gain = config_.family == DecoderFamily::Gemma2 ? NormGain::OffsetFromOne : NormGain::Scale;
-  const float* x = floats(ws.residual(N));
-  float* normed = floats(ws.normed(N));
   int64_t rows = 0;  // the rows each sequence wants logits of, in batch order (BatchRows::logitRows)
   for (size_t i = 0; i < batch.size(); ++i) {
     const int64_t wanted = batch.logitCount(i), first = batch.offset(i) + batch.count(i) - wanted;
-    rmsNormRows(x + first * H, normed + rows * H, wanted, H, H, floats(final_norm_), config_.norm_eps, gain);
+    rmsNormRows(b.residual + first * H, b.normed + rows * H, wanted, H, H, floats(final_norm_), config_.norm_eps, gain);
     rows += wanted;
   }
   auto logits = at::empty({rows, config_.vocab_size}, options_);  // [rows, vocab]: the caller's to keep
   if (rows == 0) return logits;
-  denseInto(ws.normed(rows), lm_head_, at::Tensor(), floats(logits));
+  denseInto(b.normed, rows, H, lm_head_, at::Tensor(), floats(logits));
   if (config_.final_logit_softcap > 0) softcapInPlace(floats(logits), logits.numel(), config_.final_logit_softcap);
   return logits;
 }
 
 at::Tensor LlamaModel::leanForward(const BatchRows& batch) const {
-  const int64_t N = batch.total(), H = config_.hidden_size;
+  const int64_t N = batch.total(), H = config_.hidden_size, D = config_.head_dim;
   ForwardWorkspace::Lease ws(workspace_, workspace_mutex_, workspaceShape());
   ws->reserve(N);
+  const LeanBuffers b(*ws, N, config_.num_heads * D, config_.num_kv_heads * D, config_.num_kv_heads, D);
   const at::Tensor tokens = batch.tokens().contiguous();  // [N]
-  float* x = floats(ws->residual(N));
-  denseRowsInto(embed_, tokens.data_ptr<int64_t>(), N, x);  // [N, hidden]
+  denseRowsInto(embed_, tokens.data_ptr<int64_t>(), N, b.residual);  // [N, hidden]
   if (config_.family == DecoderFamily::Gemma2) {
     // sqrt(hidden) rounded to float32 first, as the tensor path does.
     const float scale = static_cast<float>(std::sqrt(static_cast<double>(H)));
-    for (int64_t i = 0; i < N * H; ++i) x[i] *= scale;
+    for (int64_t i = 0; i < N * H; ++i) b.residual[i] *= scale;
   }
-  leanRotaryRows(batch, *ws);
-  for (size_t i = 0; i < layers_.size(); ++i) leanBlock(layers_[i], static_cast<int64_t>(i), batch, *ws);
-  return leanLogits(batch, *ws);
+  leanRotaryRows(batch, *ws, b);
+  for (size_t i = 0; i < layers_.size(); ++i) leanBlock(layers_[i], static_cast<int64_t>(i), batch, *ws, b);
+  return leanLogits(batch, b);
 }
 
 }  // namespace kvscope

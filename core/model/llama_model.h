@@ -18,6 +18,8 @@
 
 namespace kvscope {
 
+struct LeanBuffers;  // llama_lean_forward.cpp
+
 class LlamaModel : public CausalLM {
  public:
   // weights: by value, so each layer's parts are released as they are fused.
@@ -53,13 +55,14 @@ class LlamaModel : public CausalLM {
   bool leanForwardApplies(const BatchRows& batch) const;
   at::Tensor leanForward(const BatchRows& batch) const;
   WorkspaceShape workspaceShape() const;
-  // cos, sin rows [N, head_dim] of every row's position into the workspace.
-  void leanRotaryRows(const BatchRows& batch, ForwardWorkspace& ws) const;
-  void leanBlock(const Layer& layer, int64_t index, const BatchRows& batch, ForwardWorkspace& ws) const;
-  void leanProjectQkv(const Layer& layer, const at::Tensor& normed, const at::Tensor& qkv) const;
-  void leanAttention(int64_t index, const BatchRows& batch, ForwardWorkspace& ws) const;
-  void leanMlp(const Layer& layer, const at::Tensor& normed, ForwardWorkspace& ws) const;
-  at::Tensor leanLogits(const BatchRows& batch, ForwardWorkspace& ws) const;
+  // cos, sin rows [N, head_dim] of every row's position into the buffers.
+  void leanRotaryRows(const BatchRows& batch, ForwardWorkspace& ws, const LeanBuffers& b) const;
+  void leanBlock(const Layer& layer, int64_t index, const BatchRows& batch, ForwardWorkspace& ws,
+                 const LeanBuffers& b) const;
+  void leanProjectQkv(const Layer& layer, const LeanBuffers& b) const;
+  void leanAttention(int64_t index, const BatchRows& batch, ForwardWorkspace& ws, const LeanBuffers& b) const;
+  void leanMlp(const Layer& layer, const LeanBuffers& b) const;
+  at::Tensor leanLogits(const BatchRows& batch, const LeanBuffers& b) const;
 
   at::Tensor embed_;       // [vocab, hidden]
   std::vector<Layer> layers_;

@@ -1,13 +1,18 @@
 // The lean forward (core/model/llama_lean_forward.cpp) against the tensor
 // path it replaces for up to 16 rows. Its products are the few-row kernel's
-// in the same layout and order, so they are bit for bit dense()'s; RMSNorm's
-// sum, the activations and attention's softmax and sums round in another
-// order, so the logits and the cache's K/V agree within 1e-6 relative (to
-// the largest magnitude of the reference), not bit for bit. A forward that
-// records a probe takes the tensor path: bit for bit today's.
+// in the same layout and order, so they are bit for bit dense()'s
+// (DenseIntoIsDenseBitForBit); RMSNorm's sum, the activations and
+// attention's softmax and sums round in another order, so the logits and the
+// cache's K/V are not bit for bit the tensor path's. How far apart: within
+// 2e-6 of the largest magnitude. That is float32's own rounding through the
+// layers, not a loss of accuracy: against a float64 forward of the same
+// weights the tensor path itself is up to 1.8e-6 off and the lean one no
+// further (AsCloseToFloat64AsTheTensorPath). A forward that records a probe
+// other than Key and Value takes the tensor path: bit for bit today's.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,7 +28,7 @@ namespace {
 
 using testing_support::fixtureModel;
 
-constexpr double kLeanRelative = 1e-6;
+constexpr double kLeanRelative = 2e-6;
 
 // Runs `body` with the lean forward switched as asked, and back on after.
 template <typename Body>
@@ -42,15 +47,15 @@ double relativeDifference(const at::Tensor& actual, const at::Tensor& expected) 
 
 // A prefill of `prompt` ids, then decode steps of one row and verify passes
 // of 2..5 rows, each forward's logits kept; and the cache at the end.
-struct Run {
+struct ForwardRun {
   std::vector<at::Tensor> logits;
   std::unique_ptr<KvCache> cache;
 };
 
-Run decodeAndVerify(const CausalLM& model, int64_t prompt, uint64_t seed) {
+ForwardRun decodeAndVerify(const CausalLM& model, int64_t prompt, uint64_t seed) {
   const int64_t vocab = model.config().vocab_size;
   const auto ids = testing_support::randomPrompts(1, vocab, prompt + 20, prompt + 20, seed).front();
-  Run run;
+  ForwardRun run;
   run.cache = model.makeCache();
   int64_t at = 0;
   auto feed = [&](int64_t n) {
@@ -67,8 +72,8 @@ void expectLeanMatchesTensorPath(const CausalLM& model, const std::string& what)
   c10::InferenceMode guard;
   for (int64_t prompt : {1, 7, 16}) {  // every forward within the lean path's 16 rows
     SCOPED_TRACE(what + ", prompt " + std::to_string(prompt));
-    const Run lean = withLean(true, [&] { return decodeAndVerify(model, prompt, 31 + static_cast<uint64_t>(prompt)); });
-    const Run tensor = withLean(false, [&] { return decodeAndVerify(model, prompt, 31 + static_cast<uint64_t>(prompt)); });
+    const ForwardRun lean = withLean(true, [&] { return decodeAndVerify(model, prompt, 31 + static_cast<uint64_t>(prompt)); });
+    const ForwardRun tensor = withLean(false, [&] { return decodeAndVerify(model, prompt, 31 + static_cast<uint64_t>(prompt)); });
     ASSERT_EQ(lean.logits.size(), tensor.logits.size());
     for (size_t f = 0; f < lean.logits.size(); ++f) {
       ASSERT_EQ(lean.logits[f].sizes(), tensor.logits[f].sizes()) << "forward " << f;
@@ -85,7 +90,7 @@ void expectLeanMatchesTensorPath(const CausalLM& model, const std::string& what)
 
 class LeanForwardFamilies : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(LeanForwardFamilies, LogitsAndCacheWithinOneMillionthOfTheTensorPath) {
+TEST_P(LeanForwardFamilies, LogitsAndCacheWithinFloat32RoundingOfTheTensorPath) {
   expectLeanMatchesTensorPath(*fixtureModel(GetParam()), GetParam());
 }
 
@@ -107,8 +112,26 @@ TEST(LeanForward, BundledTargetStoredAndWidened) {
   expectLeanMatchesTensorPath(*loadCausalLM(dir, options, WeightResidency::Float32), "float32");
 }
 
-// A sink that wants one point: the forward takes the tensor path, so its
-// logits are bit for bit those of the lean forward switched off.
+// Both paths against a float64 forward of the same weights (the bundled
+// target widened, so the weights are the same numbers): the lean forward is
+// within 2e-6 of it, as the tensor path is.
+TEST(LeanForward, AsCloseToFloat64AsTheTensorPath) {
+  c10::InferenceMode guard;
+  const std::string dir = bundledModelDirectory("target");
+  const auto f32 = loadCausalLM(dir, torch::TensorOptions().dtype(torch::kFloat32), WeightResidency::Float32);
+  const auto f64 = loadCausalLM(dir, torch::TensorOptions().dtype(torch::kFloat64), WeightResidency::Float32);
+  const ForwardRun reference = decodeAndVerify(*f64, 7, 5);
+  const ForwardRun lean = withLean(true, [&] { return decodeAndVerify(*f32, 7, 5); });
+  const ForwardRun tensor = withLean(false, [&] { return decodeAndVerify(*f32, 7, 5); });
+  for (size_t f = 0; f < reference.logits.size(); ++f) {
+    const at::Tensor expected = reference.logits[f].to(torch::kFloat32);
+    EXPECT_LE(relativeDifference(lean.logits[f], expected), kLeanRelative) << "forward " << f;
+    EXPECT_LE(relativeDifference(tensor.logits[f], expected), kLeanRelative) << "forward " << f;
+  }
+}
+
+// A sink that wants attention's weights: the forward takes the tensor path,
+// so its logits are bit for bit those of the lean forward switched off.
 TEST(LeanForward, AForwardThatRecordsTakesTheTensorPath) {
   c10::InferenceMode guard;
   const auto model = fixtureModel("llama-tiny");
@@ -118,6 +141,33 @@ TEST(LeanForward, AForwardThatRecordsTakesTheTensorPath) {
   ASSERT_TRUE(recorder.weights.front().defined());
   const at::Tensor tensor_path = withLean(false, [&] { return model->forward(tokens, 0, nullptr); });
   EXPECT_TRUE(torch::equal(recorded, tensor_path));
+}
+
+// The tracked cache's sink (Key and Value only) keeps the lean forward: the
+// rows it is given are the rows the cache stored, and stay so after the
+// workspace is reused.
+TEST(LeanForward, KeyAndValueProbesRecordWhatTheCacheStored) {
+  c10::InferenceMode guard;
+  const auto model = fixtureModel("llama-tiny");
+  struct KeysAndValues : ProbeSink {
+    bool wants(Probe p, int64_t) const override { return p == Probe::Key || p == Probe::Value; }
+    void record(Probe p, int64_t layer, const at::Tensor& value) override {
+      (p == Probe::Key ? keys : values)[layer] = value;
+    }
+    std::map<int64_t, at::Tensor> keys, values;
+  } sink;
+  auto cache = model->makeCache();
+  model->forward(torch::tensor(std::vector<int64_t>{3, 17, 5}, torch::kInt64), 0, cache.get());
+  const auto tokens = torch::tensor(std::vector<int64_t>{29, 11}, torch::kInt64);
+  const at::Tensor recorded = model->forward(tokens, 3, cache.get(), &sink);
+  model->forward(torch::tensor(std::vector<int64_t>{8}, torch::kInt64), 5, cache.get());  // reuses the workspace
+  for (int64_t layer = 0; layer < model->config().num_layers; ++layer) {
+    EXPECT_TRUE(torch::equal(sink.keys.at(layer), cache->keys(layer).narrow(1, 3, 2))) << layer;
+    EXPECT_TRUE(torch::equal(sink.values.at(layer), cache->values(layer).narrow(1, 3, 2))) << layer;
+  }
+  auto again = model->makeCache();
+  model->forward(torch::tensor(std::vector<int64_t>{3, 17, 5}, torch::kInt64), 0, again.get());
+  EXPECT_TRUE(torch::equal(recorded, model->forward(tokens, 3, again.get())));  // the lean forward both times
 }
 
 // More rows than the lean forward takes: the tensor path, bit for bit.
@@ -148,7 +198,7 @@ TEST(LeanForward, DenseIntoIsDenseBitForBit) {
       SCOPED_TRACE(name + ", " + std::to_string(rows) + " rows");
       const auto x = torch::randn({rows, 48});
       auto y = torch::empty({rows, 96});
-      denseInto(x, stored, bias, y.data_ptr<float>());
+      denseInto(x.data_ptr<float>(), rows, 48, stored, bias, y.data_ptr<float>());
       EXPECT_TRUE(torch::equal(y, dense(x, stored, bias)));
       const auto ids = torch::randint(0, 96, {rows}, torch::kInt64);
       auto gathered = torch::empty({rows, 48});
