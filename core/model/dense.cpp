@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <limits>
 
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
 #include "core/model/few_rows.h"
+#include "core/model/row_kernels.h"
 
 namespace kvscope {
 namespace {
@@ -138,7 +142,61 @@ at::Tensor noRows(const at::Tensor& x, int64_t out) {
   return at::empty(shape, x.options());
 }
 
+// Element (t, c) of a weight [out, in] in any layout, widened to float32.
+template <typename T>
+void gatherRows(const at::Tensor& weight, const int64_t* ids, int64_t n, float* out) {
+  const T* data = weight.data_ptr<T>();
+  const bool panels = isPanels(weight);
+  const int64_t in = weight.size(1), step = weight.stride(1);  // panels [P, in, 16] or [out, in]: input c at c * step
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t t = ids[r];
+    // Panels: row t of [out, in] is column t % 16 of panel t / 16.
+    const T* first = panels ? data + (t / kPanelWidth) * weight.stride(0) + t % kPanelWidth : data + t * weight.stride(0);
+    for (int64_t c = 0; c < in; ++c) out[r * in + c] = static_cast<float>(first[c * step]);
+  }
+}
+
 }  // namespace
+
+void denseInto(const float* x, int64_t rows, int64_t in, const at::Tensor& weight, const at::Tensor& bias, float* y) {
+  const int64_t out = denseShape(weight)[0];
+  // The cases dense() hands the few-row kernel for up to 16 rows (kernelTakes
+  // on x holds: float32 rows on the CPU), in the same layout, so the sums are the same.
+  const bool weight_ok = weight.scalar_type() == at::kFloat || isSixteenBit(weight.scalar_type());
+  const bool float_bias = !bias.defined() || (bias.scalar_type() == at::kFloat && bias.is_contiguous());
+  const bool training = at::GradMode::is_enabled() && weight.requires_grad();
+  FewRowsWeight layout;
+  bool direct = false;
+  if (rows >= 1 && rows <= kFewRowsMax && weight_ok && float_bias && !training && weight.device().is_cpu() &&
+      fewRowsSupported()) {
+    if (isPanels(weight)) {
+      layout = panelLayout(weight);
+      direct = true;
+    } else if (weight.scalar_type() == at::kFloat && weight.dim() == 2 && rows >= 2 && rows <= kColumnMajorRowsMax &&
+               weight.t().is_contiguous()) {
+      layout = inOutLayout(weight.t());
+      direct = true;
+    }
+  }
+  if (direct && fewRowsProduct(x, rows, layout, y)) {
+    if (bias.defined()) addBiasRows(y, bias.data_ptr<float>(), rows, out, out);  // after the product, as kernelProduct adds it
+    return;
+  }
+  const auto input = at::from_blob(const_cast<float*>(x), {rows, in}, at::kFloat);
+  at::from_blob(y, {rows, out}, at::kFloat).copy_(dense(input, weight, bias));
+}
+
+void denseRowsInto(const at::Tensor& weight, const int64_t* ids, int64_t n, float* out) {
+  switch (weight.scalar_type()) {
+    case at::kFloat: return gatherRows<float>(weight, ids, n, out);
+    case at::kBFloat16: return gatherRows<c10::BFloat16>(weight, ids, n, out);
+    case at::kHalf: return gatherRows<c10::Half>(weight, ids, n, out);
+    default: {
+      const at::Tensor rows = denseRows(weight, at::from_blob(const_cast<int64_t*>(ids), {n}, at::kLong));
+      at::from_blob(out, rows.sizes(), at::kFloat).copy_(rows);
+    }
+  }
+}
 
 bool isSixteenBit(c10::ScalarType dtype) { return dtype == at::kBFloat16 || dtype == at::kHalf; }
 

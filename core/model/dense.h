@@ -72,6 +72,17 @@ at::Tensor denseRows(const at::Tensor& weight, const at::Tensor& ids);
 // x [n, in], weight [out, in] in any layout, bias [out] or undefined -> [n, out].
 at::Tensor dense(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
 
+// dense() into rows the caller owns: x [rows, in] float32 row-major ->
+// y [rows, out] row-major, the same values dense() returns. Panel weights,
+// and column-major float32 weights with 2-8 rows, go to the few-row kernel
+// straight from x into y, as dense() sends them (no tensor made); every
+// other case is dense() and a copy. The lean forward's products.
+void denseInto(const float* x, int64_t rows, int64_t in, const at::Tensor& weight, const at::Tensor& bias, float* y);
+
+// denseRows() into rows the caller owns: out [n, in] float32 = rows `ids` of
+// a weight [out, in] in any layout and dtype (the embedding lookup).
+void denseRowsInto(const at::Tensor& weight, const int64_t* ids, int64_t n, float* out);
+
 // x [n, in], weight [in, out] (GPT-2's Conv1D), bias [out] -> [n, out].
 at::Tensor denseInOut(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 

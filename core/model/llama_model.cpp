@@ -165,6 +165,7 @@ at::Tensor LlamaModel::block(const Layer& layer, int64_t index, const at::Tensor
 }
 
 at::Tensor LlamaModel::forwardImpl(const BatchRows& batch) const {
+  if (leanForwardApplies(batch)) return leanForward(batch);
   // Each sequence's rotary table from its own positions (longrope picks its
   // factor set per sequence, as that sequence's forward alone would).
   std::vector<at::Tensor> cos_parts, sin_parts;

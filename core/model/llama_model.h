@@ -6,14 +6,19 @@
 // switches of its ModelConfig (q/k norms, norms around the blocks, soft-caps,
 // sliding windows, longrope).
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/model/causal_lm.h"
 #include "core/model/decoder_family.h"
+#include "core/model/forward_workspace.h"
 #include "core/model/rope.h"
 
 namespace kvscope {
+
+struct LeanBuffers;  // llama_lean_forward.cpp
 
 class LlamaModel : public CausalLM {
  public:
@@ -42,11 +47,35 @@ class LlamaModel : public CausalLM {
                    const at::Tensor& sin, const BatchRows& batch) const;
   at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& gain) const;
 
+  // The lean forward (llama_lean_forward.cpp): up to 16 rows in float32 on
+  // the CPU recording no probe but Key and Value, each layer's steps written as small
+  // loops and few-row products into the model's reused workspace instead of
+  // ATen operations. Same arithmetic as the tensor path above but for the
+  // order of a few float32 sums (docs/performance.md, "How the speed is reached").
+  bool leanForwardApplies(const BatchRows& batch) const;
+  at::Tensor leanForward(const BatchRows& batch) const;
+  WorkspaceShape workspaceShape() const;
+  // cos, sin rows [N, head_dim] of every row's position into the buffers.
+  void leanRotaryRows(const BatchRows& batch, ForwardWorkspace& ws, const LeanBuffers& b) const;
+  void leanBlock(const Layer& layer, int64_t index, const BatchRows& batch, ForwardWorkspace& ws,
+                 const LeanBuffers& b) const;
+  void leanProjectQkv(const Layer& layer, const LeanBuffers& b) const;
+  void leanAttention(int64_t index, const BatchRows& batch, ForwardWorkspace& ws, const LeanBuffers& b) const;
+  void leanMlp(const Layer& layer, const LeanBuffers& b) const;
+  at::Tensor leanLogits(const BatchRows& batch, const LeanBuffers& b) const;
+
   at::Tensor embed_;       // [vocab, hidden]
   std::vector<Layer> layers_;
   at::Tensor final_norm_;  // [hidden]
   at::Tensor lm_head_;     // [vocab, hidden]; the embedding when tied
   Rope rope_;
+  mutable std::unique_ptr<ForwardWorkspace> workspace_;  // the lean forward's buffers
+  mutable std::mutex workspace_mutex_;
 };
+
+// Switches the lean forward off and on again (tests comparing it with the
+// tensor path, benchmarks measuring what it gains). On by default.
+void setLeanForwardEnabled(bool enabled);
+bool leanForwardEnabled();
 
 }  // namespace kvscope

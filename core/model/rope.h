@@ -24,6 +24,10 @@ class Rope {
   double magnitude() const { return cos_sin_scale_; }
   // longrope: whether a call whose largest position is `last` uses the long factors.
   bool usesLongFactors(int64_t last) const { return long_inv_freq_.defined() && last + 1 > original_context_; }
+  // Whether a row of table() depends on the call's other positions
+  // (longrope's factor set); otherwise a table over 0 .. P - 1 holds every
+  // call's rows.
+  bool callDependent() const { return long_inv_freq_.defined(); }
   // x: [heads, n, head_dim]; cos/sin: [n, head_dim].
   static at::Tensor apply(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 

@@ -1,0 +1,165 @@
+#include "core/model/cache_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+namespace kvscope {
+namespace {
+
+// One query head against its kv head's rows.
+struct HeadTask {
+  const float* q;         // row i at q + i * q_stride
+  int64_t q_stride;
+  const float* k;         // key row j at k + j * kv_stride (values likewise)
+  const float* v;
+  int64_t k_stride, v_stride;
+  const bool* keep;       // [T] (stride keep_stride) or null: every row kept
+  int64_t keep_stride;
+  float* out;             // row i at out + i * out_stride
+  int64_t out_stride;
+  int64_t rows, total, head_dim;
+  float scale, softcap;
+  int64_t window;
+  bool causal_among_new;
+  float* scores;          // [T] scratch
+};
+
+// Keys [first, last] query i may see before the keep mask: causal by row
+// index (query i sits at key index T - n + i), the last n rows all visible
+// when they do not mask each other, and the sliding window's left edge
+// (attention.cpp's hiddenKeys, as ranges).
+std::pair<int64_t, int64_t> visibleRange(const HeadTask& t, int64_t i) {
+  const int64_t at = t.total - t.rows + i;
+  const int64_t last = t.causal_among_new ? at : t.total - 1;
+  const int64_t first = t.window > 0 ? std::max<int64_t>(0, at - t.window + 1) : 0;
+  return {first, last};
+}
+
+__attribute__((always_inline)) inline float dot(const float* a, const float* b, int64_t n) {
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t d = 0; d < n; ++d) sum += a[d] * b[d];
+  return sum;
+}
+
+// scores[j] for the keys query i sees, -inf for the others; returns the largest.
+__attribute__((always_inline)) inline float scoreRow(const HeadTask& t, const float* q, int64_t first, int64_t last) {
+  constexpr float kHidden = -std::numeric_limits<float>::infinity();
+  float largest = kHidden;
+  for (int64_t j = first; j <= last; ++j) {
+    if (t.keep != nullptr && !t.keep[j * t.keep_stride]) {
+      t.scores[j] = kHidden;
+      continue;
+    }
+    float s = dot(q, t.k + j * t.k_stride, t.head_dim) * t.scale;
+    if (t.softcap > 0) s = std::tanh(s / t.softcap) * t.softcap;
+    t.scores[j] = s;
+    largest = std::max(largest, s);
+  }
+  return largest;
+}
+
+__attribute__((always_inline)) inline void attendHeadBody(const HeadTask& t) {
+  for (int64_t i = 0; i < t.rows; ++i) {
+    float* out = t.out + i * t.out_stride;
+    const auto [first, last] = visibleRange(t, i);
+    const float largest = scoreRow(t, t.q + i * t.q_stride, first, last);
+    if (largest == -std::numeric_limits<float>::infinity()) {
+      // No key visible: softmax over nothing but -inf is NaN, as the tensor path gives.
+      std::fill(out, out + t.head_dim, std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    float total = 0;
+    for (int64_t j = first; j <= last; ++j) {
+      const float w = std::exp(t.scores[j] - largest);
+      t.scores[j] = w;
+      total += w;
+    }
+    const float inverse = 1.0f / total;  // softmax multiplies by the reciprocal of the sum
+    std::fill(out, out + t.head_dim, 0.0f);
+    for (int64_t j = first; j <= last; ++j) {
+      const float w = t.scores[j] * inverse;  // 0 for a removed row: 0 * V, as the batched product adds it
+      const float* v = t.v + j * t.v_stride;
+#pragma omp simd
+      for (int64_t d = 0; d < t.head_dim; ++d) out[d] += w * v[d];
+    }
+  }
+}
+
+__attribute__((target("avx512f,avx512vl,avx2,fma"))) void attendHeadAvx512(const HeadTask& t) { attendHeadBody(t); }
+__attribute__((target("avx2,fma"))) void attendHeadAvx2(const HeadTask& t) { attendHeadBody(t); }
+void attendHeadPortable(const HeadTask& t) { attendHeadBody(t); }
+
+using HeadFunction = void (*)(const HeadTask&);
+
+HeadFunction headFunction() {
+  static const HeadFunction chosen = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) return &attendHeadAvx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &attendHeadAvx2;
+    return &attendHeadPortable;
+  }();
+  return chosen;
+}
+
+// Float32 with unit inner stride: read in place; otherwise a float32 copy
+// (a half-precision cache is read in the compute dtype, as keysAndValues does).
+at::Tensor readable(const at::Tensor& rows) {
+  if (rows.scalar_type() == at::kFloat && rows.stride(2) == 1) return rows;
+  return rows.to(at::kFloat).contiguous();
+}
+
+// Multiply-adds below which one thread does every head: splitting a decode
+// step's attention over a short cache costs more than it saves.
+constexpr int64_t kParallelWork = 1 << 18;
+
+}  // namespace
+
+void attendCacheInto(const CacheAttentionRows& rows, const at::Tensor& keys_in, const at::Tensor& values_in,
+                     const AttentionOptions& options, std::vector<float>& scratch) {
+  const at::Tensor keys = readable(keys_in), values = readable(values_in);  // [kv, T, D]
+  const int64_t kv_heads = keys.size(0), total = keys.size(1), group = rows.heads / kv_heads;
+  at::Tensor keep;
+  if (options.keep.defined()) keep = options.keep.scalar_type() == at::kBool ? options.keep : options.keep.to(at::kBool);
+  if (static_cast<int64_t>(scratch.size()) < rows.heads * total) scratch.resize(static_cast<size_t>(rows.heads * total));
+
+  HeadTask base{};
+  base.q_stride = rows.q_stride;
+  base.k_stride = keys.stride(1);
+  base.v_stride = values.stride(1);
+  base.keep_stride = keep.defined() ? keep.stride(1) : 0;
+  base.out_stride = rows.out_stride;
+  base.rows = rows.rows;
+  base.total = total;
+  base.head_dim = rows.head_dim;
+  base.scale = static_cast<float>(options.scale);
+  base.softcap = static_cast<float>(options.softcap);
+  base.window = options.window;
+  base.causal_among_new = options.causal_among_new;
+  const float* key_data = keys.data_ptr<float>();
+  const float* value_data = values.data_ptr<float>();
+  const bool* keep_data = keep.defined() ? keep.data_ptr<bool>() : nullptr;
+  const HeadFunction attend = headFunction();
+
+  const int64_t work = rows.heads * rows.rows * total * rows.head_dim;
+  const int64_t grain = work >= kParallelWork ? 1 : rows.heads;
+  at::parallel_for(0, rows.heads, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t h = begin; h < end; ++h) {
+      const int64_t kv = h / group;  // grouped-query attention: query head h reads kv head h / group
+      HeadTask task = base;
+      task.q = rows.q + h * rows.head_dim;
+      task.out = rows.out + h * rows.head_dim;
+      task.k = key_data + kv * keys.stride(0);
+      task.v = value_data + kv * values.stride(0);
+      task.keep = keep_data != nullptr ? keep_data + kv * keep.stride(0) : nullptr;
+      task.scores = scratch.data() + h * total;
+      attend(task);
+    }
+  });
+}
+
+}  // namespace kvscope

@@ -1,0 +1,270 @@
+// LlamaModel's lean forward (declared in core/model/llama_model.h): the
+// decode and verify path of every Llama-family model for up to 16 rows.
+//
+// Why: the bundled target's decode step is about 9.5 MFLOP over 9.5 MB of
+// weights, and its tensor path made some 40 ATen operations per layer, each
+// a dispatch and often an allocation (2-5 us), so the step cost several
+// times its arithmetic, and a drafter or a verify of a few rows cost nearly
+// a full step whatever its size. Here each layer is: one pass of RMSNorm,
+// the fused q|k|v product straight into a reused buffer, the rotary
+// embedding in place over q and k from a table kept across forwards, the
+// cache append, attention over the cache into the merged heads o_proj reads,
+// and the MLP (gate|up product, SiLU * up in one pass, down) into buffers
+// of the model's workspace. The products are the few-row kernel's, in the
+// layout and order dense() uses, so they are bit for bit the tensor path's;
+// RMSNorm's sum, the activation and attention's softmax and sums round in
+// another order (LeanForward tests bound the logits against the tensor path).
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include <torch/torch.h>
+
+#include "core/model/attention.h"
+#include "core/model/cache_attention.h"
+#include "core/model/dense.h"
+#include "core/model/few_rows.h"
+#include "core/model/llama_model.h"
+#include "core/model/row_kernels.h"
+
+namespace kvscope {
+namespace {
+
+std::atomic<bool> lean_enabled{true};
+
+// The points the lean forward does not record. It records Key and Value
+// (the rows it hands the cache: every session's tracked cache keeps them to
+// check and copy what was stored); a forward that wants any other point goes
+// through the tensor path, whose tensors the probes are.
+constexpr Probe kTensorPathProbes[] = {Probe::Query,           Probe::AttentionWeights, Probe::AttentionOutput,
+                                       Probe::AttentionMask,   Probe::LayerInput,       Probe::QueryBeforeRope,
+                                       Probe::KeyBeforeRope,   Probe::AttentionProjected, Probe::LayerOutput};
+
+bool wantsTensorPathProbe(const ProbeSink* sink, int64_t layers) {
+  if (sink == nullptr) return false;
+  for (Probe point : kTensorPathProbes) {
+    for (int64_t layer = 0; layer < layers; ++layer) {
+      if (sink->wants(point, layer)) return true;
+    }
+  }
+  return false;
+}
+
+float* floats(const at::Tensor& t) { return t.data_ptr<float>(); }
+
+}  // namespace
+
+// One forward's rows in the workspace, found once per forward: every layer
+// reuses them, and an ATen view per use would cost what the lean path saves.
+struct LeanBuffers {
+  int64_t rows = 0;                  // N
+  float* residual = nullptr;         // [N, hidden]
+  float* normed = nullptr;           // [N, hidden]
+  float* projected = nullptr;        // [N, hidden]
+  float* qkv = nullptr;              // [N, (heads + 2 kv_heads) * head_dim]
+  float* merged = nullptr;           // [N, heads * head_dim]
+  float* gate_up = nullptr;          // [N, 2 * intermediate]
+  float* activated = nullptr;        // [N, intermediate]
+  float* cos = nullptr;              // [N, head_dim]
+  float* sin = nullptr;              // [N, head_dim]
+  at::Tensor k, v;                   // [kv_heads, N, head_dim] views of qkv's k and v columns
+
+  LeanBuffers(ForwardWorkspace& ws, int64_t n, int64_t q_width, int64_t kv_width, int64_t kv_heads, int64_t head_dim)
+      : rows(n),
+        residual(floats(ws.residual(n))),
+        normed(floats(ws.normed(n))),
+        projected(floats(ws.projected(n))),
+        qkv(floats(ws.qkv(n))),
+        merged(floats(ws.merged(n))),
+        gate_up(floats(ws.gateUp(n))),
+        activated(floats(ws.activated(n))),
+        cos(floats(ws.cos(n))),
+        sin(floats(ws.sin(n))) {
+    const at::Tensor all = ws.qkv(n);
+    k = all.narrow(1, q_width, kv_width).view({n, kv_heads, head_dim}).transpose(0, 1);
+    v = all.narrow(1, q_width + kv_width, kv_width).view({n, kv_heads, head_dim}).transpose(0, 1);
+  }
+};
+
+void setLeanForwardEnabled(bool enabled) { lean_enabled = enabled; }
+bool leanForwardEnabled() { return lean_enabled; }
+
+bool LlamaModel::leanForwardApplies(const BatchRows& batch) const {
+  if (!leanForwardEnabled() || batch.total() > kFewRowsMax) return false;
+  if (options_.dtype() != at::kFloat || !options_.device().is_cpu()) return false;
+  if (final_norm_.scalar_type() != at::kFloat || !final_norm_.device().is_cpu()) return false;
+  if (at::GradMode::is_enabled() && embed_.requires_grad()) return false;  // training needs autograd's graph
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (wantsTensorPathProbe(batch[i].probes, config_.num_layers)) return false;
+  }
+  return true;
+}
+
+WorkspaceShape LlamaModel::workspaceShape() const {
+  const int64_t D = config_.head_dim;
+  WorkspaceShape shape;
+  shape.hidden = config_.hidden_size;
+  shape.attention = config_.num_heads * D;
+  shape.qkv = shape.attention + 2 * config_.num_kv_heads * D;
+  shape.intermediate = config_.intermediate_size;
+  shape.rotary = D;
+  return shape;
+}
+
+void LlamaModel::leanRotaryRows(const BatchRows& batch, ForwardWorkspace& ws, const LeanBuffers& b) const {
+  const int64_t D = config_.head_dim;
+  if (rope_.callDependent()) {  // longrope: the factor set is the call's, as the tensor path picks it
+    for (size_t i = 0; i < batch.size(); ++i) {
+      auto [c, s] = rope_.table(batch.positionsOf(i));  // [n_i, D] each
+      const int64_t first = batch.offset(i), n = batch.count(i);
+      at::from_blob(b.cos + first * D, {n, D}, at::kFloat).copy_(c);
+      at::from_blob(b.sin + first * D, {n, D}, at::kFloat).copy_(s);
+    }
+    return;
+  }
+  int64_t end = 0;  // one past the largest position of the call
+  for (size_t i = 0; i < batch.size(); ++i) end = std::max(end, batch[i].start_pos + batch.count(i));
+  if (ws.rotaryPositions() < end) {
+    // Grown geometrically, up to the context: a decode step adds one position at a time.
+    const int64_t positions = std::min(config_.contextLength(), std::max({end, 2 * ws.rotaryPositions(), int64_t{64}}));
+    auto [c, s] = rope_.table(torch::arange(positions, torch::kInt64));  // [P, D] each
+    ws.setRotaryTable(c, s);
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    for (int64_t r = 0; r < batch.count(i); ++r) {
+      const int64_t row = batch.offset(i) + r, position = batch[i].start_pos + r;
+      std::copy_n(ws.rotaryCos(position), D, b.cos + row * D);
+      std::copy_n(ws.rotarySin(position), D, b.sin + row * D);
+    }
+  }
+}
+
+void LlamaModel::leanProjectQkv(const Layer& layer, const LeanBuffers& b) const {
+  const int64_t N = b.rows, H = config_.hidden_size;
+  if (layer.w_qkv.defined()) {  // fused: rows [q | k | v], straight into the buffer
+    denseInto(b.normed, N, H, layer.w_qkv, layer.b_qkv, b.qkv);
+    return;
+  }
+  // Parts in different layouts (a large q_proj column-major, k and v panels):
+  // each product as the tensor path makes it, copied into its columns.
+  const int64_t QD = config_.num_heads * config_.head_dim, KD = config_.num_kv_heads * config_.head_dim;
+  const auto normed = at::from_blob(b.normed, {N, H}, at::kFloat);
+  const auto qkv = at::from_blob(b.qkv, {N, QD + 2 * KD}, at::kFloat);
+  qkv.narrow(1, 0, QD).copy_(dense(normed, layer.wq, layer.bq));
+  qkv.narrow(1, QD, KD).copy_(dense(normed, layer.wk, layer.bk));
+  qkv.narrow(1, QD + KD, KD).copy_(dense(normed, layer.wv, layer.bv));
+}
+
+void LlamaModel::leanAttention(int64_t index, const BatchRows& batch, ForwardWorkspace& ws, const LeanBuffers& b) const {
+  const int64_t D = config_.head_dim, Hq = config_.num_heads, Hkv = config_.num_kv_heads;
+  const int64_t QD = Hq * D, width = QD + 2 * Hkv * D;
+  AttentionOptions layer_options;
+  layer_options.scale = attentionScale(config_, index);
+  layer_options.softcap = config_.attn_logit_softcap;
+  layer_options.window = config_.windowOf(index);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    KvCache* cache = batch[i].cache;
+    ProbeSink* probes = batch[i].probes;
+    const at::Tensor k_rows = batch.rowsOf(b.k, i, 1), v_rows = batch.rowsOf(b.v, i, 1);  // [kv, n_i, D]
+    // A copy: the buffer is the next layer's, and a sink may keep what it is given.
+    if (probes != nullptr && probes->wants(Probe::Key, index)) probes->record(Probe::Key, index, k_rows.clone());
+    if (probes != nullptr && probes->wants(Probe::Value, index)) probes->record(Probe::Value, index, v_rows.clone());
+    auto [keys, values] = keysAndValues(k_rows, v_rows, index, cache);  // [kv, T_i, D]
+    AttentionOptions options = layer_options;
+    options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
+    if (cache != nullptr) options.keep = cache->keepMask(index);
+    CacheAttentionRows rows;
+    rows.q = b.qkv + batch.offset(i) * width;
+    rows.q_stride = width;
+    rows.out = b.merged + batch.offset(i) * QD;
+    rows.out_stride = QD;
+    rows.rows = batch.count(i);
+    rows.heads = Hq;
+    rows.head_dim = D;
+    attendCacheInto(rows, keys, values, options, ws.scores());
+  }
+}
+
+void LlamaModel::leanMlp(const Layer& layer, const LeanBuffers& b) const {
+  const int64_t N = b.rows, H = config_.hidden_size, I = config_.intermediate_size;
+  const bool gelu = config_.activation == "gelu_pytorch_tanh";
+  if (layer.w_gate_up.defined()) {  // fused: rows [gate | up]
+    denseInto(b.normed, N, H, layer.w_gate_up, layer.b_gate_up, b.gate_up);
+    for (int64_t r = 0; r < N; ++r) {
+      const float* row = b.gate_up + r * 2 * I;
+      gatedActivation(row, row + I, b.activated + r * I, I, gelu);
+    }
+  } else {  // gate [N, I] then up [N, I] in the same buffer
+    denseInto(b.normed, N, H, layer.w_gate, layer.b_gate, b.gate_up);
+    denseInto(b.normed, N, H, layer.w_up, layer.b_up, b.gate_up + N * I);
+    gatedActivation(b.gate_up, b.gate_up + N * I, b.activated, N * I, gelu);
+  }
+  denseInto(b.activated, N, I, layer.w_down, layer.b_down, b.projected);
+}
+
+void LlamaModel::leanBlock(const Layer& layer, int64_t index, const BatchRows& batch, ForwardWorkspace& ws,
+                           const LeanBuffers& b) const {
+  const int64_t N = b.rows, H = config_.hidden_size, D = config_.head_dim;
+  const int64_t Hq = config_.num_heads, Hkv = config_.num_kv_heads, width = (Hq + 2 * Hkv) * D;
+  const bool gemma = config_.family == DecoderFamily::Gemma2;
+  const NormGain gain = gemma ? NormGain::OffsetFromOne : NormGain::Scale;
+  const double eps = config_.norm_eps;
+
+  rmsNormRows(b.residual, b.normed, N, H, H, floats(layer.input_norm), eps, gain);
+  leanProjectQkv(layer, b);
+  for (int64_t r = 0; r < N; ++r) {
+    float* q = b.qkv + r * width;
+    float* k = q + Hq * D;
+    if (config_.qk_norm) {  // Qwen3: per head, over head_dim, before RoPE
+      rmsNormRows(q, q, Hq, D, D, floats(layer.q_norm), eps, gain);
+      rmsNormRows(k, k, Hkv, D, D, floats(layer.k_norm), eps, gain);
+    }
+    rotateHeadsInPlace(q, Hq, D, b.cos + r * D, b.sin + r * D);
+    rotateHeadsInPlace(k, Hkv, D, b.cos + r * D, b.sin + r * D);
+  }
+  leanAttention(index, batch, ws, b);
+  denseInto(b.merged, N, Hq * D, layer.wo, layer.bo, b.projected);
+  if (gemma) rmsNormRows(b.projected, b.projected, N, H, H, floats(layer.post_attention_norm), eps, gain);
+  addInPlace(b.residual, b.projected, N * H);
+
+  rmsNormRows(b.residual, b.normed, N, H, H, floats(gemma ? layer.pre_ff_norm : layer.post_attention_norm), eps, gain);
+  leanMlp(layer, b);
+  if (gemma) rmsNormRows(b.projected, b.projected, N, H, H, floats(layer.post_ff_norm), eps, gain);
+  addInPlace(b.residual, b.projected, N * H);
+}
+
+at::Tensor LlamaModel::leanLogits(const BatchRows& batch, const LeanBuffers& b) const {
+  const int64_t H = config_.hidden_size;
+  const NormGain gain = config_.family == DecoderFamily::Gemma2 ? NormGain::OffsetFromOne : NormGain::Scale;
+  int64_t rows = 0;  // the rows each sequence wants logits of, in batch order (BatchRows::logitRows)
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const int64_t wanted = batch.logitCount(i), first = batch.offset(i) + batch.count(i) - wanted;
+    rmsNormRows(b.residual + first * H, b.normed + rows * H, wanted, H, H, floats(final_norm_), config_.norm_eps, gain);
+    rows += wanted;
+  }
+  auto logits = at::empty({rows, config_.vocab_size}, options_);  // [rows, vocab]: the caller's to keep
+  if (rows == 0) return logits;
+  denseInto(b.normed, rows, H, lm_head_, at::Tensor(), floats(logits));
+  if (config_.final_logit_softcap > 0) softcapInPlace(floats(logits), logits.numel(), config_.final_logit_softcap);
+  return logits;
+}
+
+at::Tensor LlamaModel::leanForward(const BatchRows& batch) const {
+  const int64_t N = batch.total(), H = config_.hidden_size, D = config_.head_dim;
+  ForwardWorkspace::Lease ws(workspace_, workspace_mutex_, workspaceShape());
+  ws->reserve(N);
+  const LeanBuffers b(*ws, N, config_.num_heads * D, config_.num_kv_heads * D, config_.num_kv_heads, D);
+  const at::Tensor tokens = batch.tokens().contiguous();  // [N]
+  denseRowsInto(embed_, tokens.data_ptr<int64_t>(), N, b.residual);  // [N, hidden]
+  if (config_.family == DecoderFamily::Gemma2) {
+    // sqrt(hidden) rounded to float32 first, as the tensor path does.
+    const float scale = static_cast<float>(std::sqrt(static_cast<double>(H)));
+    for (int64_t i = 0; i < N * H; ++i) b.residual[i] *= scale;
+  }
+  leanRotaryRows(batch, *ws, b);
+  for (size_t i = 0; i < layers_.size(); ++i) leanBlock(layers_[i], static_cast<int64_t>(i), batch, *ws, b);
+  return leanLogits(batch, b);
+}
+
+}  // namespace kvscope
