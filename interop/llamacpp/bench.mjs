@@ -9,6 +9,7 @@
 //   [--prompt-ids 1,2,3 (a model without a tokenizer)] [--parts decode,prefill,speculative]
 //   [--weights stored|fp32 (kvscope's)] [--json FILE]
 //
+// One untimed warm-up round of every measured path precedes the trials.
 // Measured per engine:
 //   decode      greedy tokens/s after the prompt, one token per forward (cache on).
 //               llama.cpp: node-llama-cpp's generator, `LlamaContextSequence.evaluate`
@@ -161,6 +162,20 @@ for (const e of engines) results[e.name] = {decode: [], decode_per_call: [], pre
 // Both of llama.cpp's decode paths must produce the same greedy tokens: the
 // race compares speeds of the same work.
 const decodedIds = {};
+// One untimed round of each measured llama.cpp path first, as kvscope's bench
+// does (--warmup 1): the first forward pays the weights' page faults and the
+// compute buffers' allocation, which no later trial pays.
+for (const e of engines) {
+  if (parts.has("decode")) {
+    await decodeRun(e, false);
+    await decodeRun(e, true);
+  }
+  if (parts.has("prefill")) await prefillRun(e);
+  if (parts.has("speculative")) {
+    await speculativeRun(e);
+    await predictorRun(e);
+  }
+}
 for (let t = 0; t < trials; ++t) {
   const k = kvscopeTrial();
   for (const key of Object.keys(k)) results.kvscope[key].push(k[key]);
