@@ -17,8 +17,9 @@ Two runs, each a 100-token prompt and 16 new tokens, greedy, `--threads` threads
 In interleaved trials (plain alone, plain recorded, check, speculative alone,
 speculative recorded, check), each timed: the run alone inside this process; the
 run under kvscope_capture's Recorder with top-20 logits (watch() to the file
-written); `kvscope-cli check` of that capture as a process of its own (its wall
-time, the `seconds` it reports, its peak RSS from wait4). Prints medians and
+written, the models' embedding fingerprints included, as a process recording
+one run pays them; `fingerprints` times them alone); `kvscope-cli check` of that capture as a process of its own (its wall
+time, the `seconds` it reports, its peak RSS from /usr/bin/time). Prints medians and
 ratios as one JSON line."""
 import argparse
 import json
@@ -38,6 +39,7 @@ sys.path.insert(0, os.path.join(REPO, "capture", "python"))
 import torch  # noqa: E402
 
 import kvscope_capture  # noqa: E402
+from kvscope_capture import model_info  # noqa: E402
 import spec_loops  # noqa: E402
 from llama_ref import LlamaRef  # noqa: E402
 from measured_process import run_measured  # noqa: E402
@@ -60,18 +62,28 @@ def timed(function):
 
 
 def check_capture(cli, capture, scratch, threads):
-    """(wall seconds, the seconds check reports, peak RSS MB) of `kvscope-cli check`."""
+    """(wall seconds, the seconds check reports, peak RSS MB, its JSON report) of
+    `kvscope-cli check`. The peak is /usr/bin/time's (%M, from wait4 on its own
+    small child): wait4 on a child forked from this process counts the pages it
+    shared with this process (the models held here) before its exec."""
     env = dict(os.environ, KVSCOPE_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    peak_file = scratch / "peak.txt"
+    argv = ["/usr/bin/time", "-f", "%M", "-o", str(peak_file), cli, "check", capture, "--json"]
     started = time.perf_counter()
-    measured = run_measured([cli, "check", capture, "--json"], scratch, env, timeout_s=600)
+    measured = run_measured(argv, scratch, env, timeout_s=600)
     wall = time.perf_counter() - started
     if measured is None:
         sys.exit(f"check of {capture} gave no answer within 600 s")
-    status, out, err, _, peak_mb = measured
+    status, out, err = measured[:3]
     if status != 0:
         sys.exit(f"check of {capture} failed ({status}): {err.decode()}{out.decode()}")
     report = json.loads(out.decode().strip().splitlines()[-1])
-    return wall, report["seconds"], peak_mb, report
+    return wall, report["seconds"], int(peak_file.read_text().split()[-1]) / 1024.0, report
+
+
+def embedding_fingerprint_seconds(model):
+    """What watch() pays for a model whose embedding it has not fingerprinted in this process."""
+    return timed(lambda: model_info.fingerprint_sums(model.get_input_embeddings().weight))[0]
 
 
 def main():
@@ -100,6 +112,10 @@ def main():
             sys.exit(f"--runs: unknown run {name!r}; plain, speculative")
 
     def recorded(name, path):
+        # Each recording pays the fingerprint of every model it watches, as a
+        # process recording one run does: the recorder's own cache of them
+        # (model_info) would make every trial after the first cheaper.
+        model_info.forget_fingerprints()
         with kvscope_capture.Recorder(path, logits=("top_k", TOP_K), engine="measure_capture_real.py") as rec:
             rec.watch(target, role="target")
             if name == "speculative":
@@ -107,7 +123,7 @@ def main():
             rec.commit(loops[name]())
         return rec
 
-    measures = ("run", "recorded", "check_wall", "check_inside", "check_peak_mb")
+    measures = ("run", "recorded", "fingerprints", "check_wall", "check_inside", "check_peak_mb")
     samples = {name: {measure: [] for measure in measures} for name in runs}
     facts = {}
     with tempfile.TemporaryDirectory() as directory:
@@ -121,6 +137,8 @@ def main():
                 capture = os.path.join(directory, f"{name}.kvcapture")
                 seconds, rec = timed(lambda: recorded(name, capture))
                 s["recorded"].append(seconds)
+                s["fingerprints"].append(sum(embedding_fingerprint_seconds(model) for model
+                                             in ([target, drafter] if name == "speculative" else [target])))
                 wall, inside, peak, report = check_capture(args.cli, capture, scratch, args.threads)
                 s["check_wall"].append(wall)
                 s["check_inside"].append(inside)
