@@ -151,7 +151,7 @@ function kvscopeTrial() {
   const spec = (r.speculative ?? []).find((s) => s.gamma === gamma);
   return {
     decode: r.autoregressive.cache_on.tokens_per_second,
-    prefill: r.forward_vs_baseline.prefill_forward.median_ms,
+    prefill: parts.has("prefill") ? r.forward_vs_baseline.prefill_forward.median_ms : null,
     speculative: spec ? newTokens / (spec.session_ms.median / 1000) : null,
     accepted: spec ? spec.alpha : null,
   };

@@ -146,7 +146,10 @@ def main():
                 facts[name] = {"calls": {role: watched.calls for role, watched in rec.roles.items()},
                                "bytes": os.path.getsize(capture), "verdict": report.get("verdict"),
                                "exit": 0}
-            print(f"measure_capture_real: trial {trial + 1} of {args.trials} done", file=sys.stderr)
+            # Each trial's figures as they come: a run cut short on a loaded machine still says something.
+            print(json.dumps({"trial": trial + 1, "of": args.trials, "load": os.getloadavg(),
+                              "samples": {name: {m: v[-1] for m, v in samples[name].items()} for name in runs}}),
+                  file=sys.stderr, flush=True)
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "target": args.target,
            "drafter": args.drafter, "prompt_tokens": PROMPT_TOKENS, "new_tokens": args.new_tokens,
            "threads": args.threads, "logits": f"top_{TOP_K}", "trials": args.trials, "load": os.getloadavg()}
