@@ -49,6 +49,11 @@ std::optional<at::Tensor> inputEmbedding(const CausalLM& model) {
   return std::nullopt;
 }
 
+// Elements widened to float64 at a time. The whole embedding widened at once,
+// and squared, held 2.2 GB for the 0.5 B shape's 152k x 896 matrix, twice the
+// bf16 model `check` had loaded; the sums need one block at a time.
+constexpr int64_t kFingerprintBlockElements = int64_t{1} << 22;
+
 // The inference layout may store the embedding as panels [vocab / 16,
 // hidden, 16] (core/model/dense.h): the same values, so the same sums; the
 // shape is the config's.
@@ -56,12 +61,15 @@ std::optional<CaptureFingerprint> fingerprintOf(const CausalLM& model) {
   const auto embedding = inputEmbedding(model);
   if (!embedding) return std::nullopt;
   c10::InferenceMode guard;
-  const auto e = embedding->to(torch::kFloat64);
+  const at::Tensor flat = embedding->reshape({-1});  // [elements]
   CaptureFingerprint f;
   f.tensor = "input_embeddings";
   f.shape = {model.config().vocab_size, model.config().hidden_size};
-  f.sum = e.sum().item<double>();
-  f.sum_squares = e.square().sum().item<double>();
+  for (const at::Tensor& block : flat.split(kFingerprintBlockElements)) {
+    const at::Tensor wide = block.to(torch::kFloat64);  // [block]
+    f.sum += wide.sum().item<double>();
+    f.sum_squares += wide.square().sum().item<double>();  // not dot(): OpenBLAS threads of its own spin against ours
+  }
   return f;
 }
 

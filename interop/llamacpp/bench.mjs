@@ -9,6 +9,7 @@
 //   [--prompt-ids 1,2,3 (a model without a tokenizer)] [--parts decode,prefill,speculative]
 //   [--weights stored|fp32 (kvscope's)] [--json FILE]
 //
+// One untimed warm-up round of every measured path precedes the trials.
 // Measured per engine:
 //   decode      greedy tokens/s after the prompt, one token per forward (cache on).
 //               llama.cpp: node-llama-cpp's generator, `LlamaContextSequence.evaluate`
@@ -61,9 +62,10 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "kvscope-llamacpp-bench-"));
 const prompt = args["prompt-ids"]
   ? String(args["prompt-ids"]).split(",").map(Number)
   : kvscope(cli, ["tokenize", "--model", targetDir, "--text", promptText]).ids;
-// a 500-token prompt: the target greedily continues its own prompt (real text for the model)
-const long = [...prompt, ...kvscope(cli, ["generate", "--model", targetDir, "--prompt-ids", prompt.join(","),
-  "--max-new", String(prefillRows), "--greedy", "--ignore-eos", "--json"]).ids].slice(0, prefillRows);
+// a 500-token prompt: the target greedily continues its own prompt (real text for the model);
+// made only when prefill is timed (500 greedy tokens of a real-size model take minutes)
+const long = !parts.has("prefill") ? [] : [...prompt, ...kvscope(cli, ["generate", "--model", targetDir, "--prompt-ids",
+  prompt.join(","), "--max-new", String(prefillRows), "--greedy", "--ignore-eos", "--json"]).ids].slice(0, prefillRows);
 
 async function llamaEngine(dtype) {
   const files = {};
@@ -149,7 +151,7 @@ function kvscopeTrial() {
   const spec = (r.speculative ?? []).find((s) => s.gamma === gamma);
   return {
     decode: r.autoregressive.cache_on.tokens_per_second,
-    prefill: r.forward_vs_baseline.prefill_forward.median_ms,
+    prefill: parts.has("prefill") ? r.forward_vs_baseline.prefill_forward.median_ms : null,
     speculative: spec ? newTokens / (spec.session_ms.median / 1000) : null,
     accepted: spec ? spec.alpha : null,
   };
@@ -161,6 +163,20 @@ for (const e of engines) results[e.name] = {decode: [], decode_per_call: [], pre
 // Both of llama.cpp's decode paths must produce the same greedy tokens: the
 // race compares speeds of the same work.
 const decodedIds = {};
+// One untimed round of each measured llama.cpp path first, as kvscope's bench
+// does (--warmup 1): the first forward pays the weights' page faults and the
+// compute buffers' allocation, which no later trial pays.
+for (const e of engines) {
+  if (parts.has("decode")) {
+    await decodeRun(e, false);
+    await decodeRun(e, true);
+  }
+  if (parts.has("prefill")) await prefillRun(e);
+  if (parts.has("speculative")) {
+    await speculativeRun(e);
+    await predictorRun(e);
+  }
+}
 for (let t = 0; t < trials; ++t) {
   const k = kvscopeTrial();
   for (const key of Object.keys(k)) results.kvscope[key].push(k[key]);

@@ -11,6 +11,7 @@ import torch
 
 from fixtures import model, pair_cases, window_cases  # first: puts capture/python on sys.path
 import kvscope_capture  # noqa: E402
+from kvscope_capture import model_info  # noqa: E402
 import spec_loops  # noqa: E402
 from capture_reader import Capture  # noqa: E402
 from safetensors_io import read_header
@@ -191,6 +192,55 @@ class RoundTrip(TempDir):
         size = os.path.getsize(self.path())
         rows_bytes = sum(k.numel() * 2 * 4 for layers in capture.rows.values() for k, _ in layers)
         print(f"\n48-token llama-tiny pair capture: {size} bytes ({rows_bytes} of K/V rows, the rest full logits and header)")
+
+
+class EmbeddingFingerprint(unittest.TestCase):
+    """The fingerprint is summed one block at a time and remembered per
+    embedding tensor: neither may change what it says."""
+
+    def module(self, weight):
+        module = torch.nn.Module()
+        module.embed_tokens = torch.nn.Embedding(*weight.shape, dtype=weight.dtype)
+        with torch.no_grad():
+            module.embed_tokens.weight.copy_(weight)
+        module.get_input_embeddings = lambda: module.embed_tokens
+        return module
+
+    def expected(self, weight):
+        wide = weight.detach().float().double()
+        return float(wide.sum()), float((wide * wide).sum())
+
+    def test_blocks_sum_to_the_whole_matrix_in_float64(self):
+        block = model_info.FINGERPRINT_BLOCK_ELEMENTS
+        model_info.FINGERPRINT_BLOCK_ELEMENTS = 1000  # 33 blocks of the 512 x 64 matrix, the last one short
+        try:
+            for dtype in (torch.float32, torch.bfloat16, torch.float16):
+                weight = (torch.randn(512, 64, generator=torch.Generator().manual_seed(3)) * 0.02).to(dtype)
+                fingerprint = model_info.weights_fingerprint(self.module(weight))
+                total, squares = self.expected(weight)
+                self.assertEqual(fingerprint["shape"], [512, 64])
+                self.assertAlmostEqual(fingerprint["sum"], total, delta=1e-12 * max(1.0, abs(total)), msg=str(dtype))
+                self.assertAlmostEqual(fingerprint["sum_squares"], squares, delta=1e-12 * squares, msg=str(dtype))
+        finally:
+            model_info.FINGERPRINT_BLOCK_ELEMENTS = block
+
+    def test_an_embedding_written_in_place_is_read_again(self):
+        module = self.module(torch.randn(64, 16, generator=torch.Generator().manual_seed(4)))
+        first = model_info.weights_fingerprint(module)
+        self.assertEqual(model_info.weights_fingerprint(module), first)
+        with torch.no_grad():
+            module.embed_tokens.weight.mul_(2)  # what load_state_dict's copy_ does: the same tensor, new values
+        second = model_info.weights_fingerprint(module)
+        self.assertAlmostEqual(second["sum_squares"], 4 * first["sum_squares"], delta=1e-9 * first["sum_squares"])
+        self.assertEqual((second["sum"], second["sum_squares"]), self.expected(module.embed_tokens.weight))
+
+    def test_another_tensor_of_the_same_shape_is_its_own(self):
+        modules = [self.module(torch.randn(64, 16, generator=torch.Generator().manual_seed(s))) for s in (5, 6)]
+        fingerprints = [model_info.weights_fingerprint(m) for m in modules]
+        self.assertNotEqual(fingerprints[0]["sum_squares"], fingerprints[1]["sum_squares"])
+        for module, fingerprint in zip(modules, fingerprints):
+            self.assertEqual((fingerprint["sum"], fingerprint["sum_squares"]),
+                             self.expected(module.embed_tokens.weight))
 
 
 class Overhead(TempDir):

