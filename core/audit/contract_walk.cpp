@@ -93,10 +93,7 @@ class Walk {
   // Stored K/V that are not what the forward computed (a session's storage).
   static std::optional<RootCause> storeBreach(const CacheEvent& e, size_t i) {
     if (e.max_store_error <= 0) return std::nullopt;
-    RootCause cause = causeAtEvent(e, i);
-    cause.kind = "store";
-    cause.actual_rows = e.rows_after.empty() ? 0 : e.rows_after.front();
-    for (int64_t l = 0; l < static_cast<int64_t>(e.rows_after.size()); ++l) cause.layers.push_back(l);
+    RootCause cause = everyLayerCause(e, i, "store");
     const int64_t first = e.rows_before.empty() ? 0 : e.rows_before.front();
     for (size_t r = 0; r < e.written.size(); ++r) cause.rows.push_back(first + static_cast<int64_t>(r));
     std::ostringstream action;
@@ -105,14 +102,20 @@ class Walk {
     return cause;
   }
 
+  // A breach of the storage, not of one layer's rows: every layer named.
+  static RootCause everyLayerCause(const CacheEvent& e, size_t i, const char* kind) {
+    RootCause cause = causeAtEvent(e, i);
+    cause.kind = kind;
+    cause.actual_rows = e.rows_after.empty() ? 0 : e.rows_after.front();
+    for (int64_t l = 0; l < static_cast<int64_t>(e.rows_after.size()); ++l) cause.layers.push_back(l);
+    return cause;
+  }
+
   // A paged cache's table mapping blocks its sequence does not own: whatever
   // another sequence writes there next becomes this one's rows.
   static std::optional<RootCause> blockBreach(const CacheEvent& e, size_t i) {
     if (e.dangling_blocks.empty()) return std::nullopt;
-    RootCause cause = causeAtEvent(e, i);
-    cause.kind = "block";
-    cause.actual_rows = e.rows_after.empty() ? 0 : e.rows_after.front();
-    for (int64_t l = 0; l < static_cast<int64_t>(e.rows_after.size()); ++l) cause.layers.push_back(l);
+    RootCause cause = everyLayerCause(e, i, "block");
     for (const DanglingBlock& d : e.dangling_blocks) {
       for (int64_t r = d.first_row; r < d.first_row + d.rows; ++r) cause.rows.push_back(r);
     }
@@ -124,10 +127,7 @@ class Walk {
   // are right, the pool's block was not its alone.
   static std::optional<RootCause> overwriteBreach(const CacheEvent& e, size_t i) {
     if (e.overwritten_rows.empty()) return std::nullopt;
-    RootCause cause = causeAtEvent(e, i);
-    cause.kind = "overwritten";
-    cause.actual_rows = e.rows_after.empty() ? 0 : e.rows_after.front();
-    for (int64_t l = 0; l < static_cast<int64_t>(e.rows_after.size()); ++l) cause.layers.push_back(l);
+    RootCause cause = everyLayerCause(e, i, "overwritten");
     cause.rows = e.overwritten_rows;
     cause.overwritten_by = e.overwritten_by;
     return cause;

@@ -74,22 +74,37 @@ int64_t firstRejectionOfTheLast(const CliResult& run, int64_t last) {
   return -1;
 }
 
-TEST(CliBatch, DiffNamesTheSequenceTheBatchFaultHarmed) {
+// The batch's clean `run --json` (every round line), and the round in which
+// its last sequence first rejected a draft.
+std::vector<std::string> batchRun() {
   std::vector<std::string> run{"run"};
   for (const auto& a : pairArgs()) run.push_back(a);
   run = withPrompts(run);
   run.push_back("--json");
-  CliResult clean_run;
-  runJson(run, &clean_run);
-  const int64_t round = firstRejectionOfTheLast(clean_run, 2);
-  ASSERT_GE(round, 1);
+  return run;
+}
 
-  std::vector<std::string> diff{"diff"};
+int64_t cleanRoundTheLastRejects() {
+  CliResult clean_run;
+  runJson(batchRun(), &clean_run);
+  return firstRejectionOfTheLast(clean_run, 2);
+}
+
+// `command` (diff, audit) of the batch with `fault`, --json.
+std::vector<std::string> batchCommand(const std::string& command, const std::string& fault) {
+  std::vector<std::string> args{command};
   for (const auto& a : pairArgs()) {
-    if (a != "--no-baseline") diff.push_back(a);
+    if (a != "--no-baseline") args.push_back(a);
   }
-  diff = withPrompts(diff);
-  diff.insert(diff.end(), {"--fault", "length-not-rolled-back", "--json"});
+  args = withPrompts(args);
+  args.insert(args.end(), {"--fault", fault, "--json"});
+  return args;
+}
+
+TEST(CliBatch, DiffNamesTheSequenceTheBatchFaultHarmed) {
+  const int64_t round = cleanRoundTheLastRejects();
+  ASSERT_GE(round, 1);
+  const std::vector<std::string> diff = batchCommand("diff", "length-not-rolled-back");
   const CliResult r = runCli(diff);
   ASSERT_TRUE(r.exited) << r.describe();
   EXPECT_EQ(r.exit_code, 1) << r.describe();
@@ -110,21 +125,9 @@ TEST(CliBatch, DiffNamesTheSequenceTheBatchFaultHarmed) {
 // length-not-rolled-back only the last sequence has wrong rows, at the round
 // the clean batch's own round lines say it first rejected a draft.
 TEST(CliBatch, AuditNamesTheSequenceWithWrongRows) {
-  std::vector<std::string> run{"run"};
-  for (const auto& a : pairArgs()) run.push_back(a);
-  run = withPrompts(run);
-  run.push_back("--json");
-  CliResult clean_run;
-  runJson(run, &clean_run);
-  const int64_t round = firstRejectionOfTheLast(clean_run, 2);
+  const int64_t round = cleanRoundTheLastRejects();
   ASSERT_GE(round, 1);
-
-  std::vector<std::string> audit{"audit"};
-  for (const auto& a : pairArgs()) {
-    if (a != "--no-baseline") audit.push_back(a);
-  }
-  audit = withPrompts(audit);
-  audit.insert(audit.end(), {"--fault", "length-not-rolled-back", "--json"});
+  const std::vector<std::string> audit = batchCommand("audit", "length-not-rolled-back");
   const CliResult r = runCli(audit);
   ASSERT_TRUE(r.exited) << r.describe();
   EXPECT_EQ(r.exit_code, 1) << r.describe();
@@ -155,17 +158,11 @@ TEST(CliBatch, AuditNamesTheSequenceWithWrongRows) {
 // A batch saved as a trace: `trace` names, from the file alone, the sequence
 // and round the clean batch's own round lines say broke first.
 TEST(CliBatch, TraceOfABatchNamesTheSequenceThatBrokeFirst) {
-  std::vector<std::string> run{"run"};
-  for (const auto& a : pairArgs()) run.push_back(a);
-  run = withPrompts(run);
-  run.push_back("--json");
-  CliResult clean_run;
-  runJson(run, &clean_run);
-  const int64_t round = firstRejectionOfTheLast(clean_run, 2);
+  const int64_t round = cleanRoundTheLastRejects();
   ASSERT_GE(round, 1);
 
   const auto path = std::filesystem::temp_directory_path() / ("kvscope_batch_" + std::to_string(::getpid()) + ".kvtrace");
-  auto faulty = run;
+  auto faulty = batchRun();
   faulty.insert(faulty.end() - 1, {"--fault", "length-not-rolled-back", "--trace", path.string()});
   runJson(faulty);
   const auto summary = runJson({"trace", path.string(), "--json"});
