@@ -110,14 +110,14 @@ json investigation(const TraceData& trace) {
 json batchSummary(const TraceData& trace) {
   json sequences = json::array();
   std::optional<RootCause> first;
+  const auto text = [&trace](int64_t id) {
+    const auto it = trace.token_text.find(id);
+    return it == trace.token_text.end() ? std::string() : it->second;
+  };
   for (int64_t i = 0; i < trace.sequences(); ++i) {
     const SessionRecord& r = trace.sequence(i);
     RootCauseOptions options;
     options.sequence = i;
-    const auto text = [&trace](int64_t id) {
-      const auto it = trace.token_text.find(id);
-      return it == trace.token_text.end() ? std::string() : it->second;
-    };
     const std::optional<RootCause> cause = findRootCause(r, options, text);
     if (cause && (!first || happenedBefore(*cause, *first))) first = cause;
     sequences.push_back({{"sequence", i},

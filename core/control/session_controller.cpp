@@ -306,15 +306,9 @@ std::shared_ptr<const SessionSnapshot> SessionController::snapshot() {
   auto built = state_->builder.build(*state_->live());
   std::shared_ptr<SessionSnapshot> snapshot = std::move(built);
   if (state_->batch) {
-    // Per sequence, per round: the drafts it accepted (-1: no round of it), as a batched capture's.
-    const size_t rounds = snapshot->rounds.size();
-    for (size_t b = 0; b < state_->batch->size(); ++b) {
-      std::vector<int64_t> accepted(rounds, -1);
-      for (const RoundRecord& r : state_->batch->sequence(b).rounds()) {
-        if (r.index > 0 && static_cast<size_t>(r.index) < rounds && r.prune_done) accepted[static_cast<size_t>(r.index)] = r.accepted;
-      }
-      snapshot->batch_accepted.push_back(std::move(accepted));
-    }
+    std::vector<const std::vector<RoundRecord>*> sequences;
+    for (size_t b = 0; b < state_->batch->size(); ++b) sequences.push_back(&state_->batch->sequence(b).rounds());
+    snapshot->batch_accepted = batchAcceptance(sequences, snapshot->rounds.size());
     snapshot->shown_sequence = static_cast<int64_t>(state_->shown);
     // The batch is finished when every sequence is; the shown one may end first.
     snapshot->finished = state_->batch->finished();

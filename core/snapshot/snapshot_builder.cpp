@@ -202,23 +202,18 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const SessionRecord& rec
   return snapshot;
 }
 
-namespace {
-
-// A batch trace: per sequence, per round of the shown one, the drafts it
-// accepted (-1: no such round), as a live batch's snapshot has them.
-void addBatchAcceptance(SessionSnapshot& snapshot, const TraceData& trace, int64_t shown) {
-  const size_t rounds = snapshot.rounds.size();
-  for (int64_t b = 0; b < trace.sequences(); ++b) {
+std::vector<std::vector<int64_t>> batchAcceptance(const std::vector<const std::vector<RoundRecord>*>& sequences,
+                                                  size_t rounds) {
+  std::vector<std::vector<int64_t>> out;
+  for (const std::vector<RoundRecord>* sequence : sequences) {
     std::vector<int64_t> accepted(rounds, -1);
-    for (const RoundRecord& r : trace.sequence(b).rounds) {
+    for (const RoundRecord& r : *sequence) {
       if (r.index > 0 && static_cast<size_t>(r.index) < rounds && r.prune_done) accepted[static_cast<size_t>(r.index)] = r.accepted;
     }
-    snapshot.batch_accepted.push_back(std::move(accepted));
+    out.push_back(std::move(accepted));
   }
-  snapshot.shown_sequence = shown;
+  return out;
 }
-
-}  // namespace
 
 std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace, int64_t sequence) {
   reset();
@@ -299,7 +294,12 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace, 
       snapshot->diff = std::make_shared<const DiffReport>(std::move(diff));
     }
   }
-  if (trace.sequences() > 1) addBatchAcceptance(*snapshot, trace, sequence);
+  if (trace.sequences() > 1) {
+    std::vector<const std::vector<RoundRecord>*> sequences;
+    for (int64_t b = 0; b < trace.sequences(); ++b) sequences.push_back(&trace.sequence(b).rounds);
+    snapshot->batch_accepted = batchAcceptance(sequences, snapshot->rounds.size());
+    snapshot->shown_sequence = sequence;
+  }
   // Where the session stood: saved by the GUI, else inferred from the last round.
   if (info.contains("state") && info["state"].is_object()) {
     snapshot->current_round = info["state"].value("current_round", int64_t{0});

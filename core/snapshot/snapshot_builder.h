@@ -19,6 +19,12 @@ struct TraceData;
 // tokenizer has none): the vocabulary a snapshot carries.
 std::shared_ptr<const std::vector<std::string>> vocabularyOf(const Tokenizer& tokenizer);
 
+// A batch's per-round acceptance, as the Round Timeline marks it: per
+// sequence (its rounds), per round of the shown one (`rounds` of them), the
+// drafts it accepted, -1 where it has no finished round.
+std::vector<std::vector<int64_t>> batchAcceptance(const std::vector<const std::vector<RoundRecord>*>& sequences,
+                                                  size_t rounds);
+
 class SnapshotBuilder {
  public:
   // Forget everything converted so far (a new session).

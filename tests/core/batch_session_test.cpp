@@ -61,15 +61,7 @@ Pair fixturePair() {
   return {fixtureModel("llama-tiny"), std::make_shared<ModelDrafter>(fixtureModel("llama-tiny-draft"), "draft")};
 }
 
-Pair bundledPair() {
-  static Pair pair = [] {
-    const auto options = torch::TensorOptions().dtype(torch::kFloat32);
-    std::shared_ptr<const CausalLM> target = loadCausalLM(bundledModelDirectory("target"), options);
-    std::shared_ptr<const CausalLM> drafter = loadCausalLM(bundledModelDirectory("drafter"), options);
-    return Pair{target, std::make_shared<ModelDrafter>(drafter, "drafter")};
-  }();
-  return pair;
-}
+Pair bundledPair() { return {bundledModel("target"), std::make_shared<ModelDrafter>(bundledModel("drafter"), "drafter")}; }
 
 TEST(BatchedForward, EachSequenceGetsTheLogitsAndRowsOfItsOwnForward) {
   c10::InferenceMode guard;

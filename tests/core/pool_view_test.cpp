@@ -27,15 +27,7 @@ struct Pair {
   std::shared_ptr<const Drafter> drafter;
 };
 
-Pair bundledPair() {
-  static Pair pair = [] {
-    const auto options = torch::TensorOptions().dtype(torch::kFloat32);
-    std::shared_ptr<const CausalLM> target = loadCausalLM(bundledModelDirectory("target"), options);
-    std::shared_ptr<const CausalLM> drafter = loadCausalLM(bundledModelDirectory("drafter"), options);
-    return Pair{target, std::make_shared<ModelDrafter>(drafter, "drafter")};
-  }();
-  return pair;
-}
+Pair bundledPair() { return {bundledModel("target"), std::make_shared<ModelDrafter>(bundledModel("drafter"), "drafter")}; }
 
 SessionOptions pagedOptions(int64_t block) {
   SessionOptions options;

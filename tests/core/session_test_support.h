@@ -18,6 +18,7 @@
 #include "core/decode/autoregressive.h"
 #include "core/decode/drafter.h"
 #include "core/decode/session.h"
+#include "core/model/bundled_models.h"
 #include "core/model/causal_lm.h"
 #include "core/model/tokenizer/tokenizer.h"
 
@@ -41,6 +42,14 @@ inline std::shared_ptr<const CausalLM> fixtureModel(const std::string& name) {
 // A second, independent instance (a different object with the same weights).
 inline std::shared_ptr<const CausalLM> freshModel(const std::string& name) {
   return loadCausalLM(modelDir(name), torch::TensorOptions().dtype(torch::kFloat32));
+}
+
+// A bundled model (resources/models/ROLE) in float32, loaded once per process.
+inline std::shared_ptr<const CausalLM> bundledModel(const std::string& role) {
+  static std::map<std::string, std::shared_ptr<const CausalLM>> loaded;
+  auto& model = loaded[role];
+  if (!model) model = loadCausalLM(bundledModelDirectory(role), torch::TensorOptions().dtype(torch::kFloat32));
+  return model;
 }
 
 inline std::shared_ptr<const Tokenizer> fixtureTokenizer(const std::string& name) {
