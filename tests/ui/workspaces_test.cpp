@@ -30,6 +30,7 @@
 #include "ui/widgets/CompressionSettingsForm.h"
 #include "ui/widgets/CompressionSlotView.h"
 #include "ui/widgets/KvHeatmapView.h"
+#include "ui/widgets/RoundDraftsTable.h"
 #include "ui/widgets/SelfSpeculationView.h"
 #include "ui/windows/LessonPanel.h"
 #include "ui/windows/WindowFit.h"
@@ -132,6 +133,36 @@ void checkQueryLabels(MainWindow& window, const QString& at) {
   }
 }
 
+// The key axis's title is centred under the heatmap: it must stay on the plot on both sides.
+void checkKeyAxisTitle(MainWindow& window, const QString& at) {
+  QCustomPlot* plot = window.attentionPanel()->plot();
+  plot->replot(QCustomPlot::rpImmediateRefresh);
+  QTest::qWait(20);
+  const int centre = plot->axisRect()->rect().center().x();
+  const int width = QFontMetrics(plot->xAxis->labelFont()).horizontalAdvance(plot->xAxis->label());
+  QVERIFY2(centre - width / 2 >= 0 && centre + (width + 1) / 2 <= plot->width(),
+           qPrintable(QStringLiteral("%1: key axis title '%2' (%3 px) cut: centre %4 of %5 px")
+                          .arg(at, plot->xAxis->label())
+                          .arg(width)
+                          .arg(centre)
+                          .arg(plot->width())));
+}
+
+// A Tokens page's stage: the cursor round's drafts in a table under the strip, whole, with the round's own numbers.
+void checkDraftsTable(MainWindow& window, const QString& at) {
+  const SessionSnapshot* snapshot = window.context().snapshot();
+  const RoundRecord* round = snapshot ? snapshot->round(window.context().cursor().round) : nullptr;
+  if (!round || round->drafts.empty()) return;
+  RoundDraftsTable* table = window.tokenStripPanel()->draftsTable();
+  QVERIFY2(table->isVisible(), qPrintable(at + ": the drafts table is not shown on the Tokens stage"));
+  QCOMPARE(table->rowCount(), static_cast<int>(round->drafts.size()));
+  QVERIFY2(table->height() >= table->contentHeight() - 1,
+           qPrintable(QStringLiteral("%1: drafts table %2 px tall, its rows need %3").arg(at).arg(table->height()).arg(table->contentHeight())));
+  for (size_t i = 0; i < round->drafts.size() && i < round->q_draft.size(); ++i) {
+    QCOMPARE(table->item(static_cast<int>(i), 2)->text(), QString::number(round->q_draft[i], 'f', 3));
+  }
+}
+
 }  // namespace
 
 class WorkspacesTest : public QObject {
@@ -178,6 +209,8 @@ class WorkspacesTest : public QObject {
         checkOutlinedPanel(window, page, at);
         if (QTest::currentTestFailed()) return;
         if (page.panel == QStringLiteral("attention")) checkQueryLabels(window, at);
+        if (page.panel == QStringLiteral("attention")) checkKeyAxisTitle(window, at);
+        if (page.panel == QStringLiteral("tokens")) checkDraftsTable(window, at);
         if (QTest::currentTestFailed()) return;
         // The page's state is on screen with its text: the "what if" it talks about was recomputed.
         if (!page.what_if_remove.isEmpty()) QVERIFY2(window.attentionStepsPanel()->whatIf() != nullptr, qPrintable(at));
@@ -207,6 +240,34 @@ class WorkspacesTest : public QObject {
     settledDockSizes(window);
     QVERIFY(window.attentionPanel()->queryRows() > 0);
     checkQueryLabels(window, QStringLiteral("debug %1x%2 %3%").arg(size.width()).arg(size.height()).arg(zoom));
+  }
+
+  void aPickedRowBringsTheRowHistoryForwardOnANarrowScreen() {
+    // 1024 wide: the Row History is a tab of the left column, behind the Round Timeline; a row
+    // clicked in the KV view brings it forward. The Debug Tokens dock is too short for the drafts table.
+    MainWindowOptions options = fixtureOptions();
+    options.size = QSize(1024, 768);
+    options.initial_rounds = 1;
+    MainWindow window(options);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() && window.context().snapshot()->lastRound() >= 1 &&
+                                 !window.controller().busy(),
+                             kTimeout);
+    QCOMPARE(window.workspaces()->current(), Workspace::Debug);
+    settledDockSizes(window);
+    QDockWidget* history = window.dock(QStringLiteral("rowHistoryDock"));
+    QVERIFY(!window.tabifiedDockWidgets(history).isEmpty());
+    window.dock(QStringLiteral("timelineDock"))->raise();
+    QTRY_VERIFY(history->visibleRegion().isEmpty());
+    QVERIFY(!window.tokenStripPanel()->draftsTable()->isVisible());
+    window.context().selectEntry(0);
+    QTRY_VERIFY2(!history->visibleRegion().isEmpty(), "the picked row's history stayed behind the Round Timeline");
+    // A closed Row History stays closed.
+    history->close();
+    window.context().selectEntry(1);
+    QTest::qWait(50);
+    QVERIFY(history->isHidden());
   }
 
   void zoomingBackRestoresEveryWorkspace_data() {

@@ -118,6 +118,7 @@ void DebuggerContext::selectEntry(int64_t entry, IDebuggerViewer* source) {
   Cursor cursor = cursor_;
   cursor.entry = entry;
   apply(clamp(cursor, Anchor::Entry), source);
+  emit rowPicked();
 }
 
 void DebuggerContext::selectRow(CacheRole cache, int64_t layer, int64_t row, IDebuggerViewer* source) {
@@ -127,6 +128,7 @@ void DebuggerContext::selectRow(CacheRole cache, int64_t layer, int64_t row, IDe
   cursor.row = row;
   cursor.entry = -1;
   apply(clamp(cursor, Anchor::Row), source);
+  emit rowPicked();
 }
 
 void DebuggerContext::setLayerHead(CacheRole cache, int64_t layer, int64_t head, IDebuggerViewer* source) {

@@ -76,6 +76,10 @@ class DebuggerContext : public QObject {
   void cursorChanged();
   void bookmarksChanged();
   void attentionFocusChanged();
+  // A row was picked by identity or physical row (a click on a KV row, an
+  // attention key): the window brings the Row History forward when it is
+  // a tab behind another panel.
+  void rowPicked();
 
  private:
   enum class Anchor { Entry, Row, Position };  // what a new cursor's row is derived from

@@ -66,7 +66,7 @@ AttentionPanel::AttentionPanel(DebuggerContext& context, QWidget* parent) : View
   new HoverCellHighlight(plot_);  // presenter's pointer on the cell under the mouse
   plot_->setMinimumSize(260, 70);
   plot_->yAxis->setRangeReversed(true);
-  plot_->xAxis->setLabel(tr("key: target cache row as the model saw it (position 'token'; r:p when row \u2260 position)"));
+  fitKeyAxisLabel();
   plot_->xAxis->setTickLabelRotation(60);
   plot_->xAxis->setTickLabelFont(QFont(font().family(), 7));
   map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
@@ -85,6 +85,7 @@ AttentionPanel::AttentionPanel(DebuggerContext& context, QWidget* parent) : View
   connect(plot_, &QCustomPlot::mousePress, this, &AttentionPanel::onMousePress);
   // The rows' height is known once laid out (a resize, a zoom): thin the labels to it.
   connect(plot_, &QCustomPlot::afterLayout, this, &AttentionPanel::thinQueryLabels);
+  connect(plot_, &QCustomPlot::afterLayout, this, &AttentionPanel::fitKeyAxisLabel);
 
   auto* legend = new WrappedLegend(tr("grey: masked by the model's mask &nbsp; <span style='color:%1'>&#9638;</span>&nbsp;evicted "
                                "(policy) &nbsp; hatched keys: ")
@@ -318,6 +319,29 @@ void AttentionPanel::drawQueryMarks(const SessionSnapshot& snapshot, const Curso
   plot_->yAxis->setRange(-0.5, queries_ - 0.5 + kStateStrip);
   label_step_ = 0;
   thinQueryLabels();
+}
+
+void AttentionPanel::fitKeyAxisLabel() {
+  const QStringList labels = {
+      tr("key: target cache row as the model saw it (position 'token'; r:p when row \u2260 position)"),
+      tr("key: cache row as the model saw it (r:p when row \u2260 position)"),
+      tr("key: cache row (position 'token')"),
+      tr("key row"),
+  };
+  const QFontMetrics metrics(plot_->xAxis->labelFont());
+  // Centred under the axis rect, the title must stay on the widget on both sides.
+  const int centre = plot_->axisRect()->rect().center().x();
+  const int room = 2 * std::min(centre, plot_->width() - centre) - 8;
+  QString chosen = labels.back();
+  for (const QString& label : labels) {
+    if (metrics.horizontalAdvance(label) <= room) {
+      chosen = label;
+      break;
+    }
+  }
+  if (plot_->xAxis->label() == chosen) return;
+  plot_->xAxis->setLabel(chosen);
+  plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void AttentionPanel::thinQueryLabels() {

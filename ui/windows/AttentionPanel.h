@@ -68,6 +68,8 @@ class AttentionPanel : public ViewerPanel {
   // Names every k-th query row, k chosen so labels one font-height tall do
   // not overlap at the rows' current pixel height; the rejected row is always named.
   void thinQueryLabels();
+  // The x axis's title, the longest of its forms that fits under the plot (a narrow stage cuts a long one at both ends).
+  void fitKeyAxisLabel();
   void describe(const AttentionData& attention, int64_t round);
   void onMouseMove(QMouseEvent* event);
   void onMousePress(QMouseEvent* event);

@@ -121,6 +121,14 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     updateActions();
   });
   connect(&context_, &DebuggerContext::bookmarksChanged, this, &MainWindow::rebuildBookmarkMenu);
+  // On a narrow screen the Row History is a tab in the left column, not beside the cache:
+  // a picked row brings it forward there. (Teach's and Compress's stages tab it with the panel
+  // clicked in: left as they are.)
+  connect(&context_, &DebuggerContext::rowPicked, this, [this] {
+    if (!workspaces_) return;
+    const Workspace shown = workspaces_->current();
+    if (shown == Workspace::Debug || shown == Workspace::Capture) workspaces_->bringForwardIfTabbed(Panel::RowHistory);
+  });
 
   layout_memory_ = new DockLayoutMemory(this, docks_);  // growing the window back restores its layout
   new DockTabNames(this);  // tabs keep whole names (scroll arrows when they do not fit)

@@ -8,6 +8,7 @@
 
 #include "ui/widgets/LongText.h"
 #include "ui/widgets/Palette.h"
+#include "ui/widgets/RoundDraftsTable.h"
 
 namespace kvscope::ui {
 
@@ -96,6 +97,13 @@ TokenStripPanel::TokenStripPanel(DebuggerContext& context, QWidget* parent) : Vi
   legend_->setWordWrap(true);
   layout->addWidget(legend_);
   layout->addWidget(scroll, 1);
+  drafts_caption_ = new QLabel;
+  drafts_caption_->setObjectName(QStringLiteral("roundDraftsCaption"));
+  drafts_ = new RoundDraftsTable;
+  layout->addWidget(drafts_caption_);
+  layout->addWidget(drafts_);
+  drafts_caption_->hide();
+  drafts_->hide();
   connect(strip_, &TokenStripWidget::positionClicked, this, &TokenStripPanel::positionRequested);
   connect(strip_, &TokenStripWidget::copyTextRequested, this, &TokenStripPanel::copyTokenText);
 }
@@ -106,15 +114,40 @@ void TokenStripPanel::copyTokenText(int index) const {
   QGuiApplication::clipboard()->setText(QString::fromStdString(snapshot->tokenText(strip_->items()[index].token)));
 }
 
+void TokenStripPanel::resizeEvent(QResizeEvent* event) {
+  ViewerPanel::resizeEvent(event);
+  showDraftsTable();
+}
+
+void TokenStripPanel::showDraftsTable() {
+  // Room for the strip's lines at their own size and the table under them:
+  // a Debug dock a few lines tall keeps the strip alone (its tooltips say the same).
+  const int line = fontMetrics().height();
+  const bool room = height() >= 18 * line;
+  drafts_caption_->setVisible(round_has_drafts_ && room);
+  drafts_->setVisible(round_has_drafts_ && room);
+}
+
 void TokenStripPanel::refresh() {
   QVector<TokenItem> items;
   const SessionSnapshot* snapshot = context().snapshot();
+  round_has_drafts_ = false;
   if (!snapshot || !context().cursor().valid()) {
     strip_->setItems(items);
+    showDraftsTable();
     return;
   }
   const Cursor& cursor = context().cursor();
   const RoundRecord* round = cursor.round >= 1 ? snapshot->round(cursor.round) : nullptr;
+  if (round && !round->drafts.empty()) {
+    round_has_drafts_ = true;
+    drafts_caption_->setText(tr("Round %1's drafts (gamma %2), as of its %3 phase:")
+                                 .arg(round->index)
+                                 .arg(round->gamma)
+                                 .arg(QString::fromUtf8(phaseName(cursor.phase))));
+    drafts_->showRound(*snapshot, *round, cursor.phase);
+  }
+  showDraftsTable();
   const bool judged = round && phaseOrder(cursor.phase) >= phaseOrder(Phase::Accept) && round->next_token >= 0;
 
   const auto addRejected = [&] {

@@ -11,11 +11,16 @@ class QLabel;
 
 namespace kvscope::ui {
 
+class RoundDraftsTable;
+
 class TokenStripPanel : public ViewerPanel {
   Q_OBJECT
  public:
   explicit TokenStripPanel(DebuggerContext& context, QWidget* parent = nullptr);
   TokenStripWidget* strip() const { return strip_; }
+  // The cursor round's drafts as a table, shown when the panel is tall
+  // enough to hold it below the strip (a lesson's stage, not a Debug dock).
+  RoundDraftsTable* draftsTable() const { return drafts_; }
   // The full text of the strip's item `index` to the clipboard.
   void copyTokenText(int index) const;
 
@@ -24,10 +29,16 @@ class TokenStripPanel : public ViewerPanel {
 
  protected:
   void refresh() override;
+  void resizeEvent(QResizeEvent* event) override;
 
  private:
+  void showDraftsTable();
+
   TokenStripWidget* strip_;
   QLabel* legend_;
+  QLabel* drafts_caption_;
+  RoundDraftsTable* drafts_;
+  bool round_has_drafts_ = false;
 };
 
 // Tooltip text for draft i of a round as of `phase` (q after draft, p after

@@ -200,6 +200,13 @@ bool Workspaces::eventFilter(QObject* watched, QEvent* event) {
   return false;
 }
 
+void Workspaces::bringForwardIfTabbed(Panel panel) {
+  QDockWidget* d = dock(panel);
+  if (d->isHidden() || d->isFloating() || window_->tabifiedDockWidgets(d).isEmpty()) return;
+  if (!d->visibleRegion().isEmpty()) return;
+  d->raise();
+}
+
 void Workspaces::arrange(Workspace workspace) {
   defaults_pending_ = true;
   for (QDockWidget* d : docks_) {

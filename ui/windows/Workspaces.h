@@ -53,6 +53,9 @@ class Workspaces : public QObject {
   // Keeps the current arrangement, then shows `workspace`'s: the one it was
   // left in at this window size and zoom, else its default.
   void switchTo(Workspace workspace);
+  // Raises `panel` when it is a tab hidden behind another dock of its group
+  // (a closed panel stays closed; a panel on screen is left alone).
+  void bringForwardIfTabbed(Panel panel);
   // The current workspace's default arrangement (View > Reset Layout).
   void reset();
   // Presenter zoom: call before the fonts change (the arrangement at `from`
