@@ -1,6 +1,6 @@
 // Legends and labels that were cut: at 1024x768 and 1280x720, at 100% and
 // 150% presenter zoom, every legend under a plot (Cache Diff's audit legend,
-// Verify Attention's, the Round Timeline's) shows all its lines and no line
+// Verify Attention's, the Round Timeline's, the KV Cache's) shows all its lines and no line
 // is wider than its widget; the audit grid's cells answer a hover; a verdict
 // reads as words ("wrong position"), not an identifier in capitals.
 #include <QLabel>
@@ -9,7 +9,9 @@
 #include <qcustomplot.h>
 
 #include "tests/ui/ui_test_support.h"
+#include "ui/widgets/KvHeatmapView.h"
 #include "ui/widgets/Palette.h"
+#include "ui/windows/KvCachePanel.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -64,6 +66,8 @@ class LegendsFitTest : public QObject {
     window.show();
     runDiff(window, "prune-short");
     if (QTest::currentTestFailed()) return;
+    window.diffPanel()->goToRootCauseButton()->click();  // the moment the stale row is drawn
+    flush(window);
     for (const QSize size : {QSize(1024, 768), QSize(1280, 720)}) {
       for (const int zoom : {100, 150}) {
         window.resize(size);
@@ -78,6 +82,17 @@ class LegendsFitTest : public QObject {
         fits(window.findChild<QLabel*>(QStringLiteral("attentionLegend")), where);
         raise(window, "timelineDock");
         fits(window.findChild<QLabel*>(QStringLiteral("timelineLegend")), where);
+        raise(window, "kvDock");
+        fits(window.findChild<QLabel*>(QStringLiteral("kvLegend")), where);
+        // The KV legend keys exactly the verdicts its views draw (here the fault's stale row).
+        const QString kv_legend = window.findChild<QLabel*>(QStringLiteral("kvLegend"))->text();
+        for (RowState state : {RowState::Stale, RowState::Missing, RowState::Duplicate, RowState::WrongPosition, RowState::WrongValues}) {
+          const bool drawn = window.kvCachePanel()->targetView()->countState(state) > 0 ||
+                             window.kvCachePanel()->drafterView()->countState(state) > 0;
+          const QString name = Palette::rowStateLabel(state).replace(QLatin1Char(' '), QStringLiteral("&nbsp;"));
+          QVERIFY2(kv_legend.contains(name) == drawn, qPrintable(where + ": KV legend and drawn rows disagree on " + name));
+        }
+        QVERIFY2(kv_legend.contains(QStringLiteral("stale")), qPrintable(where + ": prune-short's stale row has no key"));
         if (QTest::currentTestFailed()) return;
       }
     }

@@ -2,6 +2,7 @@
 // The colours every panel uses for token origins, cache row statuses and
 // row verdicts (a row that breaks the bookkeeping has the same colour everywhere).
 #include <QColor>
+#include <QList>
 
 #include <QString>
 
@@ -41,9 +42,14 @@ struct Palette {
   // An HTML legend of the verdict colours; each swatch stays with its name
   // when a narrow label wraps the legend.
   static QString rowStateLegend() {
+    return rowStateLegend({RowState::Stale, RowState::Missing, RowState::Duplicate, RowState::WrongPosition,
+                           RowState::WrongValues});
+  }
+  // Only these verdicts (a view that keys what it draws).
+  static QString rowStateLegend(std::initializer_list<RowState> states) { return rowStateLegend(QList<RowState>(states)); }
+  static QString rowStateLegend(const QList<RowState>& states) {
     QString html;
-    for (RowState state : {RowState::Stale, RowState::Missing, RowState::Duplicate, RowState::WrongPosition,
-                           RowState::WrongValues}) {
+    for (RowState state : states) {
       html += QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2 ")
                   .arg(rowState(state).name(), rowStateLabel(state).replace(QLatin1Char(' '), QStringLiteral("&nbsp;")));
     }

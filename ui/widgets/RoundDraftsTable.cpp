@@ -1,7 +1,5 @@
 #include "ui/widgets/RoundDraftsTable.h"
 
-#include <QEvent>
-#include <QHeaderView>
 
 #include "ui/widgets/DisplayToken.h"
 
@@ -44,59 +42,47 @@ QString verdict(const SessionSnapshot& snapshot, const RoundRecord& round, size_
 
 }  // namespace
 
-RoundDraftsTable::RoundDraftsTable(QWidget* parent) : QTableWidget(0, kColumns, parent) {
+RoundDraftsTable::RoundDraftsTable(QWidget* parent) : QLabel(parent) {
   setObjectName(QStringLiteral("roundDraftsTable"));
-  setHorizontalHeaderLabels({tr("draft"), tr("token"), tr("q(d) drafter"), tr("p(d) target"), tr("target's top token"),
-                             tr("verdict")});
-  verticalHeader()->hide();
-  setEditTriggers(QAbstractItemView::NoEditTriggers);
-  setSelectionMode(QAbstractItemView::NoSelection);
-  setFocusPolicy(Qt::NoFocus);
-  horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  horizontalHeader()->setStretchLastSection(true);
-  setVerticalScrollBarPolicy(Qt::ScrollBarAsNeeded);
-  fitToFont();
+  setTextFormat(Qt::RichText);
+  setAlignment(Qt::AlignLeft | Qt::AlignTop);
+  setWordWrap(true);  // a narrow stage wraps the cells rather than widening the panel
+}
+
+QString RoundDraftsTable::cellText(int row, int column) const {
+  if (row < 0 || row >= rows_.size() || column < 0 || column >= rows_[row].size()) return {};
+  return rows_[row][column];
 }
 
 void RoundDraftsTable::showRound(const SessionSnapshot& snapshot, const RoundRecord& round, Phase phase) {
   const bool verified = phaseOrder(phase) >= phaseOrder(Phase::Verify);
   const bool judged = phaseOrder(phase) >= phaseOrder(Phase::Accept) && round.next_token >= 0;
-  setRowCount(static_cast<int>(round.drafts.size()));
+  rows_.clear();
   for (size_t i = 0; i < round.drafts.size(); ++i) {
-    const QStringList cells = {
+    rows_.push_back({
         QString::number(i + 1),
         QStringLiteral("'%1'").arg(displayToken(snapshot.tokenText(round.drafts[i]))),
         probability(valueAt(round.q_draft, i)),
         verified ? probability(valueAt(round.p_draft, i)) : tr("verify pending"),
         verified ? targetChoice(snapshot, round, i) : QStringLiteral("-"),
         verdict(snapshot, round, i, judged),
-    };
-    for (int column = 0; column < kColumns; ++column) {
-      auto* item = new QTableWidgetItem(cells[column]);
-      if (column == kQ || column == kP || column == kDraft) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-      setItem(static_cast<int>(i), column, item);
-    }
+    });
   }
-  fitToFont();
-}
-
-int RoundDraftsTable::contentHeight() const {
-  int height = horizontalHeader()->height() + 2 * frameWidth();
-  for (int row = 0; row < rowCount(); ++row) height += rowHeight(row);
-  return height;
-}
-
-void RoundDraftsTable::changeEvent(QEvent* event) {
-  QTableWidget::changeEvent(event);
-  if (event->type() == QEvent::FontChange) fitToFont();  // presenter zoom: rows grow with the text
-}
-
-void RoundDraftsTable::fitToFont() {
-  const int line = fontMetrics().height();
-  verticalHeader()->setDefaultSectionSize(line + line / 2);
-  for (int row = 0; row < rowCount(); ++row) setRowHeight(row, line + line / 2);
-  horizontalHeader()->setMinimumHeight(line + line / 2);
-  setMaximumHeight(contentHeight());
+  // Token text is the model's (any bytes): escaped, never markup.
+  QString html = QStringLiteral("<table cellspacing='0' cellpadding='3' border='1' style='border-collapse:collapse'><tr>");
+  for (const QString& title : {tr("draft"), tr("token"), tr("q(d) drafter"), tr("p(d) target"), tr("target's top token"), tr("verdict")}) {
+    html += QStringLiteral("<th>%1</th>").arg(title.toHtmlEscaped());
+  }
+  html += QStringLiteral("</tr>");
+  for (const QStringList& row : rows_) {
+    html += QStringLiteral("<tr>");
+    for (int column = 0; column < row.size(); ++column) {
+      const bool number = column == kDraft || column == kQ || column == kP;
+      html += QStringLiteral("<td align='%1'>%2</td>").arg(number ? QStringLiteral("right") : QStringLiteral("left"), row[column].toHtmlEscaped());
+    }
+    html += QStringLiteral("</tr>");
+  }
+  setText(html + QStringLiteral("</table>"));
 }
 
 }  // namespace kvscope::ui

@@ -184,7 +184,14 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   plots_area->setFrameShape(QFrame::NoFrame);
   plots_area->setWidgetResizable(true);
   plots_area->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  plots_area->setWidget(plots_);
+  // The legend scrolls with the plots it explains: at 200% on a 1024x768 screen, kept
+  // outside it took three lines of a short dock and left the plots a strip a few pixels tall.
+  auto* plots_and_legend = new QWidget;
+  auto* scrolled = new QVBoxLayout(plots_and_legend);
+  scrolled->setContentsMargins(0, 0, 0, 0);
+  scrolled->addWidget(plots_, 1);
+  scrolled->addWidget(legend);
+  plots_area->setWidget(plots_and_legend);
   plots_area->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Ignored);
   for (QCustomPlot* plot : {positions_, audit_plot_}) {
     connect(plot, &QCustomPlot::beforeReplot, this, [this, plot] { fitTicks(plot); });
@@ -195,7 +202,6 @@ DiffPanel::DiffPanel(DebuggerContext& context, QWidget* parent) : ViewerPanel(co
   layout->addLayout(header);
   layout->addWidget(report_);
   layout->addWidget(plots_area, 1);
-  layout->addWidget(legend);
 
   connect(run_, &QPushButton::clicked, this, &DiffPanel::runDiffRequested);
   connect(audit_, &QPushButton::clicked, this, [this] { emit auditRequested(this->context().cursor().moment()); });

@@ -12,6 +12,7 @@
 #include "ui/widgets/KvHeatmapView.h"
 #include "ui/widgets/PagedPoolView.h"
 #include "ui/widgets/Palette.h"
+#include "ui/widgets/WrappedLegend.h"
 
 namespace kvscope::ui {
 
@@ -23,18 +24,20 @@ KvCachePanel::KvCachePanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   kv_group_->addButton(k_button, 0);
   kv_group_->addButton(v_button, 1);
   range_ = new ColorRangeControl;
-  auto* legend = new QLabel(QStringLiteral("<span style='background:%1'>&nbsp;&nbsp;</span> written this round "
-                                           "<span style='background:%2'>&nbsp;&nbsp;</span> removed this round "
-                                           "<span style='background:%3'>&nbsp;&#9638;&nbsp;</span> evicted (policy) &nbsp; ")
-                                .arg(Palette::written().name(), Palette::pruned().name(), Palette::evicted().name()) +
-                            Palette::rowStateLegend());
-  legend->setToolTip(tr("Rows are physical cache rows, labelled 'position token' (r:p when a row does not hold its own\n"
+  // Wrapped, not cut (at 1280x720 the row-state keys past "stale" fell off the panel's edge),
+  // in short words and keying only the verdicts drawn, so it stays one line beside the
+  // controls where the KV dock is short (Capture); updateLegend() fills it.
+  auto* legend = legend_ = new WrappedLegend(QString());
+  legend->setObjectName(QStringLiteral("kvLegend"));
+  legend->setToolTip(tr("The strips left of the rows: green, written this round; red, removed this round;\n"
+                        "grey cross-hatched, evicted by a compression policy.\n"
+                        "Rows are physical cache rows, labelled 'position token' (r:p when a row does not hold its own\n"
                         "position). Wrong rows are hatched in their verdict's colour; a missing row is a dashed line\n"
                         "where it belongs. Rows an eviction policy masked in the shown kv head are grey and cross-hatched\n"
                         "(they stay in the cache at their row, unread by that head; hover says which policy and round). Wheel: zoom rows around the pointer (Ctrl: dims); drag: pan; F or Home: fit.\n"
                         "When rows outnumber pixel lines, each line shows several rows (the value of largest |x|) and\n"
                         "carries the marks of any of them. The strip left of each heatmap is layer x kv head: click to go."));
-  // One line under the heatmaps: K/V, the colour range and the legend (vertical room is for rows).
+  // Under the heatmaps: K/V, the colour range and the legend (vertical room is for rows).
   auto* controls = new QHBoxLayout;
   controls->addWidget(k_button);
   controls->addWidget(v_button);
@@ -45,10 +48,10 @@ KvCachePanel::KvCachePanel(DebuggerContext& context, QWidget* parent) : ViewerPa
 
   target_ = new KvHeatmapView(CacheRole::Target);
   drafter_ = new KvHeatmapView(CacheRole::Drafter);
+  updateLegend();
   auto* splitter = new QSplitter(Qt::Horizontal);
   splitter->addWidget(target_);
   splitter->addWidget(drafter_);
-  legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   splitter->setToolTip(tr("Hover for values; click a row for its history."));
 
   auto* rows_page = new QWidget;
@@ -106,6 +109,22 @@ void KvCachePanel::refresh() {
   target_->show(context().snapshotPtr(), context().cursor(), showingValues(), range);
   drafter_->show(context().snapshotPtr(), context().cursor(), showingValues(), range);
   range_->showAutofitRange(target_->shownLower(), target_->shownUpper());
+  updateLegend();
+}
+
+void KvCachePanel::updateLegend() {
+  QList<RowState> drawn;
+  for (RowState state : {RowState::Stale, RowState::Missing, RowState::Duplicate, RowState::WrongPosition, RowState::WrongValues}) {
+    if (target_->countState(state) > 0 || drafter_->countState(state) > 0) drawn << state;
+  }
+  const QString html = QStringLiteral("<span style='background:%1'>&nbsp;&nbsp;</span> written now "
+                                      "<span style='background:%2'>&nbsp;&nbsp;</span> removed now "
+                                      "<span style='background:%3'>&nbsp;&#9638;&nbsp;</span> evicted &nbsp; ")
+                           .arg(Palette::written().name(), Palette::pruned().name(), Palette::evicted().name()) +
+                       Palette::rowStateLegend(drawn);
+  if (html == legend_shown_) return;
+  legend_shown_ = html;
+  legend_->setLegend(html);
 }
 
 }  // namespace kvscope::ui

@@ -16,6 +16,8 @@ class QTabWidget;
 
 namespace kvscope::ui {
 
+class WrappedLegend;
+
 class ColorRangeControl;
 class KvHeatmapView;
 class PagedPoolView;
@@ -41,12 +43,17 @@ class KvCachePanel : public ViewerPanel {
   void refresh() override;
 
  private:
+  // The strips' keys, and a verdict's key only when a row drawn has it (one line beside the controls).
+  void updateLegend();
+
   KvHeatmapView* target_;
   KvHeatmapView* drafter_;
   ColorRangeControl* range_;
   QButtonGroup* kv_group_;
   QTabWidget* tabs_;
   PagedPoolView* pool_;
+  WrappedLegend* legend_;
+  QString legend_shown_;
 };
 
 }  // namespace kvscope::ui

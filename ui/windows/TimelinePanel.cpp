@@ -1,5 +1,6 @@
 #include "ui/windows/TimelinePanel.h"
 
+#include <QScrollArea>
 #include <QVBoxLayout>
 #include <cmath>
 #include <qcustomplot.h>
@@ -73,16 +74,39 @@ TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : Viewer
                                    swatch(Palette::rejected(), tr("rejected&nbsp;drafts")) +
                                    tr("<nobr><span style='color:#282828'>&#8212;&#9679;&#8212;</span>&nbsp;running&nbsp;alpha</nobr>"));
   legend->setObjectName(QStringLiteral("timelineLegend"));
-  auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(0, 0, 0, 0);
-  layout->setSpacing(0);
-  layout->addWidget(legend);
   batch_legend_ = new WrappedLegend(QString());
   batch_legend_->setObjectName(QStringLiteral("timelineBatchLegend"));
   batch_legend_->setVisible(false);
-  layout->addWidget(batch_legend_);
-  layout->addWidget(plot_, 1);
+  // The keys and the plot scroll together: at 200% on a 1024x768 screen the five lines of
+  // the key filled the dock and left the bars a strip; the plot keeps a readable height.
+  auto* content = new QWidget;
+  auto* inner = new QVBoxLayout(content);
+  inner->setContentsMargins(0, 0, 0, 0);
+  inner->setSpacing(0);
+  inner->addWidget(legend);
+  inner->addWidget(batch_legend_);
+  inner->addWidget(plot_, 1);
+  auto* area = new QScrollArea;
+  area->setObjectName(QStringLiteral("timelineArea"));
+  area->setFrameShape(QFrame::NoFrame);
+  area->setWidgetResizable(true);
+  area->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  area->setWidget(content);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(area);
   plot_->setMinimumWidth(160);
+  fitPlotToFont();
+}
+
+void TimelinePanel::changeEvent(QEvent* event) {
+  ViewerPanel::changeEvent(event);
+  if (event->type() == QEvent::FontChange) fitPlotToFont();
+}
+
+void TimelinePanel::fitPlotToFont() {
+  // Room for the tick labels, the axis title and a few bars, in lines of the (zoomed) font.
+  plot_->setMinimumHeight(std::max(70, 7 * QFontMetrics(font()).height()));
 }
 
 void TimelinePanel::resizeEvent(QResizeEvent* event) {

@@ -36,6 +36,7 @@ class TimelinePanel : public ViewerPanel {
  protected:
   // The legend takes as many columns as fit (presenter zoom makes it wide).
   void resizeEvent(QResizeEvent* event) override;
+  void changeEvent(QEvent* event) override;
   void refresh() override;
 
  public:
@@ -45,6 +46,7 @@ class TimelinePanel : public ViewerPanel {
  private:
   void onMousePress(QMouseEvent* event);
   void showBatch(const SessionSnapshot* snapshot);
+  void fitPlotToFont();
 
   QCustomPlot* plot_;
   QCPBars* accepted_;
