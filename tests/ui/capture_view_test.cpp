@@ -7,10 +7,12 @@
 #include <QFile>
 #include <QTextBrowser>
 #include <QtTest>
+#include <qcustomplot.h>
 
 #include "ui/widgets/KvHeatmapView.h"
 #include "ui/windows/RowHistoryPanel.h"
 #include "ui/windows/TimelinePanel.h"
+#include "ui/windows/Workspaces.h"
 #include "tests/ui/ui_test_support.h"
 
 using namespace kvscope;
@@ -70,11 +72,26 @@ class CaptureViewTest : public QObject {
     // The timeline names the engine's calls of the cursor's round.
     const QString calls = TimelinePanel::callsOfRound(snapshot, cause.round);
     QVERIFY2(calls.contains(QStringLiteral("call")), qPrintable(calls));
+    // ... in a line above the plot, for the cursor's round (drawn over the bars, it hid them).
+    flush(window);
+    const QString line = window.timelinePanel()->callsLine();
+    QVERIFY2(line.contains(TimelinePanel::callsOfRound(snapshot, window.context().cursor().round)), qPrintable(line));
+    QVERIFY2(window.timelinePanel()->findChildren<QCPItemText*>().isEmpty(), "a text item over the timeline's bars");
     // Verify Attention: recomputed over the captured rows of the verify rounds.
     QVERIFY(!snapshot.attention.empty());
     // Nothing to step after the capture's last call.
     window.context().setCursor(window.context().latest());
     QVERIFY(!window.stepRoundAction()->isEnabled());
+    QCOMPARE(window.workspaces()->current(), Workspace::Capture);  // opening a capture switches there
+    {
+      // ... unless the command line named a workspace: `kvscope --workspace debug FILE`.
+      MainWindowOptions debug = options;
+      debug.workspace = QStringLiteral("debug");
+      MainWindow in_debug(debug);
+      QTRY_VERIFY_WITH_TIMEOUT(in_debug.windowTitle().contains(QStringLiteral("(capture)")) && !in_debug.controller().busy(),
+                               kTimeout);
+      QCOMPARE(in_debug.workspaces()->current(), Workspace::Debug);
+    }
     QFile::remove(path);
   }
 

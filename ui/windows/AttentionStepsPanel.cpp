@@ -442,8 +442,11 @@ void AttentionStepsPanel::drawSteps() {
                e.query_heads_sharing.size() > 1 ? tr(" (grouped-query attention: they all read the same K and V rows)")
                                                 : QString()) +
       (context().snapshot() && context().snapshot()->replay_only
-           ? tr(" <i>A replayed trace keeps no weights: explained with the loaded target, which has the trace's "
-                "name and shape.</i>")
+           ? (context().snapshot()->from_capture
+                  ? tr(" <i>A capture keeps no weights: explained with the loaded target, the checkpoint the capture "
+                       "names.</i>")
+                  : tr(" <i>A replayed trace keeps no weights: explained with the loaded target, which has the trace's "
+                       "name and shape.</i>"))
            : QString()));
   drawVectors();
   drawKeySteps();

@@ -513,7 +513,10 @@ void MainWindow::connectEngine() {
     capture_paths_ = opening_capture_;
     sequence_picker_->setSequences(sequences, shown);
     // Another sequence of the open capture: every panel follows, the workspace stays.
-    if (!std::exchange(repicking_sequence_, false)) workspaces_->switchTo(Workspace::Capture);
+    // A --workspace named on the command line wins over Capture for the file it opened.
+    Workspace wanted = Workspace::Capture;
+    if (!std::exchange(command_line_workspace_used_, true) && !options_.workspace.isEmpty()) Workspaces::parse(options_.workspace, &wanted);
+    if (!std::exchange(repicking_sequence_, false)) workspaces_->switchTo(wanted);
     statusBar()->showMessage(verdict, 30000);
     raisePanel(panels_.diff);
     // The root cause first, as for a diffed session.

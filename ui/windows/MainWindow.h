@@ -205,6 +205,7 @@ class MainWindow : public QMainWindow {
   LessonRunner* lesson_runner_ = nullptr;
   QList<QDockWidget*> docks_;
   Workspaces* workspaces_ = nullptr;
+  bool command_line_workspace_used_ = false;  // the first capture opened honours --workspace
   DockLayoutMemory* layout_memory_ = nullptr;
 
   QAction* run_ = nullptr;

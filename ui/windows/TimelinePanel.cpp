@@ -1,5 +1,6 @@
 #include "ui/windows/TimelinePanel.h"
 
+#include <QLabel>
 #include <QScrollArea>
 #include <QVBoxLayout>
 #include <cmath>
@@ -54,10 +55,11 @@ TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : Viewer
   highlight_->setLayer(QStringLiteral("background"));
   highlight_->setPen(Qt::NoPen);
   highlight_->setBrush(QColor(255, 200, 0, 70));
-  calls_ = new QCPItemText(plot_);
-  calls_->setPositionAlignment(Qt::AlignHCenter | Qt::AlignTop);
-  calls_->setFont(QFont(font().family(), 8));
-  calls_->setColor(QColor(90, 60, 0));
+  calls_ = new QLabel;
+  calls_->setObjectName(QStringLiteral("timelineCalls"));
+  calls_->setWordWrap(true);
+  calls_->setTextFormat(Qt::PlainText);
+  calls_->setStyleSheet(QStringLiteral("QLabel { color:#5a3c00; }"));
   calls_->setVisible(false);
 
   installPlotExport(plot_, QStringLiteral("timeline"), [this] { return csv(); });
@@ -85,6 +87,7 @@ TimelinePanel::TimelinePanel(DebuggerContext& context, QWidget* parent) : Viewer
   inner->setSpacing(0);
   inner->addWidget(legend);
   inner->addWidget(batch_legend_);
+  inner->addWidget(calls_);
   inner->addWidget(plot_, 1);
   auto* area = new QScrollArea;
   area->setObjectName(QStringLiteral("timelineArea"));
@@ -166,15 +169,7 @@ void TimelinePanel::refresh() {
   plot_->xAxis->setLabel(capture ? tr("round (one per target call)") : tr("round"));
   calls_->setVisible(capture);
   if (capture) {
-    // One call per line: the column is narrow, and a clipped call name says nothing.
-    calls_->setText(callsOfRound(*snapshot, cursor.round).replace(QStringLiteral(" \u2192 "), QStringLiteral("\n")));
-    calls_->position->setCoords(static_cast<double>(cursor.round), static_cast<double>(max_height) + 0.45);
-    // Anchored on the side of the bar that has room: a centred name over the first or last bars was cut.
-    const QCPRange range = plot_->xAxis->range();
-    const double at = (static_cast<double>(cursor.round) - range.lower) / range.size();
-    const Qt::Alignment side = at < 0.34 ? Qt::AlignLeft : at > 0.66 ? Qt::AlignRight : Qt::AlignHCenter;
-    calls_->setPositionAlignment(side | Qt::AlignTop);
-    calls_->setTextAlignment(side);
+    calls_->setText(tr("round %1: %2").arg(cursor.round).arg(callsOfRound(*snapshot, cursor.round)));
   }
   showBatch(snapshot);
   plot_->replot(QCustomPlot::rpQueuedReplot);
@@ -251,6 +246,8 @@ std::vector<std::vector<std::pair<double, double>>> TimelinePanel::sequenceMarke
   }
   return out;
 }
+
+QString TimelinePanel::callsLine() const { return calls_->isVisibleTo(this) ? calls_->text() : QString(); }
 
 QString TimelinePanel::callsOfRound(const SessionSnapshot& snapshot, int64_t round) {
   // Forwards only: "drafter call 7", "target call 2" (a change between calls is ", between calls").

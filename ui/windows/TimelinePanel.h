@@ -15,6 +15,8 @@ class QCPItemRect;
 class QCPItemText;
 class QMouseEvent;
 
+class QLabel;
+
 namespace kvscope::ui {
 
 class WrappedLegend;
@@ -42,6 +44,8 @@ class TimelinePanel : public ViewerPanel {
  public:
   // A capture's round as the engine's calls: "drafter calls 4\u20137 \u2192 target call 2".
   static QString callsOfRound(const SessionSnapshot& snapshot, int64_t round);
+  // The line above the plot on a capture ("round 2: drafter calls 5-8 -> target call 2"); empty otherwise.
+  QString callsLine() const;
 
  private:
   void onMousePress(QMouseEvent* event);
@@ -55,7 +59,7 @@ class TimelinePanel : public ViewerPanel {
   QCPBars* rejected_;
   QCPGraph* alpha_;
   QCPItemRect* highlight_;
-  QCPItemText* calls_;  // a capture: the engine's calls the cursor's round stands for
+  QLabel* calls_;  // a capture: the engine's calls the cursor's round stands for (above the plot, never over the bars)
   std::vector<QCPGraph*> sequences_;  // a batched capture: one marker series per sequence
   WrappedLegend* batch_legend_;
 };
