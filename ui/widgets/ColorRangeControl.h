@@ -21,6 +21,7 @@ class ColorRangeControl : public QWidget {
   void rangeChanged();
 
  private:
+  void nameAutofitRange();
   QCheckBox* autofit_;
   QDoubleSpinBox* lower_;
   QDoubleSpinBox* upper_;

@@ -1,12 +1,17 @@
 #include "ui/windows/KvCachePanel.h"
 
 #include <QButtonGroup>
+#include <QEvent>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QRadioButton>
 #include <QSplitter>
 #include <QTabWidget>
+#include <QTextDocument>
+#include <QTimer>
 #include <QVBoxLayout>
+
+#include <cmath>
 
 #include "ui/widgets/ColorRangeControl.h"
 #include "ui/widgets/KvHeatmapView.h"
@@ -38,13 +43,14 @@ KvCachePanel::KvCachePanel(DebuggerContext& context, QWidget* parent) : ViewerPa
                         "When rows outnumber pixel lines, each line shows several rows (the value of largest |x|) and\n"
                         "carries the marks of any of them. The strip left of each heatmap is layer x kv head: click to go."));
   // Under the heatmaps: K/V, the colour range and the legend (vertical room is for rows).
-  auto* controls = new QHBoxLayout;
+  auto* controls = controls_ = new QHBoxLayout;
   controls->addWidget(k_button);
   controls->addWidget(v_button);
   controls->addSpacing(8);
   controls->addWidget(range_);
   controls->addSpacing(8);
-  controls->addWidget(legend, 1);
+  controls->addWidget(legend, 1);  // placeLegend() moves it under the controls when one line does not fit beside
+  controls->addStretch(0);  // the controls keep to the left when the legend is under them
 
   target_ = new KvHeatmapView(CacheRole::Target);
   drafter_ = new KvHeatmapView(CacheRole::Drafter);
@@ -55,7 +61,7 @@ KvCachePanel::KvCachePanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   splitter->setToolTip(tr("Hover for values; click a row for its history."));
 
   auto* rows_page = new QWidget;
-  auto* rows_layout = new QVBoxLayout(rows_page);
+  auto* rows_layout = rows_layout_ = new QVBoxLayout(rows_page);
   rows_layout->setContentsMargins(0, 0, 0, 0);
   rows_layout->addWidget(splitter, 1);
   rows_layout->addLayout(controls);
@@ -110,6 +116,7 @@ void KvCachePanel::refresh() {
   drafter_->show(context().snapshotPtr(), context().cursor(), showingValues(), range);
   range_->showAutofitRange(target_->shownLower(), target_->shownUpper());
   updateLegend();
+  placeLegend();  // the controls' width changes with the autofit range's text
 }
 
 void KvCachePanel::updateLegend() {
@@ -125,6 +132,41 @@ void KvCachePanel::updateLegend() {
   if (html == legend_shown_) return;
   legend_shown_ = html;
   legend_->setLegend(html);
+  placeLegend();
+}
+
+void KvCachePanel::resizeEvent(QResizeEvent* event) {
+  ViewerPanel::resizeEvent(event);
+  placeLegend();
+}
+
+void KvCachePanel::changeEvent(QEvent* event) {
+  ViewerPanel::changeEvent(event);
+  if (event->type() == QEvent::FontChange) QTimer::singleShot(0, this, &KvCachePanel::placeLegend);  // a zoom's widths
+}
+
+void KvCachePanel::placeLegend() {
+  if (!rows_layout_) return;
+  // One line beside K/V and the colour range when it fits there; else a row of its own under
+  // them (at 150% on 1024x768, wrapped beside them it took four lines from the heatmaps).
+  QTextDocument line;
+  line.setDefaultFont(legend_->font());
+  line.setDocumentMargin(0);
+  line.setHtml(legend_->text());
+  int controls = 0;
+  for (int i = 0; i < controls_->count(); ++i) {
+    if (controls_->itemAt(i)->widget() != legend_) controls += controls_->itemAt(i)->sizeHint().width() + controls_->spacing();
+  }
+  const bool beside = controls + static_cast<int>(std::ceil(line.idealWidth())) + 8 <= rows_layout_->geometry().width();
+  const bool is_beside = controls_->indexOf(legend_) >= 0;
+  if (beside == is_beside) return;
+  if (beside) {
+    rows_layout_->removeWidget(legend_);
+    controls_->addWidget(legend_, 1);
+  } else {
+    controls_->removeWidget(legend_);
+    rows_layout_->addWidget(legend_);
+  }
 }
 
 }  // namespace kvscope::ui

@@ -14,6 +14,9 @@ class QButtonGroup;
 class QLabel;
 class QTabWidget;
 
+class QHBoxLayout;
+class QVBoxLayout;
+
 namespace kvscope::ui {
 
 class WrappedLegend;
@@ -41,10 +44,13 @@ class KvCachePanel : public ViewerPanel {
 
  protected:
   void refresh() override;
+  void resizeEvent(QResizeEvent* event) override;
+  void changeEvent(QEvent* event) override;
 
  private:
   // The strips' keys, and a verdict's key only when a row drawn has it (one line beside the controls).
   void updateLegend();
+  void placeLegend();
 
   KvHeatmapView* target_;
   KvHeatmapView* drafter_;
@@ -53,6 +59,8 @@ class KvCachePanel : public ViewerPanel {
   QTabWidget* tabs_;
   PagedPoolView* pool_;
   WrappedLegend* legend_;
+  QHBoxLayout* controls_ = nullptr;
+  QVBoxLayout* rows_layout_ = nullptr;
   QString legend_shown_;
 };
 
