@@ -6,6 +6,7 @@
 #include <torch/version.h>
 
 #include "core/bench/matmul_baseline.h"
+#include "core/bench/read_bound.h"
 #include "core/bench/speculative_bench.h"
 #include "core/decode/autoregressive.h"
 #include "core/error.h"
@@ -160,7 +161,15 @@ nlohmann::json againstBaseline(const CausalLM& model, const BenchOptions& o) {
   const Timing bare_rows = timeTrials([&] { baseline.run(rows); }, o.plan);
   const Timing our_rows = uncachedStep(model, ids, rows - 1, o.plan);
   const double gb = baseline.weightBytes() / 1e9;
+  // The stored weights read once at this machine's speed: the least a decode step can take.
+  int64_t stored = 0;
+  for (const auto& [dtype, bytes] : residentBytesByDtype(model)) stored += bytes;
+  const ReadBound read = measureReadBound(stored, o.plan);
   return {{"weight_matrices", baseline.matrices()},
+          {"weight_gb_stored", static_cast<double>(stored) / 1e9},
+          {"weight_read_pass", toJson(read.pass)},
+          {"weight_read_gb_per_s", read.gb_per_s},
+          {"decode_over_read_bound", our_step.median_ms / read.pass.median_ms},
           {"weight_gb_fp32", gb},
           {"decode_context", context},
           {"decode_step", toJson(our_step)},
