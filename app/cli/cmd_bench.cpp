@@ -107,7 +107,7 @@ int runBench(Args& args) {
   const nlohmann::json report = runBenchmark(options, progress);
   if (!json) printBenchSummary(std::cout, report);
   if (plot_dir) writePlots(report, *plot_dir);
-  printJson(report);
+  if (json) printJson(report);
   return 0;
 }
 
