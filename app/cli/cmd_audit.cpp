@@ -222,8 +222,11 @@ const CommandRegistrar kRegisterAudit{
     "           several prompts (a batch): every sequence audited at its own root cause (or --at-round, or its end),\n"
     "           reported under `sequences`; --sequence N audits one (and --row needs it)",
     runAudit};
-const CommandRegistrar kRegisterFaults{"faults", "faults [--json]   (the bug zoo: a table of names and what each breaks; --json: the full explanations\n"
-    "           and the real bug each mirrors)", runFaults};
+const CommandRegistrar kRegisterFaults{
+    "faults",
+    "faults [--json]   (the bug zoo: a table of names and what each breaks; --json: the full explanations\n"
+    "           and the real bug each mirrors)",
+    runFaults};
 
 }  // namespace
 }  // namespace kvscope::cli

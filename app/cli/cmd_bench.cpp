@@ -1,5 +1,5 @@
 // kvscope-cli bench: kvscope's speed on a model pair (core/bench/benchmark.h),
-// printed as a summary and as one JSON object; --plot DIR adds PNG charts
+// printed as a summary, or with --json as one JSON object; --plot DIR adds PNG charts
 // (drawn by kvscope-plot, which links Qt; this binary stays Qt-free).
 #include <cstdlib>
 #include <filesystem>

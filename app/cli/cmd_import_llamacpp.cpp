@@ -24,7 +24,9 @@ int runImportLlamacpp(Args& args) {
               << r.erases << " erases, " << r.cache_type << " cache\n";
   }
   if (json) {
-    printJson({{"out", out}, {"calls", {{"target", r.target_calls}, {"drafter", r.drafter_calls}}}, {"erases", r.erases},
+    printJson({{"out", out},
+               {"calls", {{"target", r.target_calls}, {"drafter", r.drafter_calls}}},
+               {"erases", r.erases},
                {"cache_type", r.cache_type}});
   }
   return 0;

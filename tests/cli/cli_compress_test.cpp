@@ -106,8 +106,8 @@ TEST(CliCompress, ElementPruning) {
 }
 
 TEST(CliCompress, SweepHasEveryPolicyAndPruningSetting) {
-  const std::vector<std::string> sweep = {"compress", "--sweep", "--model", modelDir("llama-tiny"), "--prompt-ids", kIds,
-                                          "--max-new", "2"};
+  const std::vector<std::string> sweep = {"compress", "--sweep", "--model", modelDir("llama-tiny"),
+                                          "--prompt-ids", kIds, "--max-new", "2"};
   std::vector<std::string> sweep_json = sweep;
   sweep_json.push_back("--json");
   const auto j = runJson(sweep_json);
@@ -125,8 +125,11 @@ TEST(CliCompress, SweepHasEveryPolicyAndPruningSetting) {
 }
 
 TEST(CliCompress, GammaAddsSelfSpeculation) {
-  const auto j = runJson(compress({"--policy", "streaming", "--budget", "0.25", "--max-new", "6", "--gamma", "3", "--json"}));
-  const CliResult full = runCli(compress({"--policy", "streaming", "--budget", "0.25", "--max-new", "6", "--gamma", "3"}));
+  const auto args = compress({"--policy", "streaming", "--budget", "0.25", "--max-new", "6", "--gamma", "3"});
+  auto with_json = args;
+  with_json.push_back("--json");
+  const auto j = runJson(with_json);
+  const CliResult full = runCli(args);
   ASSERT_EQ(full.exit_code, 0) << full.describe();
   ASSERT_TRUE(j["self_speculation"].is_object());
   EXPECT_EQ(j["self_speculation"]["tokens"].size(), 6u);

@@ -96,7 +96,9 @@ std::vector<std::string> listedCommands() {
   std::string line;
   std::getline(in, line);  // "commands:"
   while (std::getline(in, line) && !line.empty()) {
-    if (line.size() > 2 && line.rfind("  ", 0) == 0 && line[2] != ' ') commands.push_back(line.substr(2, line.find(' ', 2) - 2));
+    if (line.size() > 2 && line.rfind("  ", 0) == 0 && line[2] != ' ') {
+      commands.push_back(line.substr(2, line.find(' ', 2) - 2));
+    }
   }
   EXPECT_GE(commands.size(), 2u) << r.out;
   return commands;

@@ -54,7 +54,8 @@ TEST(CliTokenize, IdsAndTextMatchTheFixtures) {
 TEST(CliTokenize, ModelDirectoryAndInlineText) {
   const auto doc = readJson(fixturesDir() / "tokenizers" / "llama-tiny" / "encodings.json");
   const auto& c = doc["cases"][1];
-  const auto tokenized = runJson({"tokenize", "--model", modelDir("llama-tiny"), "--text", c["text"].get<std::string>(), "--json"});
+  const auto tokenized =
+      runJson({"tokenize", "--model", modelDir("llama-tiny"), "--text", c["text"].get<std::string>(), "--json"});
   EXPECT_EQ(tokenized["ids"], c["ids"]);
   const CliResult both = runCli({"tokenize", "--model", modelDir("llama-tiny"), "--text", "a", "--text-file", "b"});
   EXPECT_TRUE(both.exited);
