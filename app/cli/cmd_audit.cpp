@@ -42,7 +42,9 @@ void printAudit(const CacheAudit& a, const Tokenizer& tokenizer) {
     std::cout << "  layer " << v.layer << " row " << v.row << ": " << rowStateName(v.state) << ", '"
               << tokenizer.tokenText(v.token) << "' written for position " << v.position;
     if (v.rope_position != v.position) std::cout << " (rotary " << v.rope_position << ")";
-    if (v.max_abs_dk) std::cout << ", max |dK| " << *v.max_abs_dk << " |dV| " << *v.max_abs_dv;
+    if (v.max_abs_dk) {
+      std::cout << ", max |dK| " << *v.max_abs_dk << " |dV| " << *v.max_abs_dv << " (kv head " << v.worst_head << ")";
+    }
     std::cout << "\n";
   }
 }
