@@ -54,12 +54,12 @@ int runAcceptance(Args& args) {
     per_prompt.push_back({{"prompt", prompt}, {"alpha", s.alpha()}, {"continuation", continuation}});
   }
   if (!json) std::cout << "alpha " << total.alpha() << " over " << prompts.size() << " prompts, gamma " << gamma << "\n";
-  printJson({{"alpha", total.alpha()},
-             {"gamma", gamma},
-             {"rounds", total.rounds},
-             {"drafted", total.drafted},
-             {"accepted", total.accepted},
-             {"prompts", per_prompt}});
+  if (json) printJson({{"alpha", total.alpha()},
+                       {"gamma", gamma},
+                       {"rounds", total.rounds},
+                       {"drafted", total.drafted},
+                       {"accepted", total.accepted},
+                       {"prompts", per_prompt}});
   return 0;
 }
 

@@ -2,6 +2,8 @@
 // physical cache row against the rows the bookkeeping expects and a
 // from-scratch recomputation of K and V. Without --at-round, the moment of
 // the root cause (the first operation that broke the contract), else the end.
+#include <algorithm>
+#include <iomanip>
 #include <iostream>
 
 #include "app/cli/cli_common.h"
@@ -40,7 +42,9 @@ void printAudit(const CacheAudit& a, const Tokenizer& tokenizer) {
     std::cout << "  layer " << v.layer << " row " << v.row << ": " << rowStateName(v.state) << ", '"
               << tokenizer.tokenText(v.token) << "' written for position " << v.position;
     if (v.rope_position != v.position) std::cout << " (rotary " << v.rope_position << ")";
-    if (v.max_abs_dk) std::cout << ", max |dK| " << *v.max_abs_dk << " |dV| " << *v.max_abs_dv;
+    if (v.max_abs_dk) {
+      std::cout << ", max |dK| " << *v.max_abs_dk << " |dV| " << *v.max_abs_dv << " (kv head " << v.worst_head << ")";
+    }
     std::cout << "\n";
   }
 }
@@ -131,7 +135,7 @@ int auditBatch(Args& args, const SessionSetup& setup, bool json, int64_t history
   }
   args.finish();
   if (!json && ok) std::cout << "every row of every audited cache is where the bookkeeping expects it, with the right values\n";
-  printJson({{"fault", faultInfo(setup.options.fault).name}, {"ok", ok}, {"sequences", sequences}});
+  if (json) printJson({{"fault", faultInfo(setup.options.fault).name}, {"ok", ok}, {"sequences", sequences}});
   return ok ? 0 : 1;
 }
 
@@ -154,16 +158,56 @@ int runAudit(Args& args) {
   if (history_row >= 0) {
     result["history"] = printRowHistory(*controller->snapshot(), history_cache, history_layer, history_row, moment, json);
   }
-  printJson(result);
+  if (json) printJson(result);
   return ok ? 0 : 1;
+}
+
+// A fault's explanation cut to its first clause, for the one-line table: the
+// explanations are written as "what goes wrong: how it shows", so what comes
+// before the first ': ', '; ' or '. ' names the bug.
+std::string firstClause(const std::string& text) {
+  size_t end = text.size();
+  for (const char* stop : {": ", "; ", ". "}) end = std::min(end, text.find(stop));
+  std::string clause = text.substr(0, end);
+  if (!clause.empty() && clause.back() == '.') clause.pop_back();
+  return clause;
+}
+
+// What a fault needs besides a speculative run on one prompt: "-" for nothing.
+std::string faultNeeds(Fault fault) {
+  std::string needs;
+  if (needsBatch(fault)) needs += "a batch";
+  if (needsPagedCache(fault)) needs += std::string(needs.empty() ? "" : ", ") + "paged cache";
+  if (needsSlidingWindow(fault)) needs += std::string(needs.empty() ? "" : ", ") + "sliding window";
+  return needs.empty() ? "-" : needs;
+}
+
+// The bug zoo as a table: name, what it needs, what it breaks in one line.
+void printFaultTable(const std::vector<FaultInfo>& faults) {
+  size_t name_width = 5, needs_width = 5;
+  for (const FaultInfo& f : faults) {
+    name_width = std::max(name_width, std::string(f.name).size());
+    needs_width = std::max(needs_width, faultNeeds(f.fault).size());
+  }
+  std::cout << std::left << std::setw(static_cast<int>(name_width)) << "fault" << "  "
+            << std::setw(static_cast<int>(needs_width)) << "needs" << "  what it breaks\n";
+  for (const FaultInfo& f : faults) {
+    std::cout << std::setw(static_cast<int>(name_width)) << f.name << "  " << std::setw(static_cast<int>(needs_width))
+              << faultNeeds(f.fault) << "  " << firstClause(f.breaks) << "\n";
+  }
+  std::cout << std::right << "\n" << faults.size() << " faults; inject one with --fault NAME (run, diff, audit).\n"
+            << "The full explanations and the real bugs they mirror: kvscope-cli faults --json\n";
 }
 
 int runFaults(Args& args) {
   const bool json = args.flag("json");
   args.finish();
+  if (!json) {
+    printFaultTable(allFaults());
+    return 0;
+  }
   nlohmann::json list = nlohmann::json::array();
   for (const FaultInfo& f : allFaults()) {
-    if (!json) std::cout << f.name << "\n  what it breaks: " << f.breaks << "\n  mirrors: " << f.real_world << "\n\n";
     list.push_back({{"name", f.name}, {"explanation", f.breaks}, {"mirrors", f.real_world},
                     {"needs_batch", needsBatch(f.fault)}, {"needs_paged_cache", needsPagedCache(f.fault)},
                     {"needs_sliding_window", needsSlidingWindow(f.fault)}});
@@ -180,7 +224,11 @@ const CommandRegistrar kRegisterAudit{
     "           several prompts (a batch): every sequence audited at its own root cause (or --at-round, or its end),\n"
     "           reported under `sequences`; --sequence N audits one (and --row needs it)",
     runAudit};
-const CommandRegistrar kRegisterFaults{"faults", "faults [--json]   (the bug zoo, with explanations)", runFaults};
+const CommandRegistrar kRegisterFaults{
+    "faults",
+    "faults [--json]   (the bug zoo: a table of names and what each breaks; --json: the full explanations\n"
+    "           and the real bug each mirrors)",
+    runFaults};
 
 }  // namespace
 }  // namespace kvscope::cli

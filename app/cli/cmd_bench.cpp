@@ -1,5 +1,5 @@
 // kvscope-cli bench: kvscope's speed on a model pair (core/bench/benchmark.h),
-// printed as a summary and as one JSON object; --plot DIR adds PNG charts
+// printed as a summary, or with --json as one JSON object; --plot DIR adds PNG charts
 // (drawn by kvscope-plot, which links Qt; this binary stays Qt-free).
 #include <cstdlib>
 #include <filesystem>
@@ -107,7 +107,7 @@ int runBench(Args& args) {
   const nlohmann::json report = runBenchmark(options, progress);
   if (!json) printBenchSummary(std::cout, report);
   if (plot_dir) writePlots(report, *plot_dir);
-  printJson(report);
+  if (json) printJson(report);
   return 0;
 }
 

@@ -1,6 +1,6 @@
 // kvscope-cli bench-batch: tokens per second of batched decoding
 // (core/bench/batch_bench.h), batch sizes side by side, plain and
-// speculative, medians of interleaved trials; a table and one JSON object.
+// speculative, medians of interleaved trials; a table, or one JSON object with --json.
 #include <filesystem>
 #include <iomanip>
 #include <iostream>

@@ -254,7 +254,7 @@ int runSweep(const ModelBundle& bundle, const CompressionInput& input, const Pru
     printSweep(std::cout, eviction, pruning);
     printSpeculation(std::cout, speculation.settings.gamma, speculation_rows);
   }
-  printJson(result);
+  if (json) printJson(result);
   return 0;
 }
 
@@ -273,7 +273,7 @@ int runOne(const ModelBundle& bundle, const CompressionInput& input, const Compr
     out["draft_cache"] = draftCacheLayoutName(speculation->layout);
     if (!json) printSpeculation(std::cout, speculation->gamma, {row});
   }
-  printJson(out);
+  if (json) printJson(out);
   return 0;
 }
 

@@ -130,8 +130,11 @@ int runDiff(Args& args) {
     auto uncached = setup.makeSession(false);
     report = diffFreeRunning(*cached, *uncached, tolerances);
   }
-  if (!json) printReport(report, setup);
-  auto result = toJson(report, json);
+  if (!json) {
+    printReport(report, setup);
+    return report.failed() ? 1 : 0;
+  }
+  auto result = toJson(report, true);
   result["fault"] = faultInfo(setup.options.fault).name;
   printJson(result);
   return report.failed() ? 1 : 0;

@@ -29,11 +29,11 @@ int runGenerate(Args& args) {
   const auto result = generateAutoregressive(*bundle.model, prompt, options, bundle.eos_ids);
   const std::string text = bundle.tokenizer->decode(result.ids);
   if (!json) std::cout << bundle.tokenizer->decode(prompt) << text << "\n";
-  printJson({{"ids", result.ids},
-             {"text", text},
-             {"prompt_ids", prompt},
-             {"forward_calls", result.forward_calls},
-             {"stopped_at_eos", result.stopped_at_eos}});
+  if (json) printJson({{"ids", result.ids},
+                       {"text", text},
+                       {"prompt_ids", prompt},
+                       {"forward_calls", result.forward_calls},
+                       {"stopped_at_eos", result.stopped_at_eos}});
   return 0;
 }
 

@@ -23,8 +23,12 @@ int runImportLlamacpp(Args& args) {
     std::cout << "wrote " << out << ": target " << r.target_calls << " calls, drafter " << r.drafter_calls << " calls, "
               << r.erases << " erases, " << r.cache_type << " cache\n";
   }
-  printJson({{"out", out}, {"calls", {{"target", r.target_calls}, {"drafter", r.drafter_calls}}}, {"erases", r.erases},
-             {"cache_type", r.cache_type}});
+  if (json) {
+    printJson({{"out", out},
+               {"calls", {{"target", r.target_calls}, {"drafter", r.drafter_calls}}},
+               {"erases", r.erases},
+               {"cache_type", r.cache_type}});
+  }
   return 0;
 }
 

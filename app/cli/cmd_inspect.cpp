@@ -58,7 +58,7 @@ int runInspect(Args& args) {
                 << t["shape"].dump() << "\n";
     }
   }
-  printJson(result);
+  if (json) printJson(result);
   return 0;
 }
 

@@ -1,17 +1,45 @@
-// kvscope-cli tokenize / detokenize.
+// kvscope-cli tokenize / detokenize: the ids and each token's text for
+// people, {"ids"} / {"text", "ids_without_text"} with --json.
+#include <filesystem>
+#include <iostream>
+
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
-#include <filesystem>
-
 #include "core/error.h"
 #include "core/model/model_config.h"
+#include "core/model/tokenizer/visible_text.h"
 
 namespace kvscope::cli {
 
 namespace {
 
+std::string joined(const std::vector<int64_t>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  return out;
+}
+
+// A token's text in double quotes, so its spaces show; quotes and
+// backslashes escaped, and control characters too (visibleText): a token
+// cannot break the line or drive the terminal.
+std::string quotedPiece(const std::string& text) {
+  std::string out = "\"";
+  for (char c : visibleText(text)) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// The count, the ids as --prompt-ids takes them, and each token's text.
+void printTokens(const std::vector<int64_t>& ids, const Tokenizer& tokenizer) {
+  std::cout << ids.size() << (ids.size() == 1 ? " token" : " tokens") << "\nids:    " << joined(ids) << "\npieces:";
+  for (int64_t id : ids) std::cout << " " << quotedPiece(tokenizer.tokenText(id));
+  std::cout << "\n";
+}
+
 int runTokenize(Args& args) {
-  args.flag("json");  // the result is JSON either way
+  const bool json = args.flag("json");
   const std::string dir = modelDirectory(args, "model", "target");
   auto text = args.value("text");
   auto file = args.value("text-file");
@@ -19,12 +47,17 @@ int runTokenize(Args& args) {
   if (text.has_value() == file.has_value()) throw Error("give exactly one of --text or --text-file");
   const auto tokenizer = Tokenizer::fromDirectory(dir);
   const std::string input = text ? *text : readFileBytes(*file);
-  printJson({{"ids", tokenizer->encode(input)}});
+  const std::vector<int64_t> ids = tokenizer->encode(input);
+  if (json) {
+    printJson({{"ids", ids}});
+  } else {
+    printTokens(ids, *tokenizer);
+  }
   return 0;
 }
 
 int runDetokenize(Args& args) {
-  args.flag("json");
+  const bool json = args.flag("json");
   const std::string dir = modelDirectory(args, "model", "target");
   const auto ids = args.idList("ids");
   args.finish();
@@ -46,7 +79,16 @@ int runDetokenize(Args& args) {
   for (int64_t id : *ids) {
     if (id >= 0 && !tokenizer->hasText(id)) without_text.push_back(id);
   }
-  printJson({{"text", tokenizer->decode(*ids)}, {"ids_without_text", without_text}});
+  const std::string text = tokenizer->decode(*ids);
+  if (json) {
+    printJson({{"text", text}, {"ids_without_text", without_text}});
+    return 0;
+  }
+  // The text as decoded (as generate prints it), then what it does not show.
+  std::cout << text << "\n";
+  if (!without_text.empty()) {
+    std::cout << "ids with no text in the tokenizer (shown as <id N>): " << joined(without_text) << "\n";
+  }
   return 0;
 }
 

@@ -208,8 +208,11 @@ int runTrace(Args& args) {
   args.finish();
   const std::string path = args.positional()[0];
   const json summary = summarise(path, readTrace(path));
-  if (!as_json) printText(summary);
-  printJson(summary);
+  if (as_json) {
+    printJson(summary);
+  } else {
+    printText(summary);
+  }
   return 0;
 }
 

@@ -169,13 +169,13 @@ int runTrain(Args& args) {
     std::cout << "wrote " << out << ": " << result.steps << " steps in " << duration(result.seconds)
               << ", final val_loss " << stored_val_loss << " (stored weights)\n";
   }
-  printJson({{"out", out},
-             {"steps", result.steps},
-             {"seconds", result.seconds},
-             {"final_train_loss", result.final_train_loss},
-             {"final_val_loss", stored_val_loss},
-             {"resumed_from", result.resumed_from},
-             {"parameters", model->parameterCount()}});
+  if (json) printJson({{"out", out},
+                       {"steps", result.steps},
+                       {"seconds", result.seconds},
+                       {"final_train_loss", result.final_train_loss},
+                       {"final_val_loss", stored_val_loss},
+                       {"resumed_from", result.resumed_from},
+                       {"parameters", model->parameterCount()}});
   return 0;
 }
 

@@ -41,15 +41,15 @@ int runTrainTokenizer(Args& args) {
               << " merges), " << ids.size() << " corpus tokens, " << bytes_per_token << " bytes/token, round trip ok, "
               << seconds << " s\n";
   }
-  printJson({{"out", out},
-             {"vocab_size", vocab.tokens.size()},
-             {"merges", vocab.merges.size()},
-             {"bos_id", vocab.bos_id},
-             {"eos_id", vocab.eos_id},
-             {"corpus_bytes", text.size()},
-             {"corpus_tokens", ids.size()},
-             {"round_trip", round_trip},
-             {"seconds", seconds}});
+  if (json) printJson({{"out", out},
+                       {"vocab_size", vocab.tokens.size()},
+                       {"merges", vocab.merges.size()},
+                       {"bos_id", vocab.bos_id},
+                       {"eos_id", vocab.eos_id},
+                       {"corpus_bytes", text.size()},
+                       {"corpus_tokens", ids.size()},
+                       {"round_trip", round_trip},
+                       {"seconds", seconds}});
   return 0;
 }
 

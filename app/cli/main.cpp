@@ -33,10 +33,9 @@ const std::set<std::string> kFlags = {"json", "ignore-eos", "greedy", "adaptive"
 void printUsage(std::ostream& out) {
   out << "usage: kvscope-cli COMMAND [options]   (kvscope-cli COMMAND --help: that command alone)\n\ncommands:\n";
   for (const auto& [name, entry] : kvscope::cli::commandRegistry()) out << "  " << entry.usage << "\n";
-  out << "\nWithout --model/--target/--drafter, commands use the bundled models. --json prints the result\n"
-         "as one JSON object on the last line of stdout, for scripts, without the text report; without\n"
-         "it, run, check, make-model and export-gguf print the report alone and the other commands end\n"
-         "the report with that line.\n";
+  out << "\nWithout --model/--target/--drafter, commands use the bundled models. Every command prints a\n"
+         "report for people; with --json it prints the same result as one JSON object on the last line of\n"
+         "stdout instead, for scripts (run --json streams one object per round before it).\n";
 }
 
 // `kvscope-cli COMMAND --help` (or -h): the command's usage, every option it

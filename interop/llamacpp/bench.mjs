@@ -61,7 +61,7 @@ const median = (xs) => {
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "kvscope-llamacpp-bench-"));
 const prompt = args["prompt-ids"]
   ? String(args["prompt-ids"]).split(",").map(Number)
-  : kvscope(cli, ["tokenize", "--model", targetDir, "--text", promptText]).ids;
+  : kvscope(cli, ["tokenize", "--model", targetDir, "--text", promptText, "--json"]).ids;
 // a 500-token prompt: the target greedily continues its own prompt (real text for the model);
 // made only when prefill is timed (500 greedy tokens of a real-size model take minutes)
 const long = !parts.has("prefill") ? [] : [...prompt, ...kvscope(cli, ["generate", "--model", targetDir, "--prompt-ids",

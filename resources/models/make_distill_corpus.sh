@@ -12,6 +12,6 @@ awk '{ i = NR - 1 }
   int(i / 100) % 20 != 19 && (i % 100 == 30 || i % 100 == 80) && NF >= 8 {
     print $1, $2, $3, $4, $5, $6
   }' "$corpus" | while IFS= read -r prompt; do
-  "$cli" generate --model "$target" --prompt "$prompt" --max-new 64 --greedy --ignore-eos | grep -v '^{"forward_calls"'
+  "$cli" generate --model "$target" --prompt "$prompt" --max-new 64 --greedy --ignore-eos
 done
 head -c 400000 "$corpus" | awk 'NR > 1'

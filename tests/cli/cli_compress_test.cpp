@@ -1,6 +1,6 @@
 // kvscope-cli compress end to end: the JSON docs/compression-lab.md describes
 // (kept positions per layer and kv head, KL, top-1, attention mass, bytes,
-// steps), budget 1.0 giving KL 0, the text report, element pruning, the
+// steps) with --json, budget 1.0 giving KL 0, the text report without it, element pruning, the
 // sweep table, and named errors for bad parameters (never a crash).
 #include <gtest/gtest.h>
 
@@ -72,13 +72,17 @@ TEST(CliCompress, BudgetOneGivesKlZero) {
   }
 }
 
-TEST(CliCompress, TextReportThenJsonLast) {
-  CliResult full;
-  const auto j = runJson(compress({"--policy", "snapkv", "--budget-rows", "6", "--window", "4", "--continuation-ids",
-                                   "3,4,5"}),
-                         &full);
+TEST(CliCompress, TextReportWithoutJsonTheJsonWithIt) {
+  const std::vector<std::string> args =
+      compress({"--policy", "snapkv", "--budget-rows", "6", "--window", "4", "--continuation-ids", "3,4,5"});
+  const CliResult full = runCli(args);
+  ASSERT_EQ(full.exit_code, 0) << full.describe();
   EXPECT_NE(full.out.find("snapkv budget 6 rows"), std::string::npos) << full.out;
   EXPECT_NE(full.out.find("KL mean"), std::string::npos);
+  EXPECT_FALSE(full.lastJson().is_object()) << "no JSON without --json\n" << full.out;
+  std::vector<std::string> with_json = args;
+  with_json.push_back("--json");
+  const auto j = runJson(with_json);
   EXPECT_EQ(j["steps"].size(), 4u);  // the last prompt token, then 3 teacher-forced tokens
   EXPECT_EQ(j["kept"][0][0].size(), 6u);
 }
@@ -102,9 +106,13 @@ TEST(CliCompress, ElementPruning) {
 }
 
 TEST(CliCompress, SweepHasEveryPolicyAndPruningSetting) {
-  CliResult full;
-  const auto j = runJson({"compress", "--sweep", "--model", modelDir("llama-tiny"), "--prompt-ids", kIds, "--max-new", "2"},
-                         &full);
+  const std::vector<std::string> sweep = {"compress", "--sweep", "--model", modelDir("llama-tiny"),
+                                          "--prompt-ids", kIds, "--max-new", "2"};
+  std::vector<std::string> sweep_json = sweep;
+  sweep_json.push_back("--json");
+  const auto j = runJson(sweep_json);
+  const CliResult full = runCli(sweep);  // the tables
+  ASSERT_EQ(full.exit_code, 0) << full.describe();
   EXPECT_EQ(j["eviction"].size(), 7u * 3u);
   EXPECT_EQ(j["pruning"].size(), 8u);
   // Self-speculation: the target with its full cache, then every policy at 25 and 50% (no bundled
@@ -117,8 +125,12 @@ TEST(CliCompress, SweepHasEveryPolicyAndPruningSetting) {
 }
 
 TEST(CliCompress, GammaAddsSelfSpeculation) {
-  CliResult full;
-  const auto j = runJson(compress({"--policy", "streaming", "--budget", "0.25", "--max-new", "6", "--gamma", "3"}), &full);
+  const auto args = compress({"--policy", "streaming", "--budget", "0.25", "--max-new", "6", "--gamma", "3"});
+  auto with_json = args;
+  with_json.push_back("--json");
+  const auto j = runJson(with_json);
+  const CliResult full = runCli(args);
+  ASSERT_EQ(full.exit_code, 0) << full.describe();
   ASSERT_TRUE(j["self_speculation"].is_object());
   EXPECT_EQ(j["self_speculation"]["tokens"].size(), 6u);
   EXPECT_LE(j["self_speculation"]["accepted"].get<int64_t>(), j["self_speculation"]["drafted"].get<int64_t>());

@@ -11,6 +11,7 @@
 
 #include "core/gguf/gguf_file.h"
 #include "tests/cli/cli_test_support.h"
+#include "tests/cli/llamacpp_log.h"
 
 namespace kvscope::cli_test {
 namespace {
@@ -42,43 +43,9 @@ TEST(CliLlamaCpp, ExportGgufRefusalsExitTwoAndLeaveNoFile) {
   EXPECT_NE(r.err.find("--dtype must be f32 or f16"), std::string::npos) << r.err;
 }
 
-class Bytes {
- public:
-  Bytes& u32(uint32_t v) { return raw(&v, 4); }
-  Bytes& i32(int32_t v) { return raw(&v, 4); }
-  Bytes& u64(uint64_t v) { return raw(&v, 8); }
-  Bytes& raw(const void* p, size_t n) {
-    s.append(static_cast<const char*>(p), n);
-    return *this;
-  }
-  std::string s;
-};
-
-// llama-tiny-draft: 1 layer, 2 kv heads x 16. Cells 0..n-1 at positions 0..n-1,
-// F32 rows filled with `value` (plain V rows, as with flash attention on).
-std::string stateOf(int n, float value) {
-  Bytes b;
-  b.u32(0x67677371).u32(3).u32(0);
-  b.u32(1).u32(static_cast<uint32_t>(n));
-  for (int c = 0; c < n; ++c) b.i32(c).u32(1).i32(0);
-  b.u32(0).u32(1);
-  for (int kv = 0; kv < 2; ++kv) {
-    b.i32(0).u64(32 * 4);
-    for (int i = 0; i < n * 32; ++i) b.raw(&value, 4);
-  }
-  return b.s;
-}
-
 TEST(CliLlamaCpp, ImportedRowsThatAreNotTheModelsAreWrongValues) {
   ScratchDir dir("import_llamacpp");
-  runJson({"export-gguf", "--model", kModels + "llama-tiny-draft", "--out", dir.file("d.gguf"), "--json"});
-  std::ofstream(dir.file("t-0.state"), std::ios::binary) << stateOf(3, 0.25f);
-  const nlohmann::json log = {
-      {"format", "kvscope-llamacpp-log"}, {"version", 1}, {"engine", "written by hand"}, {"complete", true},
-      {"models", {{"target", {{"gguf", "d.gguf"}, {"model_dir", kModels + "llama-tiny-draft"}}}}},
-      {"events", {{{"role", "target"}, {"op", "evaluate"}, {"tokens", {1, 377, 397}}, {"positions", {0, 1, 2}}, {"state", "t-0.state"}}}},
-      {"committed", {1, 377, 397}}};
-  std::ofstream(dir.file("log.json")) << log.dump();
+  writeOneCallLog(dir);
   const auto j = runJson({"import-llamacpp", dir.file("log.json"), "--out", dir.file("run.kvcapture"), "--json"});
   EXPECT_EQ(j["calls"]["target"], 1);
   EXPECT_EQ(j["cache_type"], "F32");

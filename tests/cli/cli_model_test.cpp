@@ -35,12 +35,12 @@ TEST(CliTokenize, IdsAndTextMatchTheFixtures) {
         std::ofstream out(file, std::ios::binary | std::ios::trunc);
         out << text;
       }
-      const auto tokenized = runJson({"tokenize", "--model", folder.string(), "--text-file", file});
+      const auto tokenized = runJson({"tokenize", "--model", folder.string(), "--text-file", file, "--json"});
       EXPECT_EQ(tokenized["ids"], c["ids"]) << label;
       ++checked;
       const auto ids = c["ids"].get<std::vector<int64_t>>();
       if (ids.size() > 2 && detokenized < 1) {
-        const auto decoded = runJson({"detokenize", "--model", folder.string(), "--ids", joinIds(ids)});
+        const auto decoded = runJson({"detokenize", "--model", folder.string(), "--ids", joinIds(ids), "--json"});
         EXPECT_EQ(decoded["text"], c["decoded"]) << label;
         ++detokenized;
       }
@@ -54,7 +54,8 @@ TEST(CliTokenize, IdsAndTextMatchTheFixtures) {
 TEST(CliTokenize, ModelDirectoryAndInlineText) {
   const auto doc = readJson(fixturesDir() / "tokenizers" / "llama-tiny" / "encodings.json");
   const auto& c = doc["cases"][1];
-  const auto tokenized = runJson({"tokenize", "--model", modelDir("llama-tiny"), "--text", c["text"].get<std::string>()});
+  const auto tokenized =
+      runJson({"tokenize", "--model", modelDir("llama-tiny"), "--text", c["text"].get<std::string>(), "--json"});
   EXPECT_EQ(tokenized["ids"], c["ids"]);
   const CliResult both = runCli({"tokenize", "--model", modelDir("llama-tiny"), "--text", "a", "--text-file", "b"});
   EXPECT_TRUE(both.exited);
@@ -76,7 +77,7 @@ TEST(CliLogits, CachedArgmaxAndLogitsMatchTheFixtures) {
         // The other modes once, for llama-tiny's len40.
         if (std::string(mode) != "cached" && (c["name"] != "len40" || std::string(model) != "llama-tiny")) continue;
         const auto result = runJson({"logits", "--model", modelDir(model), "--ids",
-                                     joinIds(c["ids"].get<std::vector<int64_t>>()), "--mode", mode});
+                                     joinIds(c["ids"].get<std::vector<int64_t>>()), "--mode", mode, "--json"});
         EXPECT_EQ(result["mode"], mode);
         EXPECT_EQ(result["argmax"], c[mode]["argmax"]) << label << " " << mode;
         const auto last = result["last_logits"].get<std::vector<double>>();
@@ -151,7 +152,7 @@ TEST(CliModel, PaddedVocabularyNeverFailsARun) {
                             "--greedy", "--json"});
   EXPECT_EQ(run["ids"], generated["ids"]) << run.dump();
   EXPECT_NE(generated["text"].get<std::string>().find("<id "), std::string::npos) << generated.dump();
-  const auto detok = runJson({"detokenize", "--model", model, "--ids", "5,470"});
+  const auto detok = runJson({"detokenize", "--model", model, "--ids", "5,470", "--json"});
   EXPECT_EQ(detok["ids_without_text"], nlohmann::json::array({470}));
   EXPECT_NE(detok["text"].get<std::string>().find("<id 470>"), std::string::npos);
 }

@@ -62,7 +62,7 @@ TEST(CliRun, JsonHasRoundLinesAndTheFinalObject) {
   EXPECT_DOUBLE_EQ(result["mean_accepted_length"].get<double>(), 14.0 / static_cast<double>(rounds));
 
   // text is the detokenized ids.
-  const auto text = runJson({"detokenize", "--model", modelDir("llama-tiny"), "--ids", joinIds(ids)});
+  const auto text = runJson({"detokenize", "--model", modelDir("llama-tiny"), "--ids", joinIds(ids), "--json"});
   EXPECT_EQ(result["text"], text["text"]);
   // The same seed gives the same run, with the cache off too.
   const auto again = runJson(runArgs({"--drafter", modelDir("llama-tiny-draft"), "--prompt", kPrompt, "--gamma", "3",

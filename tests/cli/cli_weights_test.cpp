@@ -10,7 +10,8 @@ namespace kvscope::cli_test {
 namespace {
 
 TEST(CliWeights, StoredAndFp32GiveTheSameLogitsAndTokens) {
-  const std::vector<std::string> logits = {"logits", "--ids", "5,17,300,2,44,901,7", "--mode", "prefill_then_step"};
+  const std::vector<std::string> logits = {"logits", "--ids", "5,17,300,2,44,901,7", "--mode", "prefill_then_step",
+                                           "--json"};  // every logit of the last position
   auto with = [](std::vector<std::string> args, const std::string& weights) {
     args.insert(args.end(), {"--weights", weights});
     return args;

@@ -53,7 +53,7 @@ function idCases() {
   if (args.cases) return JSON.parse(fs.readFileSync(args.cases, "utf8")).cases.map((c) => c.ids);
   // the bundled models: three sequences of their own tokens
   const text = "Once upon a time, there was a little girl who lived in a village near the forest. Whenever she went out, she wore a red riding cloak.";
-  const ids = kvscope(cli, ["tokenize", "--model", modelDir, "--text", text]).ids;
+  const ids = kvscope(cli, ["tokenize", "--model", modelDir, "--text", text, "--json"]).ids;
   return [ids.slice(0, 5), ids.slice(0, 17), ids];
 }
 
@@ -83,7 +83,7 @@ async function compareLogits(model, sequence) {
   const minLength = Number(args["min-length"] ?? 0);
   let worst = 0;
   for (const ids of idCases()) {
-    const ref = kvscope(cli, ["logits", "--model", modelDir, "--ids", ids.join(","), "--mode", "nocache"]);
+    const ref = kvscope(cli, ["logits", "--model", modelDir, "--ids", ids.join(","), "--mode", "nocache", "--json"]);
     const refLp = logSoftmax(ref.last_logits);
     const lps = await llamaLogProbs(sequence, ids, refLp.length);
     const last = lps[lps.length - 1];
@@ -131,7 +131,7 @@ function tokenizeCases() {
   }
   if (!args["tokenize-with-cli"]) return [];
   return ["Once upon a time", "The year 2024: 3.14159, 1,234,567 and 42!", "  two spaces\nand a newline", "café naïve Straße"]
-    .map((text) => ({text, name: JSON.stringify(text), ids: kvscope(cli, ["tokenize", "--model", modelDir, "--text", text]).ids}));
+    .map((text) => ({text, name: JSON.stringify(text), ids: kvscope(cli, ["tokenize", "--model", modelDir, "--text", text, "--json"]).ids}));
 }
 
 function compareTokenizer(model) {

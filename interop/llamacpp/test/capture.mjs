@@ -41,7 +41,7 @@ try {
   const rec = new Recorder(path.join(tmp, "run"));
   const target = rec.watch(contexts.target.getSequence(), "target", {gguf: files.target, modelDir: args.target});
   const drafter = rec.watch(contexts.drafter.getSequence(), "drafter", {gguf: files.drafter, modelDir: args.drafter});
-  const prompt = kvscope(cli, ["tokenize", "--model", args.target, "--text", "Once upon a time"]).ids;
+  const prompt = kvscope(cli, ["tokenize", "--model", args.target, "--text", "Once upon a time", "--json"]).ids;
   const run = await speculativeGreedy({target, drafter, prompt, newTokens: Number(args["new-tokens"] ?? 40), gamma: Number(args.gamma ?? 4), bug});
   rec.commit(run.ids);
   const log = await rec.close();
