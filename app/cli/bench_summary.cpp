@@ -61,6 +61,11 @@ void printDecoding(std::ostream& out, const nlohmann::json& r) {
       << "; bare mv over the fp32 weights (" << b["weight_gb_fp32"].get<double>() << " GB): "
       << timing(b["bare_matvec_pass"]) << " = " << b["bare_matvec_gb_per_s"].get<double>() << " GB/s; ratio "
       << b["decode_over_bound"].get<double>() << "\n";
+  // The floor: a step reads every stored weight once (core/bench/read_bound.h).
+  out << "reading the stored weights once (" << b["weight_gb_stored"].get<double>() * 1000 << " MB): "
+      << timing(b["weight_read_pass"]) << " = " << b["weight_read_gb_per_s"].get<double>()
+      << " GB/s, the least a decode step can take here; the step is " << b["decode_over_read_bound"].get<double>()
+      << " times that\n";
   out << "forward of " << b["prefill_rows"] << " tokens: " << timing(b["prefill_forward"]) << "; bare mm "
       << timing(b["bare_matmul_pass"]) << "; ratio " << b["prefill_over_bare"].get<double>() << "\n";
 }

@@ -68,6 +68,10 @@ TEST(CliBench, QuickRunOnTheBundledPairHasASaneReport) {
   expectTiming(b["bare_matvec_pass"], "bare matvec");
   EXPECT_GT(b["bare_matvec_gb_per_s"].get<double>(), 0.0);
   EXPECT_GT(b["decode_over_bound"].get<double>(), 0.0);
+  expectTiming(b["weight_read_pass"], "reading the stored weights");
+  EXPECT_GT(b["weight_read_gb_per_s"].get<double>(), 0.0);
+  EXPECT_NEAR(b["weight_gb_stored"].get<double>() * 1000, r["target"]["weights"]["resident_mb"].get<double>(), 1e-6);
+  EXPECT_GT(b["decode_over_read_bound"].get<double>(), 0.0);
   EXPECT_GT(b["prefill_over_bare"].get<double>(), 0.0);
 
   expectSpeculative(r["speculative"]);
