@@ -11,6 +11,7 @@
 // result; lesson 1 page 4's numbers are the KV views' row counts.
 #include <QDir>
 #include <QDockWidget>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSettings>
@@ -32,6 +33,7 @@
 #include "ui/widgets/KvHeatmapView.h"
 #include "ui/widgets/RoundDraftsTable.h"
 #include "ui/widgets/SelfSpeculationView.h"
+#include "ui/windows/AttentionStepsPanel.h"
 #include "ui/windows/LessonPanel.h"
 #include "ui/windows/WindowFit.h"
 #include "ui/windows/Workspaces.h"
@@ -268,6 +270,56 @@ class WorkspacesTest : public QObject {
     window.context().selectEntry(1);
     QTest::qWait(50);
     QVERIFY(history->isHidden());
+  }
+
+  void theWhatIfControlsAreNeverCut_data() {
+    QTest::addColumn<QSize>("size");
+    QTest::addColumn<int>("zoom");
+    QTest::addColumn<bool>("stacked");
+    QTest::newRow("1024x768@200") << QSize(1024, 768) << 200 << true;
+    QTest::newRow("1280x720@100") << QSize(1280, 720) << 100 << false;
+  }
+
+  void theWhatIfControlsAreNeverCut() {
+    // Lesson 6's what-if page: at 200% on a projector the controls stack one per row
+    // (side by side they cut Recompute to "Reco"); at a laptop's 100% they stay side by side.
+    QFETCH(QSize, size);
+    QFETCH(int, zoom);
+    QFETCH(bool, stacked);
+    MainWindowOptions options = fixtureOptions();
+    options.size = size;
+    options.presenter_zoom = zoom;
+    MainWindow window(options);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    const QVector<Lesson> lessons = window.lessonPanel()->lessons();
+    int lesson = -1, page = -1;
+    for (int l = 0; l < lessons.size() && page < 0; ++l) {
+      for (int p = 0; p < lessons[l].pages.size(); ++p) {
+        if (!lessons[l].pages[p].what_if_remove.isEmpty()) {
+          lesson = l;
+          page = p;
+          break;
+        }
+      }
+    }
+    QVERIFY2(page >= 0, "no lesson page recomputes a what-if");
+    window.openLesson(lesson, page);
+    waitForPage(window);
+    if (QTest::currentTestFailed()) return;
+    AttentionStepsPanel* steps = window.attentionStepsPanel();
+    QTRY_COMPARE(steps->whatIfControlsStacked(), stacked);
+    auto* recompute = steps->findChild<QPushButton*>(QStringLiteral("stepsRecompute"));
+    QVERIFY(recompute != nullptr);
+    const QRect button(recompute->mapTo(steps, QPoint(0, 0)), recompute->size());
+    QVERIFY2(button.right() <= steps->width() && recompute->width() >= recompute->sizeHint().width(),
+             qPrintable(QStringLiteral("Recompute at x %1..%2 (%3 px of %4 wanted) in a panel %5 px wide")
+                            .arg(button.left())
+                            .arg(button.right())
+                            .arg(recompute->width())
+                            .arg(recompute->sizeHint().width())
+                            .arg(steps->width())));
   }
 
   void zoomingBackRestoresEveryWorkspace_data() {

@@ -9,6 +9,7 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QStyle>
 #include <QScrollBar>
 #include <QTimer>
 #include <QHash>
@@ -204,20 +205,15 @@ QWidget* AttentionStepsPanel::buildWhatIfBox() {
   what_if_result_->setObjectName(QStringLiteral("stepsWhatIfResult"));
   what_if_result_->setWordWrap(true);
   what_if_result_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  auto* controls = new QGridLayout;
-  controls->addWidget(new QLabel(tr("edit")), 0, 0);
-  controls->addWidget(edit_mode_, 0, 1, 1, 3);
-  controls->addWidget(new QLabel(tr("zero K channels")), 1, 0);
-  controls->addWidget(zero_k_, 1, 1);
-  controls->addWidget(new QLabel(tr("zero V channels")), 1, 2);
-  controls->addWidget(zero_v_, 1, 3);
+  auto* controls = what_if_controls_ = new QGridLayout;
+  edit_label_ = new QLabel(tr("edit"));
+  zero_k_label_ = new QLabel(tr("zero K channels"));
+  zero_v_label_ = new QLabel(tr("zero V channels"));
   // A mode box that may shrink (its longest choice is a sentence): at 200%
   // it made the row wider than the panel and cut the button to "Reco".
   edit_mode_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   edit_mode_->setMinimumContentsLength(12);
-  controls->addWidget(recompute_, 0, 4, 2, 1);
-  controls->setColumnStretch(1, 1);
-  controls->setColumnStretch(3, 1);
+  placeWhatIfControls(false);
   auto* layout = new QVBoxLayout(box);
   layout->setContentsMargins(6, 4, 6, 4);
   layout->addWidget(title);
@@ -263,7 +259,10 @@ void AttentionStepsPanel::showStep(const QString& step) {
 bool AttentionStepsPanel::eventFilter(QObject* watched, QEvent* event) {
   // The table's rows and columns are sized once, from the font of the time:
   // a zoom in and back out would leave them at the larger size.
-  if (watched == table_ && event->type() == QEvent::FontChange) fitTableToFont();
+  if (watched == table_ && event->type() == QEvent::FontChange) {
+    fitTableToFont();
+    QTimer::singleShot(0, this, &AttentionStepsPanel::fitWhatIfControls);  // a zoom's wider controls
+  }
   if (watched == cards_widget_ && !wanted_step_.isEmpty() &&
       (event->type() == QEvent::Resize || event->type() == QEvent::LayoutRequest)) {
     const QString step = wanted_step_;
@@ -279,7 +278,47 @@ void AttentionStepsPanel::resizeEvent(QResizeEvent* event) {
   relayout();
 }
 
+void AttentionStepsPanel::placeWhatIfControls(bool stacked) {
+  // Side by side: edit mode over the two channel boxes, Recompute beside them. Stacked
+  // (a narrow stage at 200%): one control per row, Recompute under them, nothing cut.
+  QGridLayout* controls = what_if_controls_;
+  for (QWidget* w : std::initializer_list<QWidget*>{edit_label_, edit_mode_, zero_k_label_, zero_k_, zero_v_label_, zero_v_, recompute_}) {
+    controls->removeWidget(w);
+  }
+  for (int c = 0; c < 5; ++c) controls->setColumnStretch(c, 0);
+  controls->addWidget(edit_label_, 0, 0);
+  if (stacked) {
+    controls->addWidget(edit_mode_, 0, 1);
+    controls->addWidget(zero_k_label_, 1, 0);
+    controls->addWidget(zero_k_, 1, 1);
+    controls->addWidget(zero_v_label_, 2, 0);
+    controls->addWidget(zero_v_, 2, 1);
+    controls->addWidget(recompute_, 3, 0, 1, 2, Qt::AlignLeft);
+    controls->setColumnStretch(1, 1);
+  } else {
+    controls->addWidget(edit_mode_, 0, 1, 1, 3);
+    controls->addWidget(zero_k_label_, 1, 0);
+    controls->addWidget(zero_k_, 1, 1);
+    controls->addWidget(zero_v_label_, 1, 2);
+    controls->addWidget(zero_v_, 1, 3);
+    controls->addWidget(recompute_, 0, 4, 2, 1);
+    controls->setColumnStretch(1, 1);
+    controls->setColumnStretch(3, 1);
+  }
+  what_if_stacked_ = stacked;
+}
+
+void AttentionStepsPanel::fitWhatIfControls() {
+  // The side-by-side row's least width at this font: both channel labels and boxes, and the button.
+  const int spacing = std::max(0, what_if_controls_->horizontalSpacing());
+  const int row = zero_k_label_->sizeHint().width() + zero_k_->minimumSizeHint().width() + zero_v_label_->sizeHint().width() +
+                  zero_v_->minimumSizeHint().width() + recompute_->sizeHint().width() + 6 * spacing + 24;
+  const bool stacked = row > width() - 2 * style()->pixelMetric(QStyle::PM_ScrollBarExtent);
+  if (stacked != what_if_stacked_) placeWhatIfControls(stacked);
+}
+
 void AttentionStepsPanel::relayout() {
+  fitWhatIfControls();
   // As many columns of cards as fit; the what-if box spans them all.
   const int columns = std::clamp(width() / kCardWidth, 1, 3);
   if (columns == columns_) return;

@@ -72,6 +72,8 @@ class AttentionStepsPanel : public ViewerPanel {
   QScrollArea* scrollArea() const { return scroll_; }
   // Nothing on its way: no explanation or what-if pending (after flushRefresh(): the cursor's query asked for).
   bool settled() const { return !pending_ && !what_if_pending_; }
+  // The what-if controls one per row (the panel is too narrow for them side by side).
+  bool whatIfControlsStacked() const { return what_if_stacked_; }
 
  signals:
   void explainRequested(const kvscope::ExplainRequest& request, bool what_if);
@@ -97,6 +99,8 @@ class AttentionStepsPanel : public ViewerPanel {
   Card makeCard(const QString& name);
   QWidget* buildWhatIfBox();
   void relayout();
+  void placeWhatIfControls(bool stacked);
+  void fitWhatIfControls();  // stacked when the side-by-side row does not fit the panel
   bool requestFor(const SessionSnapshot& snapshot, const Cursor& cursor, ExplainRequest* out, QString* why);
   void updateSelectors(const SessionSnapshot& snapshot, const Cursor& cursor);
   void clearShown(const QString& why);
@@ -125,6 +129,11 @@ class AttentionStepsPanel : public ViewerPanel {
   QLineEdit* zero_k_;
   QLineEdit* zero_v_;
   QPushButton* recompute_;
+  QGridLayout* what_if_controls_ = nullptr;
+  QLabel* edit_label_ = nullptr;
+  QLabel* zero_k_label_ = nullptr;
+  QLabel* zero_v_label_ = nullptr;
+  bool what_if_stacked_ = false;
   QLabel* what_if_result_;
   int columns_ = 0;
   QScrollArea* scroll_;
