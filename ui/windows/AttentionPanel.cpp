@@ -3,6 +3,7 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QTextDocument>
 #include <QSignalBlocker>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -53,6 +54,7 @@ AttentionPanel::AttentionPanel(DebuggerContext& context, QWidget* parent) : View
   head_box_->setToolTip(tr("query head; its kv head is shared by every panel"));
   info_ = new QLabel;
   info_->setObjectName(QStringLiteral("attentionInfo"));
+  info_->setTextFormat(Qt::RichText);  // its notes use entities and colour
   info_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   auto* header = new QHBoxLayout;
   header->addWidget(new QLabel(tr("layer")));
@@ -139,6 +141,8 @@ bool AttentionPanel::showEmpty(const SessionSnapshot* snapshot, const Cursor& cu
   plot_->xAxis->setTicker(QSharedPointer<QCPAxisTickerText>::create());
   const bool dropped = snapshot && after_verify && found != snapshot->attention.end() && found->second &&
                        found->second->attention_dropped;
+  info_forms_.clear();
+  info_->setToolTip(QString());
   if (dropped) {
     info_->setText(tr("round %1: its attention was recorded, then dropped to keep the session within its trace "
                       "budget (the newest rounds are kept; raise --trace-budget)")
@@ -422,7 +426,42 @@ void AttentionPanel::describe(const AttentionData& attention, int64_t round) {
   if (wrong > 0) text += tr(" &middot; <span style='color:#c00'><b>%1 wrong rows</b></span>").arg(wrong);
   if (!has_mask_) text += tr(" &middot; no mask recorded");
   if (has_mask_ && !mask_outlined_) text += tr(" &middot; mask too irregular to outline (grey cells are masked)");
-  info_->setText(text);
+  // The same facts shorter, for a header too narrow for the sentence (it was cut at "(pos").
+  const QString wrong_note = wrong > 0 ? tr(" \u00b7 <span style='color:#c00'><b>%1 wrong</b></span>").arg(wrong) : QString();
+  info_forms_ = {text,
+                 tr("%1 verify \u00b7 layer %2, head %3 (kv %4) \u00b7 queries %5..%6 \u00b7 %7 rows")
+                         .arg(roundName(context().snapshot(), round))
+                         .arg(layer_)
+                         .arg(query_head_)
+                         .arg(kv_head_)
+                         .arg(attention.first_query_position)
+                         .arg(attention.first_query_position + queries_ - 1)
+                         .arg(keyCount()) +
+                     wrong_note,
+                 tr("%1 \u00b7 %2 rows").arg(roundName(context().snapshot(), round)).arg(keyCount()) + wrong_note};
+  fitInfo();
+}
+
+void AttentionPanel::resizeEvent(QResizeEvent* event) {
+  ViewerPanel::resizeEvent(event);
+  fitInfo();
+}
+
+void AttentionPanel::fitInfo() {
+  if (info_forms_.isEmpty()) return;
+  QString chosen = info_forms_.back();
+  for (const QString& form : info_forms_) {
+    QTextDocument line;
+    line.setDefaultFont(info_->font());
+    line.setDocumentMargin(0);
+    line.setHtml(form);
+    if (line.idealWidth() <= info_->width()) {
+      chosen = form;
+      break;
+    }
+  }
+  info_->setText(chosen);
+  info_->setToolTip(chosen == info_forms_.front() ? QString() : info_forms_.front());
 }
 
 QString AttentionPanel::csv() const {

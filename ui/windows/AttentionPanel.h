@@ -7,6 +7,7 @@
 // model applied (masked cells grey, its edge outlined); rows that break the
 // bookkeeping (stale, duplicate, wrong position) are hatched in their
 // verdict's colour. Accepted, rejected and bonus query rows are marked.
+#include <QStringList>
 #include <QVector>
 
 #include "ui/windows/ViewerPanel.h"
@@ -54,6 +55,7 @@ class AttentionPanel : public ViewerPanel {
   QList<QRect> queryLabelRects() const;
 
  protected:
+  void resizeEvent(QResizeEvent* event) override;
   void refresh() override;
 
  private:
@@ -68,6 +70,8 @@ class AttentionPanel : public ViewerPanel {
   // Names every k-th query row, k chosen so labels one font-height tall do
   // not overlap at the rows' current pixel height; the rejected row is always named.
   void thinQueryLabels();
+  // The longest form of the header's text that fits (the whole sentence in the tooltip).
+  void fitInfo();
   // The x axis's title, the longest of its forms that fits under the plot (a narrow stage cuts a long one at both ends).
   void fitKeyAxisLabel();
   void describe(const AttentionData& attention, int64_t round);
@@ -79,6 +83,7 @@ class AttentionPanel : public ViewerPanel {
   QComboBox* head_box_;
   QLabel* info_;
   QCustomPlot* plot_;
+  QStringList info_forms_;  // the header's text, longest first
   QCPColorMap* map_;
   QVector<AttentionKey> keys_;
   bool has_mask_ = true;
