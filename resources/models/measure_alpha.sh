@@ -2,14 +2,15 @@
 # Greedy acceptance rate alpha of the bundled pair at gamma 4 over the
 # held-out prompts, measured by the speculative engine (kvscope-cli run):
 # alpha = sum of accepted drafts / sum of drafted tokens over all prompts.
-#   resources/models/measure_alpha.sh build/app/kvscope-cli [max-new]
+#   resources/models/measure_alpha.sh build/app/kvscope-cli [max-new] [drafter-dir]
 set -eu
 cli="$1"
 max_new="${2:-48}"
 here="$(cd "$(dirname "$0")" && pwd)"
+drafter="${3:-$here/drafter}"
 while IFS= read -r prompt; do
   [ -n "$prompt" ] || continue
-  "$cli" run --target "$here/target" --drafter "$here/drafter" --prompt "$prompt" --gamma 4 --greedy \
+  "$cli" run --target "$here/target" --drafter "$drafter" --prompt "$prompt" --gamma 4 --greedy \
     --max-new "$max_new" --ignore-eos --no-baseline --json | tail -n 1
 done < "$here/heldout_prompts.txt" | awk '
   {
