@@ -135,6 +135,22 @@ void checkQueryLabels(MainWindow& window, const QString& at) {
   }
 }
 
+// The fixture pair in a window of `size` at `zoom` percent (0: the remembered zoom), stepped `rounds` rounds.
+MainWindowOptions sizedOptions(QSize size, int zoom, int rounds = 0) {
+  MainWindowOptions options = fixtureOptions();
+  options.size = size;
+  if (zoom > 0) options.presenter_zoom = zoom;
+  options.initial_rounds = rounds;
+  return options;
+}
+
+// Shows the window and waits until its session is there and the engine idle.
+void showReady(MainWindow& window) {
+  window.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&window));
+  QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+}
+
 // The key axis's title is centred under the heatmap: it must stay on the plot on both sides.
 void checkKeyAxisTitle(MainWindow& window, const QString& at) {
   QCustomPlot* plot = window.attentionPanel()->plot();
@@ -189,13 +205,9 @@ class WorkspacesTest : public QObject {
   void everyLessonPageGivesItsPanelTheRoom() {
     QFETCH(QSize, size);
     QFETCH(int, zoom);
-    MainWindowOptions options = fixtureOptions();
-    options.size = size;
-    options.presenter_zoom = zoom;
-    MainWindow window(options);
-    window.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&window));
-    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    MainWindow window(sizedOptions(size, zoom));
+    showReady(window);
+    if (QTest::currentTestFailed()) return;
     QCOMPARE(window.size(), size);
     const QVector<Lesson> lessons = window.lessonPanel()->lessons();
     QVERIFY(lessons.size() >= 6);
@@ -247,10 +259,7 @@ class WorkspacesTest : public QObject {
   void aPickedRowBringsTheRowHistoryForwardOnANarrowScreen() {
     // 1024 wide: the Row History is a tab of the left column, behind the Round Timeline; a row
     // clicked in the KV view brings it forward. The Debug Tokens dock is too short for the drafts table.
-    MainWindowOptions options = fixtureOptions();
-    options.size = QSize(1024, 768);
-    options.initial_rounds = 1;
-    MainWindow window(options);
+    MainWindow window(sizedOptions(QSize(1024, 768), 0, 1));
     window.show();
     QVERIFY(QTest::qWaitForWindowExposed(&window));
     QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() && window.context().snapshot()->lastRound() >= 1 &&
@@ -286,13 +295,9 @@ class WorkspacesTest : public QObject {
     QFETCH(QSize, size);
     QFETCH(int, zoom);
     QFETCH(bool, stacked);
-    MainWindowOptions options = fixtureOptions();
-    options.size = size;
-    options.presenter_zoom = zoom;
-    MainWindow window(options);
-    window.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&window));
-    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    MainWindow window(sizedOptions(size, zoom));
+    showReady(window);
+    if (QTest::currentTestFailed()) return;
     const QVector<Lesson> lessons = window.lessonPanel()->lessons();
     int lesson = -1, page = -1;
     for (int l = 0; l < lessons.size() && page < 0; ++l) {
