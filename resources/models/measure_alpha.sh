@@ -1,6 +1,7 @@
 #!/bin/sh
-# Greedy acceptance rate alpha of the bundled pair at gamma 4 over the
-# held-out prompts, measured by the speculative engine (kvscope-cli run):
+# Greedy acceptance rate alpha of the bundled target with a drafter (the
+# bundled drafter unless a directory is given) at gamma 4 over the held-out
+# prompts, measured by the speculative engine (kvscope-cli run):
 # alpha = sum of accepted drafts / sum of drafted tokens over all prompts.
 #   resources/models/measure_alpha.sh build/app/kvscope-cli [max-new] [drafter-dir]
 set -eu
@@ -8,6 +9,7 @@ cli="$1"
 max_new="${2:-48}"
 here="$(cd "$(dirname "$0")" && pwd)"
 drafter="${3:-$here/drafter}"
+[ -d "$drafter" ] || { echo "measure_alpha.sh: drafter directory $drafter does not exist" >&2; exit 1; }
 while IFS= read -r prompt; do
   [ -n "$prompt" ] || continue
   "$cli" run --target "$here/target" --drafter "$drafter" --prompt "$prompt" --gamma 4 --greedy \
