@@ -7,6 +7,8 @@
 
 #include "app/cli/cli_common.h"
 #include "app/cli/token_printer.h"
+#include "core/cache/fault.h"
+#include "core/check/capture_writer.h"
 #include "core/error.h"
 #include "core/control/trace_capture.h"
 #include "core/trace/trace_json.h"
@@ -61,10 +63,6 @@ nlohmann::json sequenceJson(const SessionSetup& setup, const BatchSession& batch
 }  // namespace
 
 int runBatch(const SessionSetup& setup, const BatchRunOutput& output) {
-  if (output.capture_path) {
-    throw Error("--capture records one sequence; a batch of " + std::to_string(setup.prompts.size()) +
-                " prompts cannot be saved as a capture yet (save it as a trace with --trace, or run one prompt)");
-  }
   auto batch = setup.makeBatchSession(setup.options.use_cache);
   RoundStream stream(batch->size());
   const auto start = std::chrono::steady_clock::now();
@@ -95,6 +93,17 @@ int runBatch(const SessionSetup& setup, const BatchRunOutput& output) {
     writeTrace(*output.trace_path,
                captureTrace(*batch, setup.target->tokenizer.get(),
                             nlohmann::json::object({{"target_dir", setup.target->dir}, {"drafter_dir", setup.drafter_label}})));
+  }
+  if (output.capture_path) {
+    std::vector<const SessionRecord*> records;
+    for (size_t i = 0; i < batch->size(); ++i) records.push_back(&batch->sequence(i).record());
+    writeBatchCapture(*output.capture_path, records, {setup.target->dir, setup.target->model.get()},
+                      {setup.drafter ? setup.drafter->dir : "", setup.drafter ? setup.drafter->model.get() : nullptr},
+                      std::string("kvscope-cli run (fault ") + faultInfo(setup.options.fault).name + ")");
+    if (!output.json) {
+      std::cout << "capture written to " << *output.capture_path << " (check it: kvscope-cli check "
+                << *output.capture_path << ")\n";
+    }
   }
   nlohmann::json result;
   result["batch"] = batch->size();

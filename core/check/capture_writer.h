@@ -8,6 +8,7 @@
 // without knowing it came from kvscope: every fault of the bug zoo must be
 // named there as the diff names it.
 #include <string>
+#include <vector>
 
 #include "core/model/causal_lm.h"
 #include "core/trace/session_record.h"
@@ -24,5 +25,12 @@ struct CaptureModelSource {
 // drafter.model null: a session without a drafter model (n-gram drafting).
 void writeSessionCapture(const std::string& path, const SessionRecord& record, const CaptureModelSource& target,
                          const CaptureModelSource& drafter, const std::string& engine);
+
+// A batch (one record per sequence, in batch order) as version 2
+// (docs/capture-format-v2.md, docs/batching.md#captures-of-a-batch): each
+// joined forward one call of B sequences, a narrower sequence's missing
+// inputs as left pads whose slots are padding, never stored.
+void writeBatchCapture(const std::string& path, const std::vector<const SessionRecord*>& records,
+                       const CaptureModelSource& target, const CaptureModelSource& drafter, const std::string& engine);
 
 }  // namespace kvscope

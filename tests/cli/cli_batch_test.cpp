@@ -197,9 +197,6 @@ TEST(CliBatch, BadPromptOptionsAreRefusedClearly) {
   auto single_fault = base;
   single_fault.insert(single_fault.end(), {"--prompt", "a", "--fault", "uniform-advance"});
   expectRefused(single_fault, "two or more prompts");
-  auto captured = base;
-  captured.insert(captured.end(), {"--prompt", "a", "--prompt", "b", "--capture", "/tmp/never.kvcapture"});
-  expectRefused(captured, "cannot be saved as a capture");
   auto generate_twice = std::vector<std::string>{"generate", "--target", modelDir("llama-tiny"), "--prompt", "a", "--prompt", "b"};
   expectRefused(generate_twice, "given 2 times");
 }
