@@ -22,28 +22,6 @@ std::vector<std::string> batchArgs(const std::string& command, size_t sequences,
   return args;
 }
 
-// The manifest of a capture: the JSON string in the safetensors header's metadata.
-nlohmann::json manifestOf(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  uint64_t n = 0;
-  in.read(reinterpret_cast<char*>(&n), 8);
-  std::string header(n, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(n));
-  return nlohmann::json::parse(nlohmann::json::parse(header)["__metadata__"]["kvscope_capture"].get<std::string>());
-}
-
-// kvscope's own (round, phase) of check's root cause, from the keys the writer
-// adds to each call (readers of the format ignore them).
-std::pair<int64_t, std::string> sessionMoment(const nlohmann::json& manifest, const nlohmann::json& cause) {
-  for (const auto& call : manifest["calls"]) {
-    if (call["role"] != cause["role"] || call["index"] != cause["call"]) continue;
-    const auto& own = call["kvscope"];
-    if (cause["step"] == "between") return {own.value("between_round", -1), own.value("between_phase", "")};
-    return {own["round"].get<int64_t>(), own["phase"].get<std::string>()};
-  }
-  return {-1, ""};
-}
-
 // Writes the batch's capture and checks it; returns check's JSON.
 nlohmann::json captureAndCheck(const ScratchDir& scratch, size_t sequences, const std::string& layout,
                                const std::string& fault, int expected_exit) {

@@ -4,11 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -134,6 +136,28 @@ inline nlohmann::json traceDocument(const std::string& path) {
   if (8 + header > bytes.size()) return nullptr;
   const auto json = nlohmann::json::parse(bytes.substr(8, header), nullptr, false);
   return nlohmann::json::parse(json["__metadata__"]["kvscope"].get<std::string>(), nullptr, false);
+}
+
+// The manifest of a capture: the JSON string in the safetensors header's metadata.
+inline nlohmann::json manifestOf(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  std::string header(n, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(n));
+  return nlohmann::json::parse(nlohmann::json::parse(header)["__metadata__"]["kvscope_capture"].get<std::string>());
+}
+
+// kvscope's own (round, phase) of check's root cause, from the keys the writer
+// adds to each call (readers of the format ignore them).
+inline std::pair<int64_t, std::string> sessionMoment(const nlohmann::json& manifest, const nlohmann::json& cause) {
+  for (const auto& call : manifest["calls"]) {
+    if (call["role"] != cause["role"] || call["index"] != cause["call"]) continue;
+    const auto& own = call["kvscope"];
+    if (cause["step"] == "between") return {own.value("between_round", -1), own.value("between_phase", "")};
+    return {own["round"].get<int64_t>(), own["phase"].get<std::string>()};
+  }
+  return {-1, ""};
 }
 
 }  // namespace kvscope::cli_test
