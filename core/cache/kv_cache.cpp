@@ -123,12 +123,42 @@ void KvCache::append(int64_t layer_index, const at::Tensor& k, const at::Tensor&
   ensureCapacity(layer, layer.length + n);
   layer.k.narrow(1, layer.length, n).copy_(k_written);
   layer.v.narrow(1, layer.length, n).copy_(v_written);
+  advanceWritten(layer_index, n);
+}
+
+void KvCache::advanceWritten(int64_t layer_index, int64_t n) {
+  Layer& layer = layers_[layer_index];
   if (layer.keep.defined()) layer.keep.narrow(1, layer.length, n).fill_(true);
   if (layer.positions.defined()) {  // appended after a compaction: contiguous from the end position
     const int64_t end = endPosition(layer_index);
     layer.positions.narrow(1, layer.length, n).copy_(torch::arange(end, end + n, torch::kInt64).unsqueeze(0));
   }
   layer.length += n;
+}
+
+bool KvCache::plainAppendApplies() const {
+  return !paged_ && !write_order_ && storage_.dtype() == caffe2::TypeMeta::Make<float>();
+}
+
+KvCache::PlainLayer KvCache::appendPlain(int64_t layer_index, int64_t n) {
+  layerAt(layer_index);
+  require(plainAppendApplies() && n >= 0, "KvCache::appendPlain: needs float32 contiguous storage and no write order");
+  Layer& layer = layers_[layer_index];
+  ensureCapacity(layer, layer.length + n);
+  require(layer.k.stride(2) == 1 && layer.v.strides() == layer.k.strides() && (!layer.keep.defined() || layer.keep.stride(1) == 1),
+          "KvCache::appendPlain: the layer's storage is not laid out [kv_heads, capacity, head_dim]");
+  advanceWritten(layer_index, n);
+  PlainLayer plain;
+  plain.k = layer.k.data_ptr<float>();  // [kv_heads, capacity, head_dim], contiguous as allocated
+  plain.v = layer.v.data_ptr<float>();
+  plain.head_stride = layer.k.stride(0);
+  plain.row_stride = layer.k.stride(1);
+  plain.length = layer.length;
+  if (layer.keep.defined()) {
+    plain.keep = layer.keep.data_ptr<bool>();  // [kv_heads, capacity]
+    plain.keep_stride = layer.keep.stride(0);
+  }
+  return plain;
 }
 
 at::Tensor KvCache::keys(int64_t layer) const {

@@ -82,6 +82,29 @@ class KvCache {
   // layer and advances its length by n.
   void append(int64_t layer, const at::Tensor& k, const at::Tensor& v);
 
+  // A layer's rows in place, for the lean forward (core/model/llama_lean_forward.cpp),
+  // which writes and reads them without a tensor call: append, keys, values
+  // and keepMask cost some 15 us per layer in ATen calls, a fifth of the
+  // bundled target's decode step.
+  struct PlainLayer {
+    float* k = nullptr;        // row r of kv head h at k + h * head_stride + r * row_stride
+    float* v = nullptr;        // likewise
+    int64_t head_stride = 0;   // capacity * head_dim
+    int64_t row_stride = 0;    // head_dim
+    int64_t length = 0;        // valid rows, the appended ones included
+    const bool* keep = nullptr;  // keep[h * keep_stride + r]; null while no row was evicted
+    int64_t keep_stride = 0;
+  };
+  // Whether appendPlain applies: float32 storage, contiguous (not paged), no
+  // write order switched on by a fault.
+  bool plainAppendApplies() const;
+  // append() for n rows the caller writes itself: makes room, advances the
+  // length, marks the rows kept and numbers them as append does, and returns
+  // the layer, whose rows [length - n, length) of every kv head the caller
+  // must fill before anything reads them. Throws Error when
+  // plainAppendApplies() is false.
+  PlainLayer appendPlain(int64_t layer, int64_t n);
+
   // Views of the valid rows: [kv_heads, length, head_dim], storage dtype
   // (paged: a copy gathered from the blocks, in row order).
   at::Tensor keys(int64_t layer) const;
@@ -160,6 +183,9 @@ class KvCache {
     int64_t gathered = 0;        // rows [0, gathered) were gathered by compaction (positions differ per head)
   };
   void ensureCapacity(Layer& layer, int64_t needed);
+  // After n rows were written at [length, length + n) of a contiguous layer:
+  // their keep flags and positions, and the length.
+  void advanceWritten(int64_t layer_index, int64_t n);
   const Layer& layerAt(int64_t layer) const;
   static void growKeepMask(Layer& layer, int64_t capacity);
   // The layer's storage (K, V, positions) re-allocated with `capacity` rows, keeping the valid ones.

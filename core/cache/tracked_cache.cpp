@@ -39,9 +39,13 @@ double storeError(const std::vector<at::Tensor>& stored_k, const std::vector<at:
 // as computed, to compare with what the cache stored and to copy.
 class WriteRecorder : public ProbeSink {
  public:
-  WriteRecorder(int64_t layers, ProbeSink* inner) : keys(layers), values(layers), inner_(inner) {}
+  // keep_rows: whether the forward's K/V rows are wanted (to compare with
+  // what a fault let the cache store, or to copy into another cache). Asking
+  // for them costs a copy per layer, a tenth of a small drafter's forward.
+  WriteRecorder(int64_t layers, ProbeSink* inner, bool keep_rows)
+      : keys(layers), values(layers), inner_(inner), keep_rows_(keep_rows) {}
   bool wants(Probe probe, int64_t layer) const override {
-    return probe == Probe::Key || probe == Probe::Value || (inner_ && inner_->wants(probe, layer));
+    return (keep_rows_ && (probe == Probe::Key || probe == Probe::Value)) || (inner_ && inner_->wants(probe, layer));
   }
   void record(Probe probe, int64_t layer, const at::Tensor& value) override {
     if (probe == Probe::Key) keys[layer] = value;
@@ -52,6 +56,7 @@ class WriteRecorder : public ProbeSink {
 
  private:
   ProbeSink* inner_;
+  bool keep_rows_;
 };
 
 // Adds to a rollback's fault_action the blocks it freed that the table
@@ -225,7 +230,7 @@ PlannedWrite TrackedCache::planWrite(Phase phase, const std::vector<int64_t>& st
 at::Tensor TrackedCache::forward(const CausalLM& model, Phase phase, const std::vector<int64_t>& stream, int64_t round,
                                  ProbeSink* probes, int64_t logit_rows, TrackedCache* copy_to) {
   const PlannedWrite write = planWrite(phase, stream);
-  WriteRecorder computed(numLayers(), probes);
+  WriteRecorder computed(numLayers(), probes, /*keep_rows=*/faults_.active() || copy_to != nullptr);
   const auto ids = torch::tensor(write.tokens, torch::kInt64);  // [fed]
   at::Tensor logits;
   try {

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
+
+#include "core/model/query_attention_avx512.h"
 
 namespace kvscope {
 namespace {
@@ -90,20 +93,39 @@ __attribute__((always_inline)) inline void attendHeadBody(const HeadTask& t) {
   }
 }
 
-__attribute__((target("avx512f,avx512vl,avx2,fma"))) void attendHeadAvx512(const HeadTask& t) { attendHeadBody(t); }
+// Each row by attendQueryAvx512 (core/model/query_attention_avx512.h).
+void attendHeadByQuery(const HeadTask& t) {
+  QueryAttention a;
+  a.k = t.k;
+  a.v = t.v;
+  a.k_stride = t.k_stride;
+  a.v_stride = t.v_stride;
+  a.keep = t.keep;
+  a.keep_stride = t.keep_stride;
+  a.head_dim = t.head_dim;
+  a.scale = t.scale;
+  a.softcap = t.softcap;
+  a.scores = t.scores;
+  for (int64_t i = 0; i < t.rows; ++i) {
+    std::tie(a.first, a.last) = visibleRange(t, i);
+    a.q = t.q + i * t.q_stride;
+    a.out = t.out + i * t.out_stride;
+    attendQueryAvx512(a);
+  }
+}
+
 __attribute__((target("avx2,fma"))) void attendHeadAvx2(const HeadTask& t) { attendHeadBody(t); }
 void attendHeadPortable(const HeadTask& t) { attendHeadBody(t); }
 
 using HeadFunction = void (*)(const HeadTask&);
 
-HeadFunction headFunction() {
-  static const HeadFunction chosen = [] {
+HeadFunction headFunction(int64_t head_dim) {
+  static const bool avx2 = [] {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) return &attendHeadAvx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &attendHeadAvx2;
-    return &attendHeadPortable;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
-  return chosen;
+  if (queryAttentionAvx512Applies(head_dim)) return &attendHeadByQuery;
+  return avx2 ? &attendHeadAvx2 : &attendHeadPortable;
 }
 
 // Float32 with unit inner stride: read in place; otherwise a float32 copy
@@ -119,19 +141,16 @@ constexpr int64_t kParallelWork = 1 << 18;
 
 }  // namespace
 
-void attendCacheInto(const CacheAttentionRows& rows, const at::Tensor& keys_in, const at::Tensor& values_in,
-                     const AttentionOptions& options, std::vector<float>& scratch) {
-  const at::Tensor keys = readable(keys_in), values = readable(values_in);  // [kv, T, D]
-  const int64_t kv_heads = keys.size(0), total = keys.size(1), group = rows.heads / kv_heads;
-  at::Tensor keep;
-  if (options.keep.defined()) keep = options.keep.scalar_type() == at::kBool ? options.keep : options.keep.to(at::kBool);
+void attendCacheRowsInto(const CacheAttentionRows& rows, const CacheRowsView& cache, const AttentionOptions& options,
+                         std::vector<float>& scratch) {
+  const int64_t total = cache.total, group = rows.heads / cache.kv_heads;
   if (static_cast<int64_t>(scratch.size()) < rows.heads * total) scratch.resize(static_cast<size_t>(rows.heads * total));
 
   HeadTask base{};
   base.q_stride = rows.q_stride;
-  base.k_stride = keys.stride(1);
-  base.v_stride = values.stride(1);
-  base.keep_stride = keep.defined() ? keep.stride(1) : 0;
+  base.k_stride = cache.k_row_stride;
+  base.v_stride = cache.v_row_stride;
+  base.keep_stride = cache.keep_row_stride;
   base.out_stride = rows.out_stride;
   base.rows = rows.rows;
   base.total = total;
@@ -140,10 +159,7 @@ void attendCacheInto(const CacheAttentionRows& rows, const at::Tensor& keys_in, 
   base.softcap = static_cast<float>(options.softcap);
   base.window = options.window;
   base.causal_among_new = options.causal_among_new;
-  const float* key_data = keys.data_ptr<float>();
-  const float* value_data = values.data_ptr<float>();
-  const bool* keep_data = keep.defined() ? keep.data_ptr<bool>() : nullptr;
-  const HeadFunction attend = headFunction();
+  const HeadFunction attend = headFunction(rows.head_dim);
 
   const int64_t work = rows.heads * rows.rows * total * rows.head_dim;
   const int64_t grain = work >= kParallelWork ? 1 : rows.heads;
@@ -153,13 +169,35 @@ void attendCacheInto(const CacheAttentionRows& rows, const at::Tensor& keys_in, 
       HeadTask task = base;
       task.q = rows.q + h * rows.head_dim;
       task.out = rows.out + h * rows.head_dim;
-      task.k = key_data + kv * keys.stride(0);
-      task.v = value_data + kv * values.stride(0);
-      task.keep = keep_data != nullptr ? keep_data + kv * keep.stride(0) : nullptr;
+      task.k = cache.k + kv * cache.k_head_stride;
+      task.v = cache.v + kv * cache.v_head_stride;
+      task.keep = cache.keep != nullptr ? cache.keep + kv * cache.keep_head_stride : nullptr;
       task.scores = scratch.data() + h * total;
       attend(task);
     }
   });
+}
+
+void attendCacheInto(const CacheAttentionRows& rows, const at::Tensor& keys_in, const at::Tensor& values_in,
+                     const AttentionOptions& options, std::vector<float>& scratch) {
+  const at::Tensor keys = readable(keys_in), values = readable(values_in);  // [kv, T, D]
+  at::Tensor keep;
+  if (options.keep.defined()) keep = options.keep.scalar_type() == at::kBool ? options.keep : options.keep.to(at::kBool);
+  CacheRowsView view;
+  view.k = keys.data_ptr<float>();
+  view.v = values.data_ptr<float>();
+  view.k_head_stride = keys.stride(0);
+  view.k_row_stride = keys.stride(1);
+  view.v_head_stride = values.stride(0);
+  view.v_row_stride = values.stride(1);
+  view.kv_heads = keys.size(0);
+  view.total = keys.size(1);
+  if (keep.defined()) {
+    view.keep = keep.data_ptr<bool>();  // [kv, T]
+    view.keep_head_stride = keep.stride(0);
+    view.keep_row_stride = keep.stride(1);
+  }
+  attendCacheRowsInto(rows, view, options, scratch);
 }
 
 }  // namespace kvscope

@@ -32,6 +32,25 @@ struct CacheAttentionRows {
   int64_t head_dim = 0;
 };
 
+// One sequence's keys and values of one layer, float32, read in place: row
+// j of kv head h at k + h * k_head_stride + j * k_row_stride (values likewise).
+struct CacheRowsView {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t k_head_stride = 0, k_row_stride = 0;
+  int64_t v_head_stride = 0, v_row_stride = 0;
+  int64_t kv_heads = 0;
+  int64_t total = 0;            // T
+  const bool* keep = nullptr;   // keep[h * keep_head_stride + j * keep_row_stride]; null: every row kept
+  int64_t keep_head_stride = 0, keep_row_stride = 0;
+};
+
+// attendCacheInto over rows read in place (options.keep is ignored: the
+// view's keep is used). The lean forward calls it with a cache's own storage
+// (KvCache::appendPlain), so no tensor is made per layer.
+void attendCacheRowsInto(const CacheAttentionRows& rows, const CacheRowsView& cache, const AttentionOptions& options,
+                         std::vector<float>& scratch);
+
 // keys, values: [kv_heads, T, head_dim] (any dtype; float32 with unit inner
 // stride is read in place), heads a multiple of kv_heads. options as
 // causalAttention takes them (keep: [kv_heads, T] bool or undefined).

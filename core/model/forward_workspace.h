@@ -41,6 +41,17 @@ class ForwardWorkspace {
   at::Tensor activated(int64_t rows) const { return view(activated_, rows); }    // [rows, intermediate]
   at::Tensor cos(int64_t rows) const { return view(cos_, rows); }                // [rows, head_dim]
   at::Tensor sin(int64_t rows) const { return view(sin_, rows); }                // [rows, head_dim]
+  // The same buffers' first floats: a forward that knows its widths reads
+  // and writes them through these, without a tensor call per buffer.
+  float* residualData() const { return residual_.data_ptr<float>(); }
+  float* normedData() const { return normed_.data_ptr<float>(); }
+  float* projectedData() const { return projected_.data_ptr<float>(); }
+  float* qkvData() const { return qkv_.data_ptr<float>(); }
+  float* mergedData() const { return merged_.data_ptr<float>(); }
+  float* gateUpData() const { return gate_up_.data_ptr<float>(); }
+  float* activatedData() const { return activated_.data_ptr<float>(); }
+  float* cosData() const { return cos_.data_ptr<float>(); }
+  float* sinData() const { return sin_.data_ptr<float>(); }
   // Attention's per-head score rows, grown by attendCacheInto.
   std::vector<float>& scores() { return scores_; }
   // The model's rotary table over positions 0 .. rotaryPositions() - 1

@@ -1,8 +1,40 @@
 #include "core/model/row_kernels.h"
 
+#include <immintrin.h>
+
 #include <cmath>
 
+#include "core/model/vector_exp.h"
+
+// GCC 12 reports the intrinsics' own _mm512_undefined_ps() as uninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace kvscope {
+namespace {
+
+bool cpuHasAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+// SiLU(gate) * up, 16 at a time, the last vector masked, so every element
+// takes the same path whatever count is (a verify row gives what a decode
+// step gives). A scalar exp per element cost a 5-row verify of the bundled
+// target a tenth of its time (perf, 2026-11-28).
+__attribute__((target("avx512f"))) void siluTimesUpAvx512(const float* gate, const float* up, float* out,
+                                                           int64_t count) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 lanes = count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
+    const __m512 g = _mm512_maskz_loadu_ps(lanes, gate + i);
+    const __m512 u = _mm512_maskz_loadu_ps(lanes, up + i);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));  // exp(-g)
+    _mm512_mask_storeu_ps(out + i, lanes, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), u));
+  }
+}
+
+}  // namespace
 
 void rmsNormRows(const float* x, float* out, int64_t rows, int64_t width, int64_t stride, const float* gain,
                  double eps, NormGain kind) {
@@ -48,6 +80,7 @@ void gatedActivation(const float* gate, const float* up, float* out, int64_t cou
     }
     return;
   }
+  if (cpuHasAvx512()) return siluTimesUpAvx512(gate, up, out, count);
   for (int64_t i = 0; i < count; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
