@@ -8,7 +8,7 @@
 #include "app/cli/cli_common.h"
 #include "app/cli/token_printer.h"
 #include "core/cache/fault.h"
-#include "core/check/capture_writer.h"
+#include "core/check/batch_capture_writer.h"
 #include "core/error.h"
 #include "core/control/trace_capture.h"
 #include "core/trace/trace_json.h"

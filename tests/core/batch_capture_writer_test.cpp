@@ -1,4 +1,4 @@
-// writeBatchCapture (core/check/capture_writer.h): a batch written as a
+// writeBatchCapture (core/check/batch_capture_writer.h): a batch written as a
 // version 2 capture reads back with the capture reader, every sequence's view
 // holding that sequence's committed tokens, and its rows' K/V equal to what
 // the sequence's own cache holds at the end, contiguous and paged.
@@ -10,7 +10,7 @@
 
 #include "core/capture/capture_file.h"
 #include "core/capture/capture_sequence.h"
-#include "core/check/capture_writer.h"
+#include "core/check/batch_capture_writer.h"
 #include "core/decode/batch_session.h"
 #include "session_test_support.h"
 
