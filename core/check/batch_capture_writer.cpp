@@ -9,6 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/cache/block_table.h"
+#include "core/cache/pool_picture.h"
+#include "core/decode/batch_session.h"
 #include "core/capture/capture_change.h"
 #include "core/check/capture_models.h"
 #include "core/error.h"
@@ -18,7 +21,8 @@ namespace {
 
 using namespace capture_writing;
 
-// A batch as version 2 (docs/capture-format-v2.md). kvscope's batch is
+// A batch as version 2 (docs/capture-format-v2.md), or as version 3 when it
+// is paged (docs/capture-format-v3.md, "Paged pools": each state's pool). kvscope's batch is
 // ragged: each joined forward feeds each sequence its own number of inputs at
 // its own positions, and sequences that finished are not in it. The format's
 // call is B lists of n ids, so a joined forward is written as n = the widest
@@ -31,13 +35,14 @@ using namespace capture_writing;
 class BatchWriter {
  public:
   BatchWriter(std::vector<const SessionRecord*> records, const CaptureModelSource& target,
-              const CaptureModelSource& drafter)
-      : records_(std::move(records)), sources_{target, drafter} {}
+              const CaptureModelSource& drafter, std::vector<SequencePoolPictures> pools)
+      : records_(std::move(records)), sources_{target, drafter}, pools_(std::move(pools)) {}
 
   void write(const std::string& path, const std::string& engine) {
     for (const SessionRecord* record : records_) refuseWhatACaptureCannotHold(*record, sources_[0], sources_[1]);
     for (int r = 0; r < 2; ++r) rows_.emplace_back(records_.front()->layers(r == 0 ? CacheRole::Target : CacheRole::Drafter));
     for (size_t b = 0; b < records_.size(); ++b) collect(b);
+    paged_ = pagedBatch();
     for (auto& [key, forward] : forwards_) addCall(key, forward);
     Json models = Json::object();
     std::vector<std::pair<std::string, at::Tensor>> tensors;
@@ -51,13 +56,14 @@ class BatchWriter {
     for (auto& logits : logits_) tensors.push_back(std::move(logits));
     Json committed = Json::array();
     for (const SessionRecord* record : records_) committed.push_back(record->sequence);
-    const Json manifest = {{"format", "kvscope-capture"}, {"version", 2},
+    const int version = paged_ ? 3 : 2;
+    const Json manifest = {{"format", "kvscope-capture"}, {"version", version},
                            {"batch", records_.size()},
                            {"engine", {{"name", engine}, {"recorder", "kvscope-cli run --capture"}}},
                            {"complete", true},           {"logits", {{"mode", "full"}}},
                            {"models", models},           {"calls", calls_json_},
                            {"committed", committed}};
-    writeCaptureFile(path, tensors, 2, manifest);
+    writeCaptureFile(path, tensors, version, manifest);
   }
 
  private:
@@ -66,6 +72,7 @@ class BatchWriter {
     std::vector<int64_t> ids, positions;
     std::vector<std::vector<int64_t>> before, after;
     std::optional<Moment> between;  // the last change between this role's calls of the sequence
+    std::optional<PoolPicture> pool_before, pool_after;  // a paged cache's table and pool around the forward
   };
   // (round, phase, role, k): the k-th forward of a role in a round's phase.
   using Key = std::tuple<int64_t, int, int, int64_t>;
@@ -80,7 +87,9 @@ class BatchWriter {
     for (int r = 0; r < 2; ++r) layouts[r].layers.resize(static_cast<size_t>(rows_[static_cast<size_t>(r)].layers()));
     std::optional<Moment> between[2];
     std::map<Key, int64_t> count;  // forwards so far of (round, phase, role)
-    for (const CacheEvent& e : record.events.events()) {
+    const auto& events = record.events.events();
+    for (size_t index = 0; index < events.size(); ++index) {
+      const CacheEvent& e = events[index];
       const int r = e.cache == CacheRole::Target ? 0 : 1;
       if (e.kind != CacheEventKind::Append && e.kind != CacheEventKind::Refeed) {
         applyEvent(layouts[r], e);
@@ -95,38 +104,98 @@ class BatchWriter {
       if (part.ids.empty()) continue;  // a forward that wrote nothing leaves no call to check
       part.between = between[r];
       between[r].reset();
+      if (const PoolAroundForward* pool = poolAround(b, r, index)) {
+        part.pool_before = pool->before;
+        part.pool_after = pool->after;
+      }
       const Key phase{e.round, static_cast<int>(e.phase), r, 0};
       const Key key{e.round, static_cast<int>(e.phase), r, count[phase]++};
       forwards_[key].parts.emplace(b, std::move(part));
     }
   }
 
+  // The pool around sequence b's forward logged as event `index` of role r's
+  // cache, when the batch is paged (pools_), else null.
+  const PoolAroundForward* poolAround(size_t b, int r, size_t index) const {
+    if (b >= pools_.size()) return nullptr;
+    const ForwardPoolPictures* pictures = r == 0 ? pools_[b].target : pools_[b].drafter;
+    if (pictures == nullptr) return nullptr;
+    const auto it = pictures->find(index);
+    return it == pictures->end() ? nullptr : &it->second;
+  }
+
+  // Whether the batch is paged: every forward then has its pool pictures, a
+  // contiguous batch's none.
+  bool pagedBatch() const {
+    bool any = false, all = true;
+    for (const auto& [key, forward] : forwards_) {
+      for (const auto& [b, part] : forward.parts) {
+        const bool pictured = part.pool_before && part.pool_after;
+        any = any || pictured;
+        all = all && pictured;
+      }
+    }
+    if (any && !all) throw Error("a paged batch's capture needs every forward's pool picture: some forwards have none");
+    return any;
+  }
+
+  // Sequence b's rows of layer l as a state lists them: row ids.
+  static std::vector<int64_t> rowIdsOf(const Part& part, size_t l, bool after) { return (after ? part.after : part.before)[l]; }
+
+  // The same rows' pool slots, read through the sequence's block table then.
+  static std::vector<int64_t> poolSlotsOf(const Part& part, size_t l, bool after) {
+    const PoolPicture& pool = *(after ? part.pool_after : part.pool_before);
+    std::vector<int64_t> slots;
+    const auto rows = static_cast<int64_t>((after ? part.after : part.before)[l].size());
+    for (int64_t row = 0; row < rows; ++row) slots.push_back(pool.poolSlot(row));
+    return slots;
+  }
+
   // Layer l of every sequence, padded to one slot count: padding first, then
-  // the sequence's slots, its inputs' slots last with the missing inputs'
-  // padding just before them.
-  Json layerRuns(const Forward& forward, size_t l, int64_t width, bool after) const {
+  // the sequence's rows (as `values` gives them), its inputs' rows last with
+  // the missing inputs' padding just before them.
+  template <class RowValues>
+  std::vector<std::vector<int64_t>> paddedSlots(const Forward& forward, size_t l, int64_t width, bool after,
+                                                RowValues values) const {
     std::vector<std::vector<int64_t>> slots(records_.size());
     size_t count = 0;
     for (const auto& [b, part] : forward.parts) {
-      const auto& ids = (after ? part.after : part.before)[l];
+      const std::vector<int64_t> own = values(part, l, after);
       const auto inputs = static_cast<int64_t>(part.ids.size());
       std::vector<int64_t>& s = slots[b];
       if (after) {
-        const auto tail = std::min<int64_t>(inputs, static_cast<int64_t>(ids.size()));
-        s.assign(ids.begin(), ids.end() - tail);
+        const auto tail = std::min<int64_t>(inputs, static_cast<int64_t>(own.size()));
+        s.assign(own.begin(), own.end() - tail);
         s.insert(s.end(), static_cast<size_t>(width - inputs), kCapturePaddingSlot);
-        s.insert(s.end(), ids.end() - tail, ids.end());
+        s.insert(s.end(), own.end() - tail, own.end());
       } else {
-        s = ids;
+        s = own;
       }
       count = std::max(count, s.size());
     }
+    for (auto& s : slots) s.insert(s.begin(), count - s.size(), kCapturePaddingSlot);
+    return slots;
+  }
+
+  static Json runsPerSequence(const std::vector<std::vector<int64_t>>& slots) {
     Json layer = Json::array();
-    for (auto& s : slots) {
-      s.insert(s.begin(), count - s.size(), kCapturePaddingSlot);
-      layer.push_back(padRunsOf(s));
-    }
+    for (const auto& s : slots) layer.push_back(padRunsOf(s));
     return layer;
+  }
+
+  // The pool around a joined forward. Lanes take turns in batch order
+  // (core/decode/forward_batcher.h): the last sequence of the forward asks
+  // for it just before it runs, the first one logs it right after.
+  static const PoolPicture& joinedPool(const Forward& forward, bool after) {
+    return after ? *forward.parts.begin()->second.pool_after : *forward.parts.rbegin()->second.pool_before;
+  }
+
+  // Version 3's `paged` of a state: every sequence's slots as pool slots, the free list.
+  Json pagedJson(const Forward& forward, size_t layers, int64_t width, bool after) const {
+    const PoolPicture& pool = joinedPool(forward, after);
+    Json out = Json::array();
+    for (size_t l = 0; l < layers; ++l) out.push_back(runsPerSequence(paddedSlots(forward, l, width, after, poolSlotsOf)));
+    return {{"block_size", pool.block_size}, {"num_blocks", pool.num_blocks}, {"layers", out}, {"free", runsOf(pool.free)}};
   }
 
   static Json padRunsOf(const std::vector<int64_t>& slots) {
@@ -147,8 +216,10 @@ class BatchWriter {
   Json stateJson(const Forward& forward, int r, int64_t width, bool after) const {
     const auto layers = static_cast<size_t>(rows_[static_cast<size_t>(r)].layers());
     Json out = Json::array();
-    for (size_t l = 0; l < layers; ++l) out.push_back(layerRuns(forward, l, width, after));
-    return {{"cache", "kvscope KvCache"}, {"kinds", Json(std::vector<std::string>(layers, "append"))}, {"layers", out}};
+    for (size_t l = 0; l < layers; ++l) out.push_back(runsPerSequence(paddedSlots(forward, l, width, after, rowIdsOf)));
+    Json state = {{"cache", "kvscope KvCache"}, {"kinds", Json(std::vector<std::string>(layers, "append"))}, {"layers", out}};
+    if (paged_) state["paged"] = pagedJson(forward, layers, width, after);
+    return state;
   }
 
   void addCall(const Key& key, const Forward& forward) {
@@ -226,21 +297,39 @@ class BatchWriter {
 
   std::vector<const SessionRecord*> records_;
   CaptureModelSource sources_[2];
+  std::vector<SequencePoolPictures> pools_;
   std::vector<RowIds> rows_;
   std::map<Key, Forward> forwards_;
   std::map<size_t, std::vector<std::vector<int64_t>>> last_after_[2];
   int64_t calls_[2] = {0, 0};
   Json calls_json_ = Json::array();
   std::vector<std::pair<std::string, at::Tensor>> logits_;
+  bool paged_ = false;
 };
 
 }  // namespace
 
 void writeBatchCapture(const std::string& path, const std::vector<const SessionRecord*>& records,
-                       const CaptureModelSource& target, const CaptureModelSource& drafter, const std::string& engine) {
+                       const CaptureModelSource& target, const CaptureModelSource& drafter, const std::string& engine,
+                       const std::vector<SequencePoolPictures>& pools) {
   if (records.empty()) throw Error("a batch capture needs at least one sequence");
   if (records.size() > 1024) throw Error("a capture holds at most 1024 sequences (docs/capture-format-v2.md)");
-  BatchWriter(records, target, drafter).write(path, engine);
+  if (!pools.empty() && pools.size() != records.size())
+    throw Error("a paged batch's capture needs one set of pool pictures per sequence: " + std::to_string(pools.size()) +
+                " for " + std::to_string(records.size()) + " sequences");
+  BatchWriter(records, target, drafter, pools).write(path, engine);
+}
+
+std::vector<SequencePoolPictures> poolPicturesOf(const BatchSession& batch) {
+  std::vector<SequencePoolPictures> pools;
+  for (size_t b = 0; b < batch.size(); ++b) {
+    const Session& session = batch.sequence(b);
+    const auto picturesOf = [](const KvCache* cache) -> const ForwardPoolPictures* {
+      return cache && cache->blockTable() ? &cache->blockTable()->forwardPictures() : nullptr;
+    };
+    pools.push_back({picturesOf(session.targetCache()), picturesOf(session.drafterCache())});
+  }
+  return pools;
 }
 
 }  // namespace kvscope
