@@ -1,8 +1,9 @@
 // kvscope-cli run --capture of a batch (docs/batching.md#captures-of-a-batch),
 // then check: a clean batch is clean for every sequence, contiguous and
-// paged, in batches of 2, 3 and 8 of prompts of different lengths; under a
-// batch fault check names the sequence, the cache and kvscope's own round and
-// phase that diff's walker names for the same run (one verdict).
+// paged (blocks of 2 and 4: version 3 with the pool), in batches of 2, 3 and
+// 8 of prompts of different lengths; under a batch fault check names the
+// sequence, the cache and kvscope's own round and phase that diff's walker
+// names for the same run (one verdict).
 #include <fstream>
 
 #include "tests/cli/cli_test_support.h"
@@ -30,7 +31,7 @@ nlohmann::json captureAndCheck(const ScratchDir& scratch, size_t sequences, cons
   run.insert(run.end(), {"--capture", capture, "--no-baseline"});
   const CliResult written = runCli(run);
   EXPECT_EQ(written.exit_code, 0) << written.describe();
-  EXPECT_EQ(manifestOf(capture)["version"], 2);
+  EXPECT_EQ(manifestOf(capture)["version"], layout == "contiguous" ? 2 : 3) << layout;
   EXPECT_EQ(manifestOf(capture)["batch"], sequences);
   const CliResult check = runCli({"check", capture, "--json"});
   EXPECT_EQ(check.exit_code, expected_exit) << check.describe();
@@ -41,7 +42,7 @@ nlohmann::json captureAndCheck(const ScratchDir& scratch, size_t sequences, cons
 
 TEST(CliBatchCapture, ACleanBatchIsCleanForEverySequence) {
   ScratchDir scratch("batch-capture-clean");
-  for (const std::string layout : {"contiguous", "paged:4"}) {
+  for (const std::string layout : {"contiguous", "paged:2", "paged:4"}) {
     for (const size_t sequences : {2u, 3u, 8u}) {
       const auto j = captureAndCheck(scratch, sequences, layout, "none", 0);
       ASSERT_TRUE(j.is_object());
@@ -49,6 +50,10 @@ TEST(CliBatchCapture, ACleanBatchIsCleanForEverySequence) {
       EXPECT_TRUE(j["root_cause"].is_null()) << layout << " batch " << sequences << ": " << j["root_cause"].dump();
       EXPECT_GT(j["rows_value_checked"].get<int64_t>(), 0);
       EXPECT_GT(j["logit_rows_checked"].get<int64_t>(), 0);
+      for (const auto& call : j["manifest"]["calls"]) {  // the pool in every state of a paged batch, none otherwise
+        EXPECT_EQ(call["before"].contains("paged"), layout != "contiguous") << layout;
+        EXPECT_EQ(call["after"].contains("paged"), layout != "contiguous") << layout;
+      }
       // every sequence's committed tokens are the run's own
       const auto ran = runJson(batchArgs("run", sequences, layout, "none"));
       for (size_t b = 0; b < sequences; ++b) {
@@ -88,18 +93,42 @@ INSTANTIATE_TEST_SUITE_P(Faults, BatchCaptureFault, ::testing::Values("uniform-a
                            return name;
                          });
 
-// A version 2 capture has no block tables: under freed-block-reused check
-// sees the overwritten rows, in the sequence diff names, not the rollback
-// that left the table dangling (docs/batching.md#captures-of-a-batch).
-TEST(CliBatchCapture, FreedBlockReusedIsFoundInTheSequenceDiffNames) {
+// A paged batch's capture carries the pool (version 3): under
+// freed-block-reused check names the rollback diff names, in the same
+// sequence, cache, round and phase, with blocks diff says the table still
+// maps after the pool freed them (docs/batching.md#captures-of-a-batch).
+TEST(CliBatchCapture, FreedBlockReusedIsNamedAtTheRollbackDiffNames) {
   ScratchDir scratch("batch-capture-freed");
-  const CliResult diff_run = runCli(batchArgs("diff", 3, "paged:2", "freed-block-reused"));
-  const auto diff = diff_run.lastJson();
-  ASSERT_TRUE(diff.is_object() && diff["root_cause"].is_object()) << diff_run.describe();
-  const auto j = captureAndCheck(scratch, 3, "paged:2", "freed-block-reused", 1);
-  ASSERT_TRUE(j["root_cause"].is_object()) << j.dump();
-  ASSERT_TRUE(diff["root_cause"]["sequence"].is_number_integer()) << diff.dump();
-  EXPECT_EQ(j["root_cause"]["sequence"], diff["root_cause"]["sequence"]) << j["root_cause"]["what"];
+  for (const std::string layout : {"paged:2", "paged:4"}) {
+    for (const size_t sequences : {2u, 3u, 8u}) {
+      const std::string at = layout + " batch " + std::to_string(sequences);
+      const CliResult diff_run = runCli(batchArgs("diff", sequences, layout, "freed-block-reused"));
+      const auto diff = diff_run.lastJson();
+      ASSERT_TRUE(diff.is_object() && diff["root_cause"].is_object()) << diff_run.describe();
+      const auto& want = diff["root_cause"];
+      ASSERT_EQ(want["kind"], "block") << want.dump();
+      const auto j = captureAndCheck(scratch, sequences, layout, "freed-block-reused", 1);
+      ASSERT_TRUE(j["root_cause"].is_object()) << j.dump();
+      const auto& got = j["root_cause"];
+      EXPECT_EQ(got["sequence"], want["sequence"]) << at << ": " << got["what"] << "\ndiff: " << want.dump();
+      EXPECT_EQ(got["role"], want["cache"]) << at << ": " << got["what"];
+      EXPECT_EQ(got["step"], "between") << at << ": " << got["what"];
+      EXPECT_EQ(got["kind"], "block") << at << ": " << got["what"];
+      const auto [round, phase] = sessionMoment(j["manifest"], got);
+      EXPECT_EQ(round, want["round"].get<int64_t>()) << at << ": " << got["what"] << "\ndiff: " << want.dump();
+      EXPECT_EQ(phase, want["phase"].get<std::string>()) << at << ": " << got["what"] << "\ndiff: " << want.dump();
+      // Each block check names is one diff names, with the same rows.
+      ASSERT_TRUE(got["dangling_blocks"].is_array() && !got["dangling_blocks"].empty()) << got.dump();
+      for (const auto& block : got["dangling_blocks"]) {
+        bool named = false;
+        for (const auto& d : want["dangling_blocks"]) {
+          named = named || (d["block"] == block["block"] && d["first_row"] == block["first_row"] && d["rows"] == block["rows"]);
+        }
+        EXPECT_TRUE(named) << at << ": check " << block.dump() << "\ndiff: " << want["dangling_blocks"].dump();
+      }
+      EXPECT_NE(got["what"].get<std::string>().find("(a freed block)"), std::string::npos) << got["what"];
+    }
+  }
 }
 
 }  // namespace
