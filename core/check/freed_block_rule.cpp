@@ -49,31 +49,34 @@ std::optional<size_t> layerWithRows(const CapturePagedState& paged, size_t seque
   return std::nullopt;
 }
 
-constexpr int64_t kReusedCorrectly = -2;
+constexpr int64_t kNotStale = -2;
 
-// What a later call shows of block `block`, which `sequence` held before the
-// change and the change freed: nullopt while that call does not reach it; -1
-// when the sequence wrote there and the block stayed free; the sequence's own
-// id when it holds the block twice (handed back to it for a later block);
-// another sequence's id when that one holds it now (handed out while still
-// mapped); kReusedCorrectly when the pool handed it back to the sequence for
-// the same rows (a correct engine's reuse).
+// What a later call's after state shows at the rows `sequence` held in block
+// `block` before the change (its logical block `logical`, rows logical *
+// block_size on): nullopt while the sequence holds no row there yet;
+// kNotStale when its table maps another block there now, or the pool handed
+// the block back to it for those rows (a correct engine's reuse); else who
+// the pool gave the freed block to while the table still mapped it: -1 while
+// it is still on the free list, another sequence that holds it now, or the
+// sequence itself when it holds the block for later rows too.
 std::optional<int64_t> reuseSeen(const CapturePagedState& now, const CapturePagedState& then, size_t layer,
-                                 size_t sequence, int64_t block) {
-  const auto mine = logicalBlocks(now, layer, sequence);
-  const auto it = mine.find(block);
-  if (it == mine.end()) return std::nullopt;
+                                 size_t sequence, int64_t block, int64_t logical) {
+  const std::vector<int64_t> held = heldSlots(now, layer, sequence);
+  const int64_t first_row = logical * now.block_size;
+  if (static_cast<int64_t>(held.size()) <= first_row) return std::nullopt;
+  if (held[static_cast<size_t>(first_row)] / now.block_size != block) return kNotStale;
   if (now.blockFree(block)) return -1;
-  if (it->second.size() > 1) return static_cast<int64_t>(sequence);
   for (size_t other = 0; other < now.layers.at(layer).size(); ++other) {
     if (other != sequence && mapsBlock(now, layer, other, block) && !mapsBlock(then, layer, other, block))
       return static_cast<int64_t>(other);
   }
-  return kReusedCorrectly;
+  if (logicalBlocks(now, layer, sequence).at(block).size() > 1) return static_cast<int64_t>(sequence);
+  return kNotStale;
 }
 
 // The blocks the change before `call` freed past the rows it kept that the
-// sequence's table still maps, as a later call of the role shows them.
+// sequence's table still maps, as the first later call of the role that
+// reaches their rows shows them (so a scan stops there).
 std::vector<DanglingBlock> freedWhileMapped(const CaptureManifest& file, const CaptureCall& previous,
                                             const CaptureCall& call, size_t sequence) {
   std::vector<DanglingBlock> out;
@@ -89,9 +92,10 @@ std::vector<DanglingBlock> freedWhileMapped(const CaptureManifest& file, const C
       if (later.role != call.role || later.index < call.index) continue;
       const CapturePagedState* after = pagedOf(later.after);
       if (!after || !after->free || after->block_size != then->block_size) break;
-      const auto seen = reuseSeen(*after, *then, *layer, sequence, block);
+      const int64_t first = *logical.begin();
+      const auto seen = reuseSeen(*after, *then, *layer, sequence, block, first);
       if (!seen) continue;
-      if (*seen != kReusedCorrectly) out.push_back({block, *logical.begin() * then->block_size, then->block_size, *seen});
+      if (*seen != kNotStale) out.push_back({block, first * then->block_size, then->block_size, *seen});
       break;
     }
   }

@@ -15,9 +15,9 @@ const std::vector<std::string> kPrompts{"Once upon a time", "The", "A long time 
                                         "She went to the", "Hello", "The little dog ran", "In the beginning", "It"};
 
 std::vector<std::string> batchArgs(const std::string& command, size_t sequences, const std::string& layout,
-                                   const std::string& fault) {
+                                   const std::string& fault, const std::string& gamma = "3") {
   std::vector<std::string> args{command, "--target", modelDir("llama-tiny"), "--drafter", modelDir("llama-tiny-draft"),
-                                "--gamma", "3", "--max-new", "16", "--ignore-eos", "--cache-layout", layout,
+                                "--gamma", gamma, "--max-new", "16", "--ignore-eos", "--cache-layout", layout,
                                 "--fault", fault, "--json"};
   for (size_t i = 0; i < sequences; ++i) args.insert(args.end(), {"--prompt", kPrompts[i]});
   return args;
@@ -25,9 +25,9 @@ std::vector<std::string> batchArgs(const std::string& command, size_t sequences,
 
 // Writes the batch's capture and checks it; returns check's JSON.
 nlohmann::json captureAndCheck(const ScratchDir& scratch, size_t sequences, const std::string& layout,
-                               const std::string& fault, int expected_exit) {
+                               const std::string& fault, int expected_exit, const std::string& gamma = "3") {
   const std::string capture = scratch.file(fault + std::to_string(sequences) + ".kvcapture");
-  auto run = batchArgs("run", sequences, layout, fault);
+  auto run = batchArgs("run", sequences, layout, fault, gamma);
   run.insert(run.end(), {"--capture", capture, "--no-baseline"});
   const CliResult written = runCli(run);
   EXPECT_EQ(written.exit_code, 0) << written.describe();
@@ -97,37 +97,46 @@ INSTANTIATE_TEST_SUITE_P(Faults, BatchCaptureFault, ::testing::Values("uniform-a
 // freed-block-reused check names the rollback diff names, in the same
 // sequence, cache, round and phase, with blocks diff says the table still
 // maps after the pool freed them (docs/batching.md#captures-of-a-batch).
+// Gamma 1 on a batch of 8 makes a sequence other than the first break first.
 TEST(CliBatchCapture, FreedBlockReusedIsNamedAtTheRollbackDiffNames) {
   ScratchDir scratch("batch-capture-freed");
+  struct Run {
+    std::string layout;
+    size_t sequences;
+    std::string gamma;
+  };
+  std::vector<Run> runs{{"paged:2", 8, "1"}, {"paged:4", 8, "1"}};
   for (const std::string layout : {"paged:2", "paged:4"}) {
-    for (const size_t sequences : {2u, 3u, 8u}) {
-      const std::string at = layout + " batch " + std::to_string(sequences);
-      const CliResult diff_run = runCli(batchArgs("diff", sequences, layout, "freed-block-reused"));
-      const auto diff = diff_run.lastJson();
-      ASSERT_TRUE(diff.is_object() && diff["root_cause"].is_object()) << diff_run.describe();
-      const auto& want = diff["root_cause"];
-      ASSERT_EQ(want["kind"], "block") << want.dump();
-      const auto j = captureAndCheck(scratch, sequences, layout, "freed-block-reused", 1);
-      ASSERT_TRUE(j["root_cause"].is_object()) << j.dump();
-      const auto& got = j["root_cause"];
-      EXPECT_EQ(got["sequence"], want["sequence"]) << at << ": " << got["what"] << "\ndiff: " << want.dump();
-      EXPECT_EQ(got["role"], want["cache"]) << at << ": " << got["what"];
-      EXPECT_EQ(got["step"], "between") << at << ": " << got["what"];
-      EXPECT_EQ(got["kind"], "block") << at << ": " << got["what"];
-      const auto [round, phase] = sessionMoment(j["manifest"], got);
-      EXPECT_EQ(round, want["round"].get<int64_t>()) << at << ": " << got["what"] << "\ndiff: " << want.dump();
-      EXPECT_EQ(phase, want["phase"].get<std::string>()) << at << ": " << got["what"] << "\ndiff: " << want.dump();
-      // Each block check names is one diff names, with the same rows.
-      ASSERT_TRUE(got["dangling_blocks"].is_array() && !got["dangling_blocks"].empty()) << got.dump();
-      for (const auto& block : got["dangling_blocks"]) {
-        bool named = false;
-        for (const auto& d : want["dangling_blocks"]) {
-          named = named || (d["block"] == block["block"] && d["first_row"] == block["first_row"] && d["rows"] == block["rows"]);
-        }
-        EXPECT_TRUE(named) << at << ": check " << block.dump() << "\ndiff: " << want["dangling_blocks"].dump();
+    for (const size_t sequences : {2u, 3u, 8u}) runs.push_back({layout, sequences, "3"});
+  }
+  for (const auto& [layout, sequences, gamma] : runs) {
+    const std::string at = layout + " batch " + std::to_string(sequences) + " gamma " + gamma;
+    const CliResult diff_run = runCli(batchArgs("diff", sequences, layout, "freed-block-reused", gamma));
+    const auto diff = diff_run.lastJson();
+    ASSERT_TRUE(diff.is_object() && diff["root_cause"].is_object()) << diff_run.describe();
+    const auto& want = diff["root_cause"];
+    ASSERT_EQ(want["kind"], "block") << want.dump();
+    if (gamma == "1") EXPECT_GT(want["sequence"].get<int64_t>(), 0) << at << ": the run meant to break a later sequence";
+    const auto j = captureAndCheck(scratch, sequences, layout, "freed-block-reused", 1, gamma);
+    ASSERT_TRUE(j["root_cause"].is_object()) << j.dump();
+    const auto& got = j["root_cause"];
+    EXPECT_EQ(got["sequence"], want["sequence"]) << at << ": " << got["what"] << "\ndiff: " << want.dump();
+    EXPECT_EQ(got["role"], want["cache"]) << at << ": " << got["what"];
+    EXPECT_EQ(got["step"], "between") << at << ": " << got["what"];
+    EXPECT_EQ(got["kind"], "block") << at << ": " << got["what"];
+    const auto [round, phase] = sessionMoment(j["manifest"], got);
+    EXPECT_EQ(round, want["round"].get<int64_t>()) << at << ": " << got["what"] << "\ndiff: " << want.dump();
+    EXPECT_EQ(phase, want["phase"].get<std::string>()) << at << ": " << got["what"] << "\ndiff: " << want.dump();
+    // Each block check names is one diff names, with the same rows.
+    ASSERT_TRUE(got["dangling_blocks"].is_array() && !got["dangling_blocks"].empty()) << got.dump();
+    for (const auto& block : got["dangling_blocks"]) {
+      bool named = false;
+      for (const auto& d : want["dangling_blocks"]) {
+        named = named || (d["block"] == block["block"] && d["first_row"] == block["first_row"] && d["rows"] == block["rows"]);
       }
-      EXPECT_NE(got["what"].get<std::string>().find("(a freed block)"), std::string::npos) << got["what"];
+      EXPECT_TRUE(named) << at << ": check " << block.dump() << "\ndiff: " << want["dangling_blocks"].dump();
     }
+    EXPECT_NE(got["what"].get<std::string>().find("(a freed block)"), std::string::npos) << got["what"];
   }
 }
 
