@@ -22,9 +22,10 @@ namespace {
 using namespace capture_writing;
 
 // A batch as version 2 (docs/capture-format-v2.md), or as version 3 when it
-// is paged (docs/capture-format-v3.md, "Paged pools": each state's pool). kvscope's batch is
-// ragged: each joined forward feeds each sequence its own number of inputs at
-// its own positions, and sequences that finished are not in it. The format's
+// is paged (docs/capture-format-v3.md, "Paged pools": each state's pool).
+// kvscope's batch is ragged: each joined forward feeds each sequence its own
+// number of inputs at its own positions, and sequences that finished are not
+// in it. The format's
 // call is B lists of n ids, so a joined forward is written as n = the widest
 // sequence's inputs; a narrower sequence's missing inputs are pads before its
 // own (left padding) whose slots are padding (-2), never stored; a sequence
