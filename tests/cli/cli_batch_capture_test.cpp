@@ -5,6 +5,8 @@
 // sequence, the cache and kvscope's own round and phase that diff's walker
 // names for the same run (one verdict).
 #include <fstream>
+#include <functional>
+#include <iterator>
 
 #include "tests/cli/cli_test_support.h"
 
@@ -138,6 +140,46 @@ TEST(CliBatchCapture, FreedBlockReusedIsNamedAtTheRollbackDiffNames) {
     }
     EXPECT_NE(got["what"].get<std::string>().find("(a freed block)"), std::string::npos) << got["what"];
   }
+}
+
+// The capture at `from` written to `to` with its manifest edited.
+void rewriteManifest(const std::string& from, const std::string& to, const std::function<void(nlohmann::json&)>& edit) {
+  std::ifstream in(from, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+  nlohmann::json manifest = nlohmann::json::parse(header["__metadata__"]["kvscope_capture"].get<std::string>());
+  edit(manifest);
+  header["__metadata__"]["kvscope_capture"] = manifest.dump();
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // data offsets count from the end of the header
+  std::ofstream out(to, std::ios::binary);
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>((text.size() >> (8 * i)) & 0xff));
+  out << text << bytes.substr(8 + n);
+}
+
+// Without the free lists check cannot tell a freed block from a reused one:
+// the rollback is not named as a freed block, the wrong rows are found later
+// (core/check/freed_block_rule.h needs them).
+TEST(CliBatchCapture, WithoutFreeListsTheRollbackIsNotNamedAsAFreedBlock) {
+  ScratchDir scratch("batch-capture-no-free");
+  const auto j = captureAndCheck(scratch, 3, "paged:2", "freed-block-reused", 1);
+  ASSERT_EQ(j["root_cause"]["kind"], "block") << j["root_cause"].dump();
+  const std::string capture = scratch.file("freed-block-reused3.kvcapture"), edited = scratch.file("no-free.kvcapture");
+  rewriteManifest(capture, edited, [](nlohmann::json& manifest) {
+    for (auto& call : manifest["calls"]) {
+      call["before"]["paged"]["free"] = nullptr;
+      call["after"]["paged"]["free"] = nullptr;
+    }
+  });
+  const CliResult check = runCli({"check", edited, "--json"});
+  EXPECT_EQ(check.exit_code, 1) << check.describe();
+  const auto cause = check.lastJson()["root_cause"];
+  ASSERT_TRUE(cause.is_object()) << check.describe();
+  EXPECT_NE(cause["kind"], "block") << cause.dump();
+  EXPECT_EQ(cause["sequence"], j["root_cause"]["sequence"]) << cause.dump();
+  EXPECT_FALSE(cause.contains("dangling_blocks")) << cause.dump();
 }
 
 }  // namespace
