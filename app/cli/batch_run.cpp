@@ -8,7 +8,7 @@
 #include "app/cli/cli_common.h"
 #include "app/cli/token_printer.h"
 #include "core/cache/fault.h"
-#include "core/check/capture_writer.h"
+#include "core/check/batch_capture_writer.h"
 #include "core/error.h"
 #include "core/control/trace_capture.h"
 #include "core/trace/trace_json.h"
@@ -99,7 +99,8 @@ int runBatch(const SessionSetup& setup, const BatchRunOutput& output) {
     for (size_t i = 0; i < batch->size(); ++i) records.push_back(&batch->sequence(i).record());
     writeBatchCapture(*output.capture_path, records, {setup.target->dir, setup.target->model.get()},
                       {setup.drafter ? setup.drafter->dir : "", setup.drafter ? setup.drafter->model.get() : nullptr},
-                      std::string("kvscope-cli run (fault ") + faultInfo(setup.options.fault).name + ")");
+                      std::string("kvscope-cli run (fault ") + faultInfo(setup.options.fault).name + ")",
+                      poolPicturesOf(*batch));
     if (!output.json) {
       std::cout << "capture written to " << *output.capture_path << " (check it: kvscope-cli check "
                 << *output.capture_path << ")\n";

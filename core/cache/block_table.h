@@ -20,6 +20,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "core/cache/block_pool.h"
+#include "core/cache/pool_picture.h"
 
 namespace kvscope {
 
@@ -54,6 +55,14 @@ class BlockTable {
   void setKeepLengthOnRollback(bool on) { keep_length_on_rollback_ = on; }
   bool keepLengthOnRollback() const { return keep_length_on_rollback_; }
 
+  // The pool around each forward of this table's cache, by its event's
+  // index in the session's log: what a capture of a paged batch writes
+  // (core/check/batch_capture_writer.h). The tracked cache takes them
+  // (core/cache/tracked_cache.cpp); the table only holds them. A copy
+  // (copyTo) starts without any.
+  ForwardPoolPictures& forwardPictures() { return forward_pictures_; }
+  const ForwardPoolPictures& forwardPictures() const { return forward_pictures_; }
+
   // A table of `copy_into`'s pool under `sequence` holding copies of rows
   // [0, rows[layer]) of every layer, with the same fault switches.
   std::unique_ptr<BlockTable> copyTo(std::shared_ptr<BlockPool> copy_into, int64_t sequence,
@@ -71,6 +80,7 @@ class BlockTable {
   std::vector<bool> dangling_;
   bool free_mapped_on_rollback_ = false;
   bool keep_length_on_rollback_ = false;
+  ForwardPoolPictures forward_pictures_;
 };
 
 }  // namespace kvscope

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_set>
 
 #include "core/cache/block_table.h"
+#include "core/cache/pool_picture.h"
 #include "core/error.h"
 #include "core/model/causal_lm.h"
 
@@ -75,6 +77,21 @@ void noteBlocksFreedWhileMapped(CacheEvent& event, const std::vector<DanglingBlo
   if (freed.empty()) return;
   const std::string action = "freed pool block(s) " + freed + " on rollback while the block table still maps them";
   event.fault_action = event.fault_action.empty() ? action : event.fault_action + "; " + action;
+}
+
+// A paged cache's table and pool now (nullopt for a contiguous cache).
+std::optional<PoolPicture> poolNow(const KvCache& storage) {
+  const BlockTable* table = storage.blockTable();
+  return table ? std::optional<PoolPicture>(pictureOf(*table)) : std::nullopt;
+}
+
+// Keeps, on a paged cache's table, its pool around the forward just logged
+// as the session's last event: `before` as read when the forward was asked
+// for, the pool now as after (a capture of the batch writes both).
+void keepPoolAround(const KvCache& storage, const CacheEventLog& log, std::optional<PoolPicture> before) {
+  BlockTable* table = storage.blockTable();
+  if (table == nullptr || !before || log.events().empty()) return;
+  table->forwardPictures()[log.events().size() - 1] = {std::move(*before), pictureOf(*table)};
 }
 
 }  // namespace
@@ -230,6 +247,7 @@ PlannedWrite TrackedCache::planWrite(Phase phase, const std::vector<int64_t>& st
 at::Tensor TrackedCache::forward(const CausalLM& model, Phase phase, const std::vector<int64_t>& stream, int64_t round,
                                  ProbeSink* probes, int64_t logit_rows, TrackedCache* copy_to) {
   const PlannedWrite write = planWrite(phase, stream);
+  std::optional<PoolPicture> pool_before = poolNow(*storage_);  // before a batch's other sequences join in
   WriteRecorder computed(numLayers(), probes, /*keep_rows=*/faults_.active() || copy_to != nullptr);
   const auto ids = torch::tensor(write.tokens, torch::kInt64);  // [fed]
   at::Tensor logits;
@@ -243,6 +261,7 @@ at::Tensor TrackedCache::forward(const CausalLM& model, Phase phase, const std::
     throw;
   }
   logWrite(write, round, computed.keys, computed.values);
+  keepPoolAround(*storage_, log_, std::move(pool_before));
   if (copy_to) copy_to->copyRows(phase, stream, round, computed.keys, computed.values);
   return logits;
 }
@@ -250,6 +269,7 @@ at::Tensor TrackedCache::forward(const CausalLM& model, Phase phase, const std::
 void TrackedCache::copyRows(Phase phase, const std::vector<int64_t>& stream, int64_t round,
                             const std::vector<at::Tensor>& keys, const std::vector<at::Tensor>& values) {
   const PlannedWrite write = planWrite(phase, stream);
+  std::optional<PoolPicture> pool_before = poolNow(*storage_);
   try {
     require(static_cast<int64_t>(keys.size()) == numLayers() && keys.size() == values.size() && keys.front().defined() &&
                 static_cast<int64_t>(write.tokens.size()) == keys.front().size(1),
@@ -260,6 +280,7 @@ void TrackedCache::copyRows(Phase phase, const std::vector<int64_t>& stream, int
     throw;
   }
   logWrite(write, round, keys, values);
+  keepPoolAround(*storage_, log_, std::move(pool_before));
 }
 
 void TrackedCache::logWrite(const PlannedWrite& write, int64_t round, const std::vector<at::Tensor>& computed_k,

@@ -7,6 +7,7 @@
 
 #include "core/audit/kv_tolerance.h"
 #include "core/capture/capture_recurrent.h"  // version 3: recurrent states
+#include "core/check/freed_block_rule.h"
 #include "core/check/recurrent_rule.h"
 #include "core/model/tokenizer/visible_text.h"
 
@@ -301,6 +302,10 @@ void CaptureRules::describe(RootCause& cause) const {
     describeBetween(cause, step);
   } else {
     describeForward(cause, step);
+  }
+  if (!cause.dangling_blocks.empty()) {  // a paged rollback's freed blocks (freed_block_rule.h)
+    cause.kind = "block";
+    cause.what += freedBlocksText(cause);
   }
   if (cause.verdicts.empty()) return;
   const NextMask next = nextMask(step_index);

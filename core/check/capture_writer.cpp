@@ -2,144 +2,17 @@
 
 #include <torch/types.h>
 
-#include <algorithm>
-#include <map>
 #include <optional>
-#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "core/capture/capture_change.h"
 #include "core/check/capture_models.h"
-#include "core/error.h"
-#include "core/model/safetensors.h"
 
 namespace kvscope {
 namespace {
 
-using Json = nlohmann::json;
-
-// Row ids of one role: per layer, the ledger entries (of one sequence's
-// ledger: a batch's sequences each keep their own) in the order first met
-// (row id = index), so each row is stored once.
-class RowIds {
- public:
-  struct Source {
-    size_t sequence = 0;
-    int64_t entry = 0;
-    bool operator<(const Source& o) const { return sequence != o.sequence ? sequence < o.sequence : entry < o.entry; }
-  };
-
-  explicit RowIds(int64_t layers) : entries_(static_cast<size_t>(layers)), ids_(static_cast<size_t>(layers)) {}
-
-  int64_t idOf(int64_t layer, int64_t entry, size_t sequence = 0) {
-    auto& ids = ids_[static_cast<size_t>(layer)];
-    const Source source{sequence, entry};
-    const auto it = ids.find(source);
-    if (it != ids.end()) return it->second;
-    auto& entries = entries_[static_cast<size_t>(layer)];
-    ids.emplace(source, static_cast<int64_t>(entries.size()));
-    entries.push_back(source);
-    return static_cast<int64_t>(entries.size()) - 1;
-  }
-  const std::vector<Source>& entries(int64_t layer) const { return entries_[static_cast<size_t>(layer)]; }
-  int64_t layers() const { return static_cast<int64_t>(entries_.size()); }
-
- private:
-  std::vector<std::vector<Source>> entries_;
-  std::vector<std::map<Source, int64_t>> ids_;
-};
-
-const char* roleName(CacheRole role) { return role == CacheRole::Target ? "target" : "drafter"; }
-
-// One layer's rows as runs [first, count] of consecutive row ids.
-Json runsOf(const std::vector<int64_t>& ids) {
-  Json runs = Json::array();
-  for (size_t i = 0; i < ids.size();) {
-    size_t j = i + 1;
-    while (j < ids.size() && ids[j] == ids[j - 1] + 1) ++j;
-    runs.push_back({ids[i], static_cast<int64_t>(j - i)});
-    i = j;
-  }
-  return runs;
-}
-
-std::vector<std::vector<int64_t>> idsOf(const CacheLayout& layout, RowIds& rows, size_t sequence = 0) {
-  std::vector<std::vector<int64_t>> ids(layout.layers.size());
-  for (size_t l = 0; l < layout.layers.size(); ++l) {
-    for (int64_t entry : layout.layers[l]) ids[l].push_back(rows.idOf(static_cast<int64_t>(l), entry, sequence));
-  }
-  return ids;
-}
-
-Json stateOf(const std::vector<std::vector<int64_t>>& ids) {
-  Json layers = Json::array();
-  for (const auto& layer : ids) layers.push_back(runsOf(layer));
-  return {{"cache", "kvscope KvCache"}, {"kinds", Json(std::vector<std::string>(ids.size(), "append"))},
-          {"layers", layers}};
-}
-
-Json configOf(const CaptureModelConfig& c) {
-  Json config = {{"model_type", *c.model_type},          {"num_hidden_layers", *c.num_hidden_layers},
-                 {"num_attention_heads", *c.num_attention_heads}, {"num_key_value_heads", *c.num_key_value_heads},
-                 {"head_dim", *c.head_dim},                {"hidden_size", *c.hidden_size},
-                 {"vocab_size", *c.vocab_size},            {"sliding_window", nullptr},
-                 {"sliding_layers", nullptr}};
-  if (c.sliding_window) {
-    config["sliding_window"] = *c.sliding_window;
-    config["sliding_layers"] = *c.sliding_layers;
-  }
-  return config;
-}
-
-Json modelOf(const CaptureModel& m, int64_t calls) {
-  Json fingerprint = nullptr;
-  if (m.fingerprint) {
-    fingerprint = {{"tensor", m.fingerprint->tensor}, {"shape", m.fingerprint->shape}, {"sum", m.fingerprint->sum},
-                   {"sum_squares", m.fingerprint->sum_squares}};
-  }
-  return {{"name_or_path", m.name_or_path}, {"config", configOf(m.config)}, {"fingerprint", fingerprint},
-          {"layers", m.layers}, {"calls", calls}};
-}
-
-// A forward's inputs as fed: in position order (a fault may store them
-// otherwise), as (token ids, rotary positions).
-std::pair<std::vector<int64_t>, std::vector<int64_t>> fedInputs(const SessionRecord& record, const CacheEvent& e) {
-  std::vector<int64_t> written = e.written;
-  std::stable_sort(written.begin(), written.end(), [&](int64_t a, int64_t b) {
-    return record.ledger.entry(a).position < record.ledger.entry(b).position;
-  });
-  std::vector<std::pair<int64_t, int64_t>> fed = e.unwritten;  // (rotary position, token) once sorted
-  for (auto& [token, position] : fed) std::swap(token, position);
-  for (int64_t entry : written) fed.emplace_back(record.ledger.entry(entry).rope_position, record.ledger.entry(entry).token);
-  std::stable_sort(fed.begin(), fed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<int64_t> ids, positions;
-  for (const auto& [position, token] : fed) {
-    ids.push_back(token);
-    positions.push_back(position);
-  }
-  return {ids, positions};
-}
-
-// One role's rows as the capture stores them: per layer, keys and values
-// [kv_heads, n_rows, head_dim] float32, read from each row's own ledger.
-void storeRowTensors(const RowIds& rows, const std::string& role, const ModelConfig& config,
-                     const std::vector<const SessionRecord*>& records, std::vector<std::pair<std::string, at::Tensor>>& out) {
-  for (int64_t l = 0; l < rows.layers(); ++l) {
-    std::vector<at::Tensor> keys, values;
-    for (const RowIds::Source& source : rows.entries(l)) {
-      const SessionRecord& record = *records.at(source.sequence);
-      const int64_t stored = record.ledger.entry(source.entry).row;
-      keys.push_back(record.ledger.keys(stored)[l]);  // [kv_heads, head_dim]
-      values.push_back(record.ledger.values(stored)[l]);
-    }
-    at::Tensor k = keys.empty() ? torch::zeros({config.num_kv_heads, 0, config.head_dim})
-                                : torch::stack(keys, 1).contiguous();  // [kv_heads, n_rows, head_dim]
-    at::Tensor v = values.empty() ? k.clone() : torch::stack(values, 1).contiguous();
-    out.emplace_back(role + ".layer" + std::to_string(l) + ".keys", k.to(torch::kFloat32).contiguous());
-    out.emplace_back(role + ".layer" + std::to_string(l) + ".values", v.to(torch::kFloat32).contiguous());
-  }
-}
+using namespace capture_writing;
 
 class Writer {
  public:
@@ -147,7 +20,7 @@ class Writer {
       : record_(record), sources_{target, drafter} {}
 
   void write(const std::string& path, const std::string& engine) {
-    refuseWhatTheFormatCannotHold();
+    refuseWhatACaptureCannotHold(record_, sources_[0], sources_[1]);
     for (int r = 0; r < 2; ++r) {
       const int64_t layers = record_.layers(r == 0 ? CacheRole::Target : CacheRole::Drafter);
       rows_.emplace_back(layers);
@@ -167,31 +40,10 @@ class Writer {
                            {"complete", true},           {"logits", {{"mode", "full"}}},
                            {"models", models},           {"calls", calls_json_},
                            {"committed", record_.sequence}};
-    std::vector<StWriteTensor> tensors;
-    for (const Stored& s : stored_) {
-      tensors.push_back({s.name, StDType::F32, std::vector<int64_t>(s.data.sizes().begin(), s.data.sizes().end()),
-                         s.data.data_ptr(), static_cast<size_t>(s.data.nbytes())});
-    }
-    writeSafetensors(path, tensors, {{"format", "kvscope-capture"}, {"version", "1"}, {"kvscope_capture", manifest.dump()}});
+    writeCaptureFile(path, stored_, 1, manifest);
   }
 
  private:
-  struct Stored {
-    std::string name;
-    at::Tensor data;  // float32, contiguous
-  };
-
-  void refuseWhatTheFormatCannotHold() const {
-    if (!record_.use_cache) throw Error("a capture records the KV caches: this session ran without them (--cache on)");
-    for (const CacheEvent& e : record_.events.events()) {
-      if (e.masksRows()) {
-        throw Error("a capture cannot hold an eviction policy's masks (rows hidden per kv head, not removed): run without "
-                    "--evict to write a capture");
-      }
-    }
-    if (!sources_[0].model) throw Error("a capture needs the target model");
-    if (record_.drafter_layers > 0 && !sources_[1].model) throw Error("a capture needs the drafter model");
-  }
 
   void addEvent(const CacheEvent& e) {
     const int r = e.cache == CacheRole::Target ? 0 : 1;
@@ -236,14 +88,12 @@ class Writer {
     const at::Tensor logits = it->second.logits.to(torch::kFloat32).contiguous();  // [rows, vocab]
     if (logits.dim() != 2 || logits.size(0) > static_cast<int64_t>(inputs)) return;
     const std::string name = "target.call" + std::to_string(index) + ".logits";
-    stored_.push_back({name, logits});
+    stored_.emplace_back(name, logits);
     call["logits"] = {{"rows", logits.size(0)}, {"tensors", {{"logits", name}}}};
   }
 
   void addRowTensors(int r) {
-    std::vector<std::pair<std::string, at::Tensor>> tensors;
-    storeRowTensors(rows_[r], r == 0 ? "target" : "drafter", sources_[r].model->config(), {&record_}, tensors);
-    for (auto& [name, data] : tensors) stored_.push_back({name, data});
+    storeRowTensors(rows_[r], r == 0 ? "target" : "drafter", sources_[r].model->config(), {&record_}, stored_);
   }
 
   const SessionRecord& record_;
@@ -254,258 +104,14 @@ class Writer {
   std::optional<Moment> last_between_[2];  // the last change between calls since the role's previous call
   int64_t calls_[2] = {0, 0};
   Json calls_json_ = Json::array();
-  std::vector<Stored> stored_;
+  std::vector<std::pair<std::string, at::Tensor>> stored_;  // float32, contiguous
 };
 
-
-// A batch as version 2 (docs/capture-format-v2.md). kvscope's batch is
-// ragged: each joined forward feeds each sequence its own number of inputs at
-// its own positions, and sequences that finished are not in it. The format's
-// call is B lists of n ids, so a joined forward is written as n = the widest
-// sequence's inputs; a narrower sequence's missing inputs are pads before its
-// own (left padding) whose slots are padding (-2), never stored; a sequence
-// the forward did not carry holds only padding (its view leaves the call
-// out). Each sequence's own slots sit after padding that evens the slot
-// counts. A joined forward is the k-th forward of a role in a round's phase,
-// as the ForwardBatcher joins them (core/decode/forward_batcher.h).
-class BatchWriter {
- public:
-  BatchWriter(std::vector<const SessionRecord*> records, const CaptureModelSource& target,
-              const CaptureModelSource& drafter)
-      : records_(std::move(records)), sources_{target, drafter} {}
-
-  void write(const std::string& path, const std::string& engine) {
-    for (const SessionRecord* record : records_) refuse(*record);
-    for (int r = 0; r < 2; ++r) rows_.emplace_back(records_.front()->layers(r == 0 ? CacheRole::Target : CacheRole::Drafter));
-    for (size_t b = 0; b < records_.size(); ++b) collect(b);
-    for (auto& [key, forward] : forwards_) addCall(key, forward);
-    Json models = Json::object();
-    std::vector<std::pair<std::string, at::Tensor>> tensors;
-    for (int r = 0; r < 2; ++r) {
-      if (!sources_[r].model) continue;
-      const auto role = r == 0 ? CaptureRole::Target : CaptureRole::Drafter;
-      models[r == 0 ? "target" : "drafter"] =
-          modelOf(describeCaptureModel(role, sources_[r].name_or_path, *sources_[r].model), calls_[r]);
-      storeRowTensors(rows_[r], r == 0 ? "target" : "drafter", sources_[r].model->config(), records_, tensors);
-    }
-    for (auto& logits : logits_) tensors.push_back(std::move(logits));
-    Json committed = Json::array();
-    for (const SessionRecord* record : records_) committed.push_back(record->sequence);
-    const Json manifest = {{"format", "kvscope-capture"}, {"version", 2},
-                           {"batch", records_.size()},
-                           {"engine", {{"name", engine}, {"recorder", "kvscope-cli run --capture"}}},
-                           {"complete", true},           {"logits", {{"mode", "full"}}},
-                           {"models", models},           {"calls", calls_json_},
-                           {"committed", committed}};
-    std::vector<StWriteTensor> st;
-    for (const auto& [name, data] : tensors) {
-      st.push_back({name, StDType::F32, std::vector<int64_t>(data.sizes().begin(), data.sizes().end()), data.data_ptr(),
-                    static_cast<size_t>(data.nbytes())});
-    }
-    writeSafetensors(path, st, {{"format", "kvscope-capture"}, {"version", "2"}, {"kvscope_capture", manifest.dump()}});
-  }
-
- private:
-  // One sequence's part of a joined forward (row ids, its own slots only).
-  struct Part {
-    std::vector<int64_t> ids, positions;
-    std::vector<std::vector<int64_t>> before, after;
-    std::optional<Moment> between;  // the last change between this role's calls of the sequence
-  };
-  // (round, phase, role, k): the k-th forward of a role in a round's phase.
-  using Key = std::tuple<int64_t, int, int, int64_t>;
-  struct Forward {
-    std::map<size_t, Part> parts;  // by sequence
-  };
-
-  void refuse(const SessionRecord& record) const {
-    if (!record.use_cache) throw Error("a capture records the KV caches: this session ran without them (--cache on)");
-    for (const CacheEvent& e : record.events.events()) {
-      if (e.masksRows()) {
-        throw Error("a capture cannot hold an eviction policy's masks (rows hidden per kv head, not removed): run without "
-                    "--evict to write a capture");
-      }
-    }
-    if (!sources_[0].model) throw Error("a capture needs the target model");
-    if (record.drafter_layers > 0 && !sources_[1].model) throw Error("a capture needs the drafter model");
-  }
-
-  // Sequence b's forwards from its own event log, each under its joined forward's key.
-  void collect(size_t b) {
-    const SessionRecord& record = *records_[b];
-    CacheLayout layouts[2];
-    for (int r = 0; r < 2; ++r) layouts[r].layers.resize(static_cast<size_t>(rows_[static_cast<size_t>(r)].layers()));
-    std::optional<Moment> between[2];
-    std::map<Key, int64_t> count;  // forwards so far of (round, phase, role)
-    for (const CacheEvent& e : record.events.events()) {
-      const int r = e.cache == CacheRole::Target ? 0 : 1;
-      if (e.kind != CacheEventKind::Append && e.kind != CacheEventKind::Refeed) {
-        applyEvent(layouts[r], e);
-        between[r] = e.moment();
-        continue;
-      }
-      Part part;
-      part.before = idsOf(layouts[r], rows_[static_cast<size_t>(r)], b);
-      applyEvent(layouts[r], e);
-      part.after = idsOf(layouts[r], rows_[static_cast<size_t>(r)], b);
-      std::tie(part.ids, part.positions) = fedInputs(record, e);
-      if (part.ids.empty()) continue;  // a forward that wrote nothing leaves no call to check
-      part.between = between[r];
-      between[r].reset();
-      const Key phase{e.round, static_cast<int>(e.phase), r, 0};
-      const Key key{e.round, static_cast<int>(e.phase), r, count[phase]++};
-      forwards_[key].parts.emplace(b, std::move(part));
-    }
-  }
-
-  // Layer l of every sequence, padded to one slot count: padding first, then
-  // the sequence's slots, its inputs' slots last with the missing inputs'
-  // padding just before them.
-  Json layerRuns(const Forward& forward, size_t l, int64_t width, bool after) const {
-    std::vector<std::vector<int64_t>> slots(records_.size());
-    size_t count = 0;
-    for (const auto& [b, part] : forward.parts) {
-      const auto& ids = (after ? part.after : part.before)[l];
-      const auto inputs = static_cast<int64_t>(part.ids.size());
-      std::vector<int64_t>& s = slots[b];
-      if (after) {
-        const auto tail = std::min<int64_t>(inputs, static_cast<int64_t>(ids.size()));
-        s.assign(ids.begin(), ids.end() - tail);
-        s.insert(s.end(), static_cast<size_t>(width - inputs), kCapturePaddingSlot);
-        s.insert(s.end(), ids.end() - tail, ids.end());
-      } else {
-        s = ids;
-      }
-      count = std::max(count, s.size());
-    }
-    Json layer = Json::array();
-    for (auto& s : slots) {
-      s.insert(s.begin(), count - s.size(), kCapturePaddingSlot);
-      layer.push_back(padRunsOf(s));
-    }
-    return layer;
-  }
-
-  static Json padRunsOf(const std::vector<int64_t>& slots) {
-    Json runs = Json::array();
-    for (size_t i = 0; i < slots.size();) {
-      size_t j = i + 1;
-      if (slots[i] == kCapturePaddingSlot) {
-        while (j < slots.size() && slots[j] == kCapturePaddingSlot) ++j;
-      } else {
-        while (j < slots.size() && slots[j] == slots[j - 1] + 1) ++j;
-      }
-      runs.push_back({slots[i], static_cast<int64_t>(j - i)});
-      i = j;
-    }
-    return runs;
-  }
-
-  Json stateJson(const Forward& forward, int r, int64_t width, bool after) const {
-    const auto layers = static_cast<size_t>(rows_[static_cast<size_t>(r)].layers());
-    Json out = Json::array();
-    for (size_t l = 0; l < layers; ++l) out.push_back(layerRuns(forward, l, width, after));
-    return {{"cache", "kvscope KvCache"}, {"kinds", Json(std::vector<std::string>(layers, "append"))}, {"layers", out}};
-  }
-
-  void addCall(const Key& key, const Forward& forward) {
-    const auto [round, phase, r, k] = key;
-    int64_t width = 0;
-    for (const auto& [b, part] : forward.parts) width = std::max<int64_t>(width, static_cast<int64_t>(part.ids.size()));
-    Json ids = Json::array(), positions = Json::array();
-    for (size_t b = 0; b < records_.size(); ++b) {
-      const auto it = forward.parts.find(b);
-      std::vector<int64_t> seq_ids(static_cast<size_t>(width), 0), seq_positions(static_cast<size_t>(width), 0);
-      if (it != forward.parts.end()) {  // pads (token 0 at position 0) before the sequence's own inputs
-        const Part& part = it->second;
-        std::copy(part.ids.begin(), part.ids.end(), seq_ids.end() - static_cast<int64_t>(part.ids.size()));
-        std::copy(part.positions.begin(), part.positions.end(), seq_positions.end() - static_cast<int64_t>(part.positions.size()));
-      }
-      ids.push_back(seq_ids);
-      positions.push_back(seq_positions);
-    }
-    const Json between = betweenHint(forward, r);
-    const int64_t index = calls_[r]++;
-    Json call = {{"role", r == 0 ? "target" : "drafter"}, {"index", index}, {"input_ids", ids}, {"positions", positions},
-                 {"positions_source", "position_ids"}, {"cache_position", nullptr}, {"attention_mask", nullptr},
-                 {"before", stateJson(forward, r, width, false)}, {"between", nullptr},
-                 {"after", stateJson(forward, r, width, true)}, {"logits", nullptr}};
-    call["between"] = between;
-    call["kvscope"] = {{"round", round}, {"phase", phaseName(static_cast<Phase>(phase))}};
-    for (const auto& [b, part] : forward.parts) {
-      if (!part.between) continue;
-      call["kvscope"]["between_round"] = part.between->round;
-      call["kvscope"]["between_phase"] = phaseName(part.between->phase);
-      break;
-    }
-    if (r == 0 && static_cast<Phase>(phase) == Phase::Verify) addVerifyLogits(call, forward, round, index, width);
-    for (const auto& [b, part] : forward.parts) last_after_[r][b] = part.after;
-    calls_json_.push_back(std::move(call));
-  }
-
-  // The first sequence whose slots changed since its previous call of the
-  // role names the kind; "none" when none changed; null at a role's first call.
-  Json betweenHint(const Forward& forward, int r) const {
-    if (calls_[r] == 0) return nullptr;
-    for (const auto& [b, part] : forward.parts) {
-      const auto it = last_after_[r].find(b);
-      if (it == last_after_[r].end()) continue;
-      const CaptureBetweenKind kind = deriveStateChange(it->second, part.before);
-      if (kind == CaptureBetweenKind::None) continue;
-      return {{"kind", captureBetweenKindName(kind)}, {"layers", Json::array()},
-              {"what", "sequence " + std::to_string(b) + ": its cache changed"}};
-    }
-    return {{"kind", captureBetweenKindName(CaptureBetweenKind::None)}, {"layers", Json::array()}, {"what", ""}};
-  }
-
-  // [B, rows, vocab]: each sequence's verify logits on its own inputs (the
-  // last rows), zeros for pads; left out when a sequence's logits do not
-  // cover exactly its inputs.
-  void addVerifyLogits(Json& call, const Forward& forward, int64_t round, int64_t index, int64_t width) {
-    std::map<size_t, at::Tensor> rows;
-    int64_t vocab = 0;
-    for (const auto& [b, part] : forward.parts) {
-      const auto it = records_[b]->verify.find(round);
-      if (it == records_[b]->verify.end() || !it->second.logits.defined() || it->second.logits_dropped) return;
-      const at::Tensor logits = it->second.logits.to(torch::kFloat32).contiguous();  // [rows, vocab]
-      if (logits.dim() != 2 || logits.size(0) != static_cast<int64_t>(part.ids.size())) return;
-      vocab = logits.size(1);
-      rows[b] = logits;
-    }
-    at::Tensor all = torch::zeros({static_cast<int64_t>(records_.size()), width, vocab});  // [B, width, vocab]
-    for (const auto& [b, logits] : rows) {
-      all[static_cast<int64_t>(b)].narrow(0, width - logits.size(0), logits.size(0)).copy_(logits);
-    }
-    const std::string name = "target.call" + std::to_string(index) + ".logits";
-    logits_.emplace_back(name, all.contiguous());
-    call["logits"] = {{"rows", width}, {"tensors", {{"logits", name}}}};
-  }
-
-  std::vector<const SessionRecord*> records_;
-  CaptureModelSource sources_[2];
-  std::vector<RowIds> rows_;
-  std::map<Key, Forward> forwards_;
-  std::map<size_t, std::vector<std::vector<int64_t>>> last_after_[2];
-  int64_t calls_[2] = {0, 0};
-  Json calls_json_ = Json::array();
-  std::vector<std::pair<std::string, at::Tensor>> logits_;
-};
 }  // namespace
 
 void writeSessionCapture(const std::string& path, const SessionRecord& record, const CaptureModelSource& target,
                          const CaptureModelSource& drafter, const std::string& engine) {
   Writer(record, target, drafter).write(path, engine);
-}
-
-}  // namespace kvscope
-
-namespace kvscope {
-
-void writeBatchCapture(const std::string& path, const std::vector<const SessionRecord*>& records,
-                       const CaptureModelSource& target, const CaptureModelSource& drafter, const std::string& engine) {
-  if (records.empty()) throw Error("a batch capture needs at least one sequence");
-  if (records.size() > 1024) throw Error("a capture holds at most 1024 sequences (docs/capture-format-v2.md)");
-  BatchWriter(records, target, drafter).write(path, engine);
 }
 
 }  // namespace kvscope

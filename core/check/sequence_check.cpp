@@ -4,6 +4,7 @@
 #include <map>
 #include <tuple>
 
+#include "core/check/freed_block_rule.h"
 #include "core/check/paged_explanation.h"
 
 namespace kvscope {
@@ -107,6 +108,8 @@ SequenceCheck checkEverySequence(const CaptureFile& file, const CaptureCheckOpti
     auto view = file.sequence(b);
     CaptureTimeline timeline = buildCaptureTimeline(*view);
     CaptureRecordView record = captureRecordView(timeline);
+    // A paged engine's rollback that freed blocks past its kept rows and still maps them.
+    markBlocksFreedWhileMapped(file.manifest(), b, view->manifest(), timeline, record);
     CaptureCheckReport report = checkCapture(*view, timeline, record, options, text);
     SequenceVerdict verdict{b, report.root_cause, report.first_divergence, acceptedPerCall(*view, timeline)};
     bool earliest = false;
