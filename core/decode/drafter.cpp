@@ -35,7 +35,7 @@ Draft ModelDrafter::draft(const DraftRequest& request) const {
       // Greedy acceptance compares tokens only: no processed distribution to
       // keep. The drafter's own probability of each pick is read once all
       // drafts are in, off the drafting loop.
-      d = logits.argmax().item<int64_t>();
+      d = argmaxOf(logits);
     } else {
       const auto q = processedProbs(logits, request.sampling);  // [vocab]
       d = sampleFrom(q, request.generator);

@@ -2,12 +2,26 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cmath>
 #include <sstream>
 #include <vector>
 
 #include "core/error.h"
 
 namespace kvscope {
+
+int64_t argmaxOf(const at::Tensor& scores) {
+  if (scores.dim() != 1 || scores.scalar_type() != at::kFloat || !scores.is_contiguous() || scores.numel() == 0) {
+    return scores.argmax().item<int64_t>();
+  }
+  const float* x = scores.data_ptr<float>();
+  int64_t best = 0;
+  for (int64_t i = 0; i < scores.numel(); ++i) {
+    if (std::isnan(x[i])) return i;  // torch's argmax: the first NaN is the largest
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
 
 at::Tensor processedProbRows(const at::Tensor& logits, const SamplingSettings& s) {
   if (s.greedy) {  // one-hot rows at each row's argmax
