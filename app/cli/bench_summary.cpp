@@ -66,6 +66,13 @@ void printDecoding(std::ostream& out, const nlohmann::json& r) {
       << timing(b["weight_read_pass"]) << " = " << b["weight_read_gb_per_s"].get<double>()
       << " GB/s, the least a decode step can take here; the step is " << b["decode_over_read_bound"].get<double>()
       << " times that\n";
+  // v without the session: the model's forward of gamma + 1 rows against its step (core/bench/verify_forward_bench.h).
+  const auto& v = r["verify_forwards"];
+  out << "a verify forward of gamma + 1 rows at context " << v["context"] << ", in decode steps (median of paired trials):";
+  for (const auto& g : v["gammas"]) {
+    out << " " << g["rows"] << " rows " << g["forward_over_step"]["median"].get<double>();
+  }
+  out << "\n";
   out << "forward of " << b["prefill_rows"] << " tokens: " << timing(b["prefill_forward"]) << "; bare mm "
       << timing(b["bare_matmul_pass"]) << "; ratio " << b["prefill_over_bare"].get<double>() << "\n";
 }

@@ -1,5 +1,6 @@
 #include "core/bench/benchmark.h"
 
+#include <algorithm>
 #include <fstream>
 #include <thread>
 
@@ -8,6 +9,7 @@
 #include "core/bench/matmul_baseline.h"
 #include "core/bench/read_bound.h"
 #include "core/bench/speculative_bench.h"
+#include "core/bench/verify_forward_bench.h"
 #include "core/decode/autoregressive.h"
 #include "core/error.h"
 #include "core/model/model_bundle.h"
@@ -182,6 +184,15 @@ nlohmann::json againstBaseline(const CausalLM& model, const BenchOptions& o) {
           {"prefill_over_bare", our_rows.median_ms / bare_rows.median_ms}};
 }
 
+// At the decode step's context (forward_vs_baseline's), gamma + 1 rows per
+// gamma asked for, 10 pairs per trial of the plan.
+nlohmann::json verifyForwards(const CausalLM& model, const BenchOptions& o) {
+  const int64_t most_rows = *std::max_element(o.gammas.begin(), o.gammas.end()) + 1;
+  const int64_t context = std::max<int64_t>(1, std::min(o.bound_context, model.config().contextLength() - most_rows));
+  const auto ids = cycledIds(o.prompt, context + most_rows);
+  return {{"context", context}, {"gammas", benchVerifyForwards(model, ids, context, o.gammas, 10 * o.plan.trials)}};
+}
+
 std::shared_ptr<const CausalLM> modelOf(const std::shared_ptr<ModelBundle>& bundle) {
   return bundle ? std::shared_ptr<const CausalLM>(bundle, bundle->model.get()) : nullptr;
 }
@@ -223,7 +234,8 @@ nlohmann::json runBenchmark(const BenchOptions& o, const BenchProgress& progress
   say(progress, "autoregressive decoding, cache on and off");
   report["autoregressive"] = autoregressive(model, o);
   report["decode_by_context"] = decodeSweep(model, o, progress);
-  say(progress, "forward vs bare matrix products");
+  say(progress, "verify forwards against a decode step");
+  report["verify_forwards"] = verifyForwards(model, o);
 
   SpeculativeBenchSetup setup{modelOf(target), modelOf(drafter), o.prompt, o.new_tokens, o.plan};
   if (drafter) {
@@ -236,6 +248,7 @@ nlohmann::json runBenchmark(const BenchOptions& o, const BenchProgress& progress
   report["tracing"] = benchTracing(setup, o.tracing_gamma);
   // Before the baseline, which holds its own row-major copy of the weights.
   report["memory"] = {{"peak_rss_mb", peakRssMb()}, {"rss_mb", currentRssMb()}};
+  say(progress, "forward vs bare matrix products");
   report["forward_vs_baseline"] = againstBaseline(model, o);
   return report;
 }

@@ -74,6 +74,22 @@ TEST(CliBench, QuickRunOnTheBundledPairHasASaneReport) {
   EXPECT_GT(b["decode_over_read_bound"].get<double>(), 0.0);
   EXPECT_GT(b["prefill_over_bare"].get<double>(), 0.0);
 
+  // One entry per gamma of the speculative rows, gamma + 1 rows each, at the decode step's context.
+  const auto& v = r["verify_forwards"];
+  EXPECT_EQ(v["context"], b["decode_context"]);
+  ASSERT_EQ(v["gammas"].size(), r["speculative"].size());
+  for (size_t i = 0; i < v["gammas"].size(); ++i) {
+    const auto& g = v["gammas"][i];
+    EXPECT_EQ(g["gamma"], r["speculative"][i]["gamma"]);
+    EXPECT_EQ(g["rows"].get<int64_t>(), g["gamma"].get<int64_t>() + 1);
+    EXPECT_GT(g["step_ms"].get<double>(), 0.0);
+    EXPECT_GT(g["forward_ms"].get<double>(), 0.0);
+    const auto& ratio = g["forward_over_step"];
+    EXPECT_GT(ratio["min"].get<double>(), 0.0);
+    EXPECT_LE(ratio["min"].get<double>(), ratio["median"].get<double>());
+    EXPECT_LE(ratio["median"].get<double>(), ratio["max"].get<double>());
+  }
+
   expectSpeculative(r["speculative"]);
   expectTiming(r["tracing"]["tracing_on"], "tracing on");
   expectTiming(r["tracing"]["tracing_off"], "tracing off");
