@@ -93,25 +93,33 @@ __attribute__((always_inline)) inline void attendHeadBody(const HeadTask& t) {
   }
 }
 
-// Each row by attendQueryAvx512 (core/model/query_attention_avx512.h).
-void attendHeadByQuery(const HeadTask& t) {
-  QueryAttention a;
-  a.k = t.k;
-  a.v = t.v;
-  a.k_stride = t.k_stride;
-  a.v_stride = t.v_stride;
-  a.keep = t.keep;
-  a.keep_stride = t.keep_stride;
-  a.head_dim = t.head_dim;
-  a.scale = t.scale;
-  a.softcap = t.softcap;
-  a.scores = t.scores;
-  for (int64_t i = 0; i < t.rows; ++i) {
-    std::tie(a.first, a.last) = visibleRange(t, i);
-    a.q = t.q + i * t.q_stride;
-    a.out = t.out + i * t.out_stride;
-    attendQueryAvx512(a);
+// Every query of kv head `kv` (its group's heads times the rows) by
+// attendQueriesAvx512 (core/model/query_attention_avx512.h), each with its
+// own row of scores.
+void attendKvHeadByQueries(const HeadTask& base, const CacheAttentionRows& rows, const CacheRowsView& cache,
+                           int64_t kv, int64_t group, float* scores) {
+  thread_local std::vector<QueryAttention> queries;
+  queries.clear();
+  for (int64_t h = kv * group; h < (kv + 1) * group; ++h) {
+    for (int64_t i = 0; i < rows.rows; ++i) {
+      QueryAttention a;
+      a.k = cache.k + kv * cache.k_head_stride;
+      a.v = cache.v + kv * cache.v_head_stride;
+      a.k_stride = base.k_stride;
+      a.v_stride = base.v_stride;
+      a.keep = cache.keep != nullptr ? cache.keep + kv * cache.keep_head_stride : nullptr;
+      a.keep_stride = base.keep_stride;
+      a.head_dim = base.head_dim;
+      a.scale = base.scale;
+      a.softcap = base.softcap;
+      std::tie(a.first, a.last) = visibleRange(base, i);
+      a.q = rows.q + i * rows.q_stride + h * rows.head_dim;
+      a.out = rows.out + i * rows.out_stride + h * rows.head_dim;
+      a.scores = scores + (h * rows.rows + i) * base.total;
+      queries.push_back(a);
+    }
   }
+  attendQueriesAvx512(queries.data(), static_cast<int64_t>(queries.size()));
 }
 
 __attribute__((target("avx2,fma"))) void attendHeadAvx2(const HeadTask& t) { attendHeadBody(t); }
@@ -119,12 +127,11 @@ void attendHeadPortable(const HeadTask& t) { attendHeadBody(t); }
 
 using HeadFunction = void (*)(const HeadTask&);
 
-HeadFunction headFunction(int64_t head_dim) {
+HeadFunction headFunction() {
   static const bool avx2 = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
-  if (queryAttentionAvx512Applies(head_dim)) return &attendHeadByQuery;
   return avx2 ? &attendHeadAvx2 : &attendHeadPortable;
 }
 
@@ -144,7 +151,10 @@ constexpr int64_t kParallelWork = 1 << 18;
 void attendCacheRowsInto(const CacheAttentionRows& rows, const CacheRowsView& cache, const AttentionOptions& options,
                          std::vector<float>& scratch) {
   const int64_t total = cache.total, group = rows.heads / cache.kv_heads;
-  if (static_cast<int64_t>(scratch.size()) < rows.heads * total) scratch.resize(static_cast<size_t>(rows.heads * total));
+  const bool by_queries = queryAttentionAvx512Applies(rows.head_dim);
+  // A row of scores per query head (and per row when the rows are attended together).
+  const int64_t score_rows = rows.heads * (by_queries ? rows.rows : 1);
+  if (static_cast<int64_t>(scratch.size()) < score_rows * total) scratch.resize(static_cast<size_t>(score_rows * total));
 
   HeadTask base{};
   base.q_stride = rows.q_stride;
@@ -159,9 +169,16 @@ void attendCacheRowsInto(const CacheAttentionRows& rows, const CacheRowsView& ca
   base.softcap = static_cast<float>(options.softcap);
   base.window = options.window;
   base.causal_among_new = options.causal_among_new;
-  const HeadFunction attend = headFunction(rows.head_dim);
 
   const int64_t work = rows.heads * rows.rows * total * rows.head_dim;
+  if (by_queries) {
+    const int64_t grain = work >= kParallelWork ? 1 : cache.kv_heads;
+    at::parallel_for(0, cache.kv_heads, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t kv = begin; kv < end; ++kv) attendKvHeadByQueries(base, rows, cache, kv, group, scratch.data());
+    });
+    return;
+  }
+  const HeadFunction attend = headFunction();
   const int64_t grain = work >= kParallelWork ? 1 : rows.heads;
   at::parallel_for(0, rows.heads, grain, [&](int64_t begin, int64_t end) {
     for (int64_t h = begin; h < end; ++h) {

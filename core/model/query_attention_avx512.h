@@ -1,6 +1,6 @@
 #pragma once
-// One query row's attention over one kv head's keys and values with AVX-512:
-// the inner loop of the lean forward's attention (core/model/cache_attention.h)
+// Query rows' attention over one kv head's keys and values with AVX-512: the
+// inner loop of the lean forward's attention (core/model/cache_attention.h)
 // on CPUs that have it, for head_dim a multiple of 16 up to 256.
 //
 // Why: the per-key loop that compilers make of a dot product, a scalar exp
@@ -8,13 +8,15 @@
 // reduced once per key; a verify of 5 rows on the bundled target spent more
 // time there than in its weight products (perf, 2026-11-28). Here 16 keys'
 // dot products are reduced together (one transposing sum over their 16
-// accumulators), the softmax's exp is libmvec's 16-lane expf, and the output
-// rows are summed 4 keys apart in independent registers.
+// accumulators), the softmax's exp is libmvec's 16-lane expf, the output
+// rows are summed in 4 independent chains, and every query of a kv head
+// (its group's heads times the forward's rows) reads the cache a block of
+// keys at a time, so the block is read from memory once for all of them.
 //
 // Every sum runs in an order fixed by the query's own key range [first,
 // last]: a query's result depends only on its q, those keys and values, not
-// on how many rows share the forward, so a verify row gives bit for bit what
-// a decode step at its position gives.
+// on how many rows or heads share the call, so a verify row gives bit for
+// bit what a decode step at its position gives.
 #include <cstdint>
 
 namespace kvscope {
@@ -29,7 +31,7 @@ struct QueryAttention {
   int64_t first = 0, last = 0;     // the keys the query sees, before the keep mask
   int64_t head_dim = 0;
   float scale = 1, softcap = 0;
-  float* scores = nullptr;         // [last + 1] scratch
+  float* scores = nullptr;         // [last + 1] scratch, the query's own
   float* out = nullptr;            // [head_dim]
 };
 
@@ -37,8 +39,10 @@ struct QueryAttention {
 // AVX-512F and head_dim is a multiple of 16 up to 256.
 bool queryAttentionAvx512Applies(int64_t head_dim);
 
-// out = softmax(scale * q . k_j for kept j in [first, last]) . v. When no key
-// is kept the output is NaN, as the softmax of nothing but -inf is.
-void attendQueryAvx512(const QueryAttention& a);
+// For each query: out = softmax(scale * q . k_j for kept j in [first,
+// last]) . v. The queries share k, v, their strides, keep, head_dim, scale
+// and soft-cap, and each has its own scores row. When a query keeps no key
+// its output is NaN, as the softmax of nothing but -inf is.
+void attendQueriesAvx512(const QueryAttention* queries, int64_t count);
 
 }  // namespace kvscope
