@@ -124,6 +124,7 @@ std::unique_ptr<KvCache> Session::makeStorage(CacheRole role, const CausalLM& mo
 }
 
 void Session::refuseUnsupportedLayout() const {
+  refuseUnsupportedPadding();
   if (!options_.cache_layout.paged) return;
   const auto refuse_windows = [](const CausalLM& model, const char* role) {
     for (int64_t l = 0; l < model.config().num_layers; ++l) {
@@ -137,6 +138,22 @@ void Session::refuseUnsupportedLayout() const {
   require(!drafter_ || drafter_->type() != DrafterType::CompressedCache,
           "--cache-layout paged: a drafter over a compressed copy of the cache compacts its rows, which the paged "
           "layout does not hold yet");
+}
+
+void Session::refuseUnsupportedPadding() const {
+  if (options_.batch_layout != BatchLayout::Padded) return;
+  const auto refuse_windows = [](const CausalLM& model, const char* role) {
+    for (int64_t l = 0; l < model.config().num_layers; ++l) {
+      require(model.config().windowOf(l) <= 0,
+              std::string("--batch-layout padded: the ") + role + " has sliding-window layers (layer " +
+                  std::to_string(l) + "), which count a window by rows; pad rows would take window places");
+    }
+  };
+  refuse_windows(*target_, "target");
+  if (const CausalLM* draft_model = drafter_ ? drafter_->model() : nullptr) refuse_windows(*draft_model, "drafter");
+  require(!drafter_ || drafter_->type() != DrafterType::CompressedCache,
+          "--batch-layout padded: a drafter over a compressed copy of the cache compacts its rows, pad rows "
+          "included; the padded layout does not hold it");
 }
 
 const std::vector<int64_t>& Session::believedCacheTokens(CacheRole role) const {
@@ -159,8 +176,9 @@ at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Pha
 }
 
 bool Session::drafterSharesTargetPrefill() const {
+  // A padded batch pads each model's forward on its own: the target's pads are not the drafter's.
   return drafter_cache_ != nullptr && target_cache_ != nullptr && drafter_->model() == target_.get() &&
-         !faults_.active();
+         !faults_.active() && options_.batch_layout != BatchLayout::Padded;
 }
 
 void Session::prefillTarget(const std::vector<int64_t>& prefix, ProbeSink* also, TrackedCache* copy_to) {

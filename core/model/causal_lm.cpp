@@ -114,8 +114,11 @@ void CausalLM::checkForwardArguments(const SequenceForward& sequence) const {
                   std::to_string(start_pos));
     }
   }
-  if (start_pos + n > config_.contextLength()) {
-    throw Error("forward: a sequence of " + std::to_string(start_pos + n) + " tokens exceeds the context length " +
+  require(sequence.pads.before >= 0 && sequence.pads.after >= 0 && sequence.realCount() > 0,
+          "forward: the pads of a padded forward must leave at least one real token among its " + std::to_string(n));
+  const int64_t end = start_pos + sequence.realCount();  // pads hold no position
+  if (end > config_.contextLength()) {
+    throw Error("forward: a sequence of " + std::to_string(end) + " tokens exceeds the context length " +
                 std::to_string(config_.contextLength()) + " of " + config_.architecture_name);
   }
   const int64_t lo = tokens.min().item<int64_t>(), hi = tokens.max().item<int64_t>();
