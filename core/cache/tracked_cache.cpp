@@ -238,7 +238,7 @@ at::Tensor TrackedCache::forward(const CausalLM& model, Phase phase, const std::
   try {
     // A fault's feed may not match the cache's length: only the unchecked
     // forward lets it happen, so that the audit can see it.
-    SequenceForward feed{ids, write.rope_start, storage_.get(), &computed, logit_rows, faults_.active()};
+    SequenceForward feed{ids, write.rope_start, storage_.get(), &computed, logit_rows, faults_.active(), {}, nullptr};
     feed.padding_out = &pads;
     logits = runner_->run(model, feed);  // [rows, vocab]
   } catch (...) {

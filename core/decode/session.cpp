@@ -170,7 +170,7 @@ at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Pha
   TrackedCache* cache = cacheOf(role);
   RoundRecord& record = record_.rounds.back();
   (role == CacheRole::Target ? record.target_forwards : record.drafter_forwards) += 1;
-  if (cache == nullptr) return runner_->run(model, {idsTensor(tokens), 0, nullptr, probes, logit_rows});  // [rows, vocab]
+  if (cache == nullptr) return runner_->run(model, {idsTensor(tokens), 0, nullptr, probes, logit_rows, false, {}, nullptr});  // [rows, vocab]
   // The cache feeds only the tokens it does not hold yet, and logs the write.
   return cache->forward(model, phase, tokens, round_index_, probes, logit_rows, copy_to);  // [rows, vocab]
 }

@@ -131,14 +131,14 @@ void CausalLM::checkForwardArguments(const SequenceForward& sequence) const {
 
 at::Tensor CausalLM::forward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
                              int64_t logit_rows) const {
-  SequenceResult result = forwardBatch({{tokens, start_pos, cache, probes, logit_rows, /*unchecked=*/false}}).front();
+  SequenceResult result = forwardBatch({{tokens, start_pos, cache, probes, logit_rows, /*unchecked=*/false, /*pads=*/{}, /*padding_out=*/nullptr}}).front();
   if (result.error) std::rethrow_exception(result.error);
   return result.logits;
 }
 
 at::Tensor CausalLM::forwardUnchecked(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
                                       ProbeSink* probes, int64_t logit_rows) const {
-  SequenceResult result = forwardBatch({{tokens, start_pos, cache, probes, logit_rows, /*unchecked=*/true}}).front();
+  SequenceResult result = forwardBatch({{tokens, start_pos, cache, probes, logit_rows, /*unchecked=*/true, /*pads=*/{}, /*padding_out=*/nullptr}}).front();
   if (result.error) std::rethrow_exception(result.error);
   return result.logits;
 }
