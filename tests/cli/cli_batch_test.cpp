@@ -168,6 +168,18 @@ TEST(CliBatch, PaddedRunEqualsAloneAndItsMaskFaultNamesThePaddedSequence) {
   EXPECT_EQ(j["root_cause"]["phase"], drafted ? "draft" : "verify") << j["explanation"];
   EXPECT_EQ(j["root_cause"]["cache"], drafted ? "drafter" : "target") << j["explanation"];
 
+  // Saved as a trace, the file alone names the same breach (pad rows and the
+  // rows each forward hid are in the file's ledger and events).
+  const auto path = std::filesystem::temp_directory_path() / ("kvscope_padded_" + std::to_string(::getpid()) + ".kvtrace");
+  auto faulty = run;
+  faulty.insert(faulty.end() - 1, {"--fault", "padding-mask-dropped", "--trace", path.string()});
+  runJson(faulty);
+  const auto summary = runJson({"trace", path.string(), "--json"});
+  EXPECT_EQ(summary["first_broken"], expected) << summary.dump();
+  EXPECT_EQ(summary["root_cause"]["kind"], "padding") << summary.dump();
+  EXPECT_EQ(summary["root_cause"]["round"], first_round["round"]) << summary.dump();
+  std::filesystem::remove(path);
+
   // Without the padded layout the fault is refused, saying how to run it.
   std::vector<std::string> ragged_fault = batchCommand("diff", "padding-mask-dropped");
   const CliResult refused = runCli(ragged_fault);
