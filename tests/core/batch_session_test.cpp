@@ -738,6 +738,25 @@ TEST(PaddedBatch, EveryJoinedForwardIsAsWideAsItsWidestSequence) {
   }
 }
 
+TEST(PaddedBatch, SampledRowsUseTheirOwnSeeds) {
+  const Pair pair = fixturePair();
+  SessionOptions options = paddedOptions(3, 10);
+  options.sampling.greedy = false;
+  options.sampling.temperature = 1.0;
+  options.seed = 9;
+  const std::vector<std::vector<int64_t>> prompts{{5, 6, 7, 8, 9, 10}, {5, 6}, {7, 8, 9, 10}};
+  BatchSession batch(pair.target, pair.drafter, prompts, options, {});
+  batch.runToEnd();
+  // Row i is the run alone (ragged, unpadded) with seed + i.
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SessionOptions row = options;
+    row.batch_layout = BatchLayout::Ragged;
+    row.seed = options.seed + i;
+    EXPECT_EQ(batch.sequence(i).generated(), decodeAlone(pair.target, pair.drafter, prompts[i], row)) << i;
+    EXPECT_EQ(batch.sequence(i).targetCache()->padRows(), prefillPads(prompts, i)) << i;
+  }
+}
+
 TEST(PaddedBatch, CleanPaddedBatchKeepsTheContractInEverySequence) {
   const Pair pair = bundledPair();
   BatchSession batch(pair.target, pair.drafter, randomPrompts(3, pair.target->config().vocab_size, 2, 16, 3),
