@@ -113,6 +113,10 @@ struct CommandLine {
       QStringLiteral("contiguous (default) or paged[:BLOCK]: K/V in a block pool the batch's sequences share "
       "(the KV Cache panel's Paged pool tab draws it; docs/paged-cache.md)."),
       QStringLiteral("layout")};
+  QCommandLineOption batch_layout{QStringLiteral("batch-layout"),
+      QStringLiteral("ragged (default) or padded: a batch's prompts left-padded to the longest, every forward as wide "
+      "as its widest sequence, pad rows masked (docs/batching.md)."),
+      QStringLiteral("layout")};
   QCommandLineOption screenshot{QStringLiteral("screenshot"),
       QStringLiteral("Once the first session (or --diff) is ready and --rounds stepped, save the "
       "window as a PNG and exit (default layout)."),
@@ -162,7 +166,7 @@ struct CommandLine {
     parser.addVersionOption();
     parser.addOptions({target, drafter, ngram, default_layout, prompt, prompt_file, max_new, rounds, select, position, fault,
                        diff, bench, screenshot, kv_rows, steps_panel, lesson, lesson_page, presenter, zoom, compression,
-                       palette, evict, speculate, layer_head, workspace, weights, cache_layout, kv_pool});
+                       palette, evict, speculate, layer_head, workspace, weights, cache_layout, batch_layout, kv_pool});
     parser.addPositionalArgument(QStringLiteral("file"),
                                  QStringLiteral("A .kvtrace to replay, or a .kvcapture of any engine to check and show "
                                                 "(several: every rank's capture of one tensor-parallel run)."),
@@ -246,7 +250,9 @@ bool readSessionOptions(const CommandLine& cl, kvscope::SessionSpec* session) {
          coreAccepts("evict", cl.parser.value(cl.evict),
                      [&](const std::string& s) { options.eviction = kvscope::parseSessionEviction(s); }) &&
          coreAccepts("cache-layout", cl.parser.value(cl.cache_layout),
-                     [&](const std::string& s) { options.cache_layout = kvscope::parseStorageLayout(s); });
+                     [&](const std::string& s) { options.cache_layout = kvscope::parseStorageLayout(s); }) &&
+         coreAccepts("batch-layout", cl.parser.value(cl.batch_layout),
+                     [&](const std::string& s) { options.batch_layout = kvscope::parseBatchLayout(s); });
 }
 
 // What the start-up does after loading: --rounds, --select-round/-position

@@ -63,6 +63,9 @@ nlohmann::json sequenceJson(const SessionSetup& setup, const BatchSession& batch
 }  // namespace
 
 int runBatch(const SessionSetup& setup, const BatchRunOutput& output) {
+  require(!(output.capture_path && setup.options.batch_layout == BatchLayout::Padded),
+          "--capture with --batch-layout padded: a padded batch's capture is not written yet (its pad rows would read "
+          "as rows of the sequence); capture the ragged batch");
   auto batch = setup.makeBatchSession(setup.options.use_cache);
   RoundStream stream(batch->size());
   const auto start = std::chrono::steady_clock::now();

@@ -178,6 +178,7 @@ std::string faultNeeds(Fault fault) {
   std::string needs;
   if (needsBatch(fault)) needs += "a batch";
   if (needsPagedCache(fault)) needs += std::string(needs.empty() ? "" : ", ") + "paged cache";
+  if (needsPaddedBatch(fault)) needs += std::string(needs.empty() ? "" : ", ") + "padded layout";
   if (needsSlidingWindow(fault)) needs += std::string(needs.empty() ? "" : ", ") + "sliding window";
   return needs.empty() ? "-" : needs;
 }
@@ -210,6 +211,7 @@ int runFaults(Args& args) {
   for (const FaultInfo& f : allFaults()) {
     list.push_back({{"name", f.name}, {"explanation", f.breaks}, {"mirrors", f.real_world},
                     {"needs_batch", needsBatch(f.fault)}, {"needs_paged_cache", needsPagedCache(f.fault)},
+                    {"needs_padded_batch", needsPaddedBatch(f.fault)},
                     {"needs_sliding_window", needsSlidingWindow(f.fault)}});
   }
   printJson({{"faults", list}});

@@ -155,6 +155,8 @@ const CommandRegistrar kRegister{
     "           [--capture out.kvcapture]   (the caches in the format any engine writes: kvscope-cli check reads it)\n"
     "           [--evict POLICY:BUDGET[:every=N]] [--no-baseline | --speedup-trials N] [--weights stored|fp32] [--json]\n"
     "           [--cache-layout contiguous|paged[:BLOCK]]   (paged: K/V in a block pool the batch's sequences share)\n"
+    "           [--batch-layout ragged|padded]   (padded: prompts left-padded to the longest, every batched forward\n"
+    "           as wide as its widest sequence, pads masked and dropped, as a [B, T] engine does)\n"
     "           the speedup: the session against the same session without its drafter (same recording, threads),\n"
     "           1 warm-up pair, N timed pairs (5), median; 'too short to measure' below 32 new tokens or when the\n"
     "           trials spread wider than the effect\n"

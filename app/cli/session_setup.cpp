@@ -51,6 +51,7 @@ SessionSetup parseSessionSetup(Args& args) {
   o.trace_budget_mb = args.integer("trace-budget", o.trace_budget_mb);
   if (const auto evict = args.value("evict")) o.eviction = parseSessionEviction(*evict);
   if (const auto layout = args.value("cache-layout")) o.cache_layout = parseStorageLayout(*layout);
+  if (const auto layout = args.value("batch-layout")) o.batch_layout = parseBatchLayout(*layout);
   o.validate();
   return setup;
 }

@@ -18,13 +18,14 @@ const char* rowStateName(RowState state) {
     case RowState::Duplicate: return "duplicate";
     case RowState::WrongPosition: return "wrong_position";
     case RowState::WrongValues: return "wrong_values";
+    case RowState::Padding: return "padding";
   }
   return "?";
 }
 
 RowState parseRowState(const std::string& name) {
   for (RowState s : {RowState::Ok, RowState::Stale, RowState::Missing, RowState::Duplicate, RowState::WrongPosition,
-                     RowState::WrongValues}) {
+                     RowState::WrongValues, RowState::Padding}) {
     if (name == rowStateName(s)) return s;
   }
   throw Error("unknown row state '" + name + "'");
@@ -49,6 +50,7 @@ nlohmann::json toJson(const CacheAudit& a, bool include_matrix) {
                       {"max_value_error", a.max_value_error}, {"rows", rows}};
   if (!a.expected_first.empty()) j["expected_first"] = a.expected_first;
   if (a.not_comparable_after_eviction > 0) j["not_comparable_after_eviction"] = a.not_comparable_after_eviction;
+  if (a.padding_rows > 0) j["padding_rows"] = a.padding_rows;
   if (!a.dangling_blocks.empty()) j["dangling_blocks"] = toJson(a.dangling_blocks);
   if (include_matrix) {
     nlohmann::json matrix = nlohmann::json::array();  // null: identity broken or not checked
@@ -91,6 +93,7 @@ CacheAudit cacheAuditFromJson(const nlohmann::json& j) {
   if (j.contains("expected_first")) a.expected_first = get<std::vector<int64_t>>(j, "expected_first");
   a.values_checked = get<bool>(j, "values_checked");
   a.ok_rows = get<int64_t>(j, "ok_rows");
+  if (j.contains("padding_rows")) a.padding_rows = get<int64_t>(j, "padding_rows");
   a.max_value_error = get<double>(j, "max_value_error");
   if (j.contains("dangling_blocks")) a.dangling_blocks = danglingBlocksFromJson(j.at("dangling_blocks"));
   for (const auto& r : get<nlohmann::json>(j, "rows")) {

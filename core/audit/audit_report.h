@@ -15,8 +15,11 @@
 
 namespace kvscope {
 
-enum class RowState { Ok, Stale, Missing, Duplicate, WrongPosition, WrongValues };
-const char* rowStateName(RowState state);  // "ok", "stale", "missing", "duplicate", "wrong_position", "wrong_values"
+// Padding: a padded batch's pad row (docs/batching.md), no position of the
+// sequence; not a fault while attention hides it (the walker checks that).
+enum class RowState { Ok, Stale, Missing, Duplicate, WrongPosition, WrongValues, Padding };
+// "ok", "stale", "missing", "duplicate", "wrong_position", "wrong_values", "padding"
+const char* rowStateName(RowState state);
 
 struct AuditTolerance {
   // A row is wrong when |cached - fresh| > absolute + relative * max|fresh row|
@@ -50,6 +53,7 @@ struct CacheAudit {
   bool values_checked = false;  // false without a model: identities only
   std::vector<RowVerdict> rows; // the rows that are not ok, by row then layer
   int64_t ok_rows = 0;          // (layer, row) pairs that are ok
+  int64_t padding_rows = 0;     // (layer, row) pairs holding a padded batch's pad rows (not in `rows`)
   double max_value_error = 0;   // over rows comparable with the recomputation
   // (layer, row) pairs whose values were not compared: written after an
   // eviction policy masked rows, their K/V in layers > 0 come from attention

@@ -43,6 +43,7 @@ class Walk {
  private:
   std::optional<RootCause> checkEvent(const CacheEvent& e, size_t i, const CacheLayout& layout) {
     std::optional<RootCause> cause = rowsBreach(e, i, layout);
+    if (!cause) cause = paddingBreach(e, i, layout);
     if (!cause) cause = storeBreach(e, i);
     if (!cause) cause = blockBreach(e, i);
     if (!cause) cause = overwriteBreach(e, i);
@@ -72,7 +73,10 @@ class Walk {
           if (rows.size() != layout.layers[l].size()) broken = brokenRows(entries, e.cache, layer, rows, e.contract(layer), stream);
         }
       }
-      const auto held = static_cast<int64_t>(rows.size());
+      // A left-padded layer's pad rows hold no position: the contract counts the others.
+      const auto held = static_cast<int64_t>(std::count_if(rows.begin(), rows.end(), [&](int64_t entry) {
+        return !entries[static_cast<size_t>(entry)].padding;
+      }));
       if (broken.empty() && held == e.contract(layer).rows()) continue;
       if (!cause) {
         cause = causeAtEvent(e, i);
@@ -87,6 +91,24 @@ class Walk {
       }
       cause->layers.push_back(layer);
     }
+    return cause;
+  }
+
+  // A forward that attended a pad row: a left-padded sequence's pad rows are
+  // no part of its text, and every forward's mask must hide them
+  // (CacheEvent::hidden_padding lists the pad rows it hid).
+  std::optional<RootCause> paddingBreach(const CacheEvent& e, size_t i, const CacheLayout& layout) const {
+    if ((e.kind != CacheEventKind::Append && e.kind != CacheEventKind::Refeed) || layout.layers.empty()) return std::nullopt;
+    const auto& entries = record_.ledger.entries();
+    const std::unordered_set<int64_t> hidden(e.hidden_padding.begin(), e.hidden_padding.end());
+    std::vector<int64_t> attended;  // rows of layer 0 (pad rows sit alike in every layer)
+    const std::vector<int64_t>& rows = layout.layers.front();
+    for (size_t r = 0; r < rows.size(); ++r) {
+      if (entries[static_cast<size_t>(rows[r])].padding && hidden.count(rows[r]) == 0) attended.push_back(static_cast<int64_t>(r));
+    }
+    if (attended.empty()) return std::nullopt;
+    RootCause cause = everyLayerCause(e, i, "padding");
+    cause.rows = std::move(attended);
     return cause;
   }
 

@@ -5,7 +5,9 @@
 // order the operations happened and checks the contract after each event:
 // every layer holds exactly the rows the event's contract requires, each the
 // token of the stream at its own position, rotated for that position
-// (row_identity.h); a forward stored what it computed; then what only some
+// (row_identity.h); a forward attended no pad row (a padded batch's left
+// padding, which every mask must hide); a forward stored what it computed;
+// then what only some
 // records can show: a capture's attention mask and a lost cache, and the K/V
 // of the rows a forward wrote against a reference forward. The first event
 // that fails is the root cause. Everything after it may be its symptom, so

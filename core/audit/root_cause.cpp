@@ -93,7 +93,24 @@ std::string overwriteSentence(const RootCause& c) {
   return out.str();
 }
 
+// A forward that attended pad rows of a left-padded sequence.
+std::string paddingSentence(const RootCause& c) {
+  std::ostringstream out;
+  out << "round " << c.round << "'s " << cacheRoleName(c.cache) << " " << phaseName(c.phase) << " ("
+      << cacheEventKindName(c.operation) << ") attended pad row" << (c.rows.size() > 1 ? "s " : " ");
+  if (c.rows.size() > 1 && c.rows.back() - c.rows.front() + 1 == static_cast<int64_t>(c.rows.size())) {
+    out << c.rows.front() << "-" << c.rows.back();
+  } else {
+    for (size_t i = 0; i < c.rows.size(); ++i) out << (i ? ", " : "") << c.rows[i];
+  }
+  out << " of sequence " << c.sequence << "'s cache: a left-padded sequence's pad rows hold no token of its "
+      << "text and every forward's mask must hide them, but this forward's did not";
+  if (!c.fault_action.empty()) out << " [fault: " << c.fault_action << "]";
+  return out.str();
+}
+
 std::string sentence(const SessionRecord& record, const RootCause& c, const TokenText& text) {
+  if (c.kind == "padding") return paddingSentence(c);
   if (c.kind == "block") return blockSentence(c);
   if (c.kind == "overwritten") return overwriteSentence(c);
   std::ostringstream out;

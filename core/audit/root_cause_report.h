@@ -25,7 +25,8 @@ struct RootCause {
   // What broke, in a word: for a change between forwards the change ("crop",
   // "reset", "evict", and a capture's "slice", "overwrite", "roll",
   // "replace", "none"); for a forward "rows", "window", "values", "store",
-  // and a capture's "tokens", "positions", "refed_prefix",
+  // "padding" (a forward attended a padded batch's pad rows; `rows` names
+  // them), and a capture's "tokens", "positions", "refed_prefix",
   // "skipped_position", "unwritten", "empty_slot", "mask", "no_cache", and a
   // hybrid model's recurrent "state" (state_operation, state_kind below).
   std::string kind;

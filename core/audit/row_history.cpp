@@ -35,13 +35,15 @@ int64_t rowOf(const std::vector<int64_t>& rows, int64_t entry) {
 }
 
 std::string identity(const LedgerEntry& e) {
+  if (e.padding) return "pad token " + std::to_string(e.token) + " (padding, no position)";
   std::string s = "token " + std::to_string(e.token) + " for position " + std::to_string(e.position);
   if (e.rope_position != e.position) s += " with rotary position " + std::to_string(e.rope_position);
   return s;
 }
 
 bool cuts(const CacheEvent& e) {
-  return e.kind == CacheEventKind::Crop || e.kind == CacheEventKind::Reset || e.kind == CacheEventKind::Evict;
+  return e.kind == CacheEventKind::Crop || e.kind == CacheEventKind::Reset || e.kind == CacheEventKind::Evict ||
+         e.kind == CacheEventKind::DropPadding;
 }
 
 // An append that wrote another row for the entry's position.

@@ -17,12 +17,14 @@ namespace kvscope {
 
 // One verdict per physical row (in row order), then one per missing position.
 // The layer must hold positions [contract.first, contract.end) of the stream,
-// position p in row p - contract.first (a sliding window starts past 0).
+// position p in row p - contract.first (a sliding window starts past 0),
+// after the pad rows a left-padded sequence's layer begins with (state
+// padding: they hold no position).
 std::vector<RowVerdict> classifyRows(const std::vector<LedgerEntry>& entries, CacheRole cache, int64_t layer,
                                      const std::vector<int64_t>& rows, const RowContract& contract,
                                      const std::vector<int64_t>& stream);
 
-// The verdicts of classifyRows that break the contract, by row; at one row a
+// The verdicts of classifyRows that break the contract (neither ok nor padding), by row; at one row a
 // missing position first: when a window evicts too early, the lost position
 // explains the rows that moved up after it. The root cause of a session and
 // of a capture name these.

@@ -14,6 +14,7 @@ const char* cacheEventKindName(CacheEventKind kind) {
     case CacheEventKind::Crop: return "crop";
     case CacheEventKind::Reset: return "reset";
     case CacheEventKind::Evict: return "evict";
+    case CacheEventKind::DropPadding: return "drop padding";
     case CacheEventKind::Rewrite: return "rewrite";
   }
   return "?";
@@ -22,7 +23,7 @@ const char* cacheEventKindName(CacheEventKind kind) {
 CacheEventKind parseCacheEventKind(const std::string& name) {
   // Rewrite is left out: a trace does not store the layouts it needs.
   for (CacheEventKind kind : {CacheEventKind::Append, CacheEventKind::Refeed, CacheEventKind::Crop,
-                              CacheEventKind::Reset, CacheEventKind::Evict}) {
+                              CacheEventKind::Reset, CacheEventKind::Evict, CacheEventKind::DropPadding}) {
     if (name == cacheEventKindName(kind)) return kind;
   }
   throw Error("unknown cache operation '" + name + "'");

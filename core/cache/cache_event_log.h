@@ -23,6 +23,9 @@ enum class CacheEventKind {
   Crop,    // the cache cut back to a length (a rollback after verification)
   Reset,   // the cache cleared
   Evict,   // rows removed by an eviction policy
+  // A padded batch's pad rows dropped right after the forward that wrote
+  // them (the pads a narrower sequence got to reach the call's width).
+  DropPadding,
   // Another engine's cache rewritten otherwise (a capture: rows written in
   // place, a ring buffer rolled, a slice that keeps a sub-sequence). Such an
   // event gives its resulting rows outright (CacheEvent::layout). Never in a
@@ -114,6 +117,11 @@ struct CacheEvent {
   // this sequence owns), and the last such writer.
   std::vector<int64_t> overwritten_rows;
   int64_t overwritten_by = -1;
+  // Append / Refeed of a padded batch's cache: the pad rows (ledger entries)
+  // the forward's attention hid from its real queries. A pad row the cache
+  // holds that a forward does not list here was attended: the walker's
+  // "padding" breach (docs/batching.md, "The padded layout").
+  std::vector<int64_t> hidden_padding;
 
   Moment moment() const { return {round, phase}; }
   int64_t expectedFirst(int64_t layer) const {

@@ -22,6 +22,7 @@ const char* deathReasonName(DeathReason reason) {
     case DeathReason::Refeed: return "over-pruned (re-fed)";
     case DeathReason::Eviction: return "eviction";
     case DeathReason::Reset: return "reset";
+    case DeathReason::Padding: return "padding";
   }
   return "?";
 }

@@ -22,6 +22,7 @@ enum class DeathReason {
   Refeed,         // a correct entry cut by over-pruning, to be recomputed (seed bookkeeping)
   Eviction,       // removed by an eviction / pruning policy
   Reset,          // the whole cache cleared
+  Padding,        // a pad row of a padded batch, dropped right after the forward that wrote it
 };
 const char* deathReasonName(DeathReason reason);
 

@@ -94,6 +94,15 @@ const std::vector<FaultInfo>& allFaults() {
        "Paged serving engines whose block tables keep pointing at blocks the pool has handed elsewhere: vLLM PR "
        "56734 (speculative draft steps wrote K/V through stale block-table rows into blocks later requests read "
        "from the prefix cache; acceptance fell to zero for the conversations that hit them)."},
+      {Fault::PaddingMaskDropped, "padding-mask-dropped",
+       "A padded batch left-pads its shorter prompts and masks the pad rows in the prefill, but no later forward "
+       "applies the padding mask: every draft and verify of a left-padded sequence attends to its pad rows as if "
+       "they were text, so its tokens drift from the sequence decoded alone. Needs a batch in the padded layout "
+       "(--batch-layout padded) with prompts of different lengths; the longest prompt has no pads and is unharmed.",
+       "Decoding loops that pass attention_mask on the first step only: OpenNMT-py PR 2532 (outputs degraded with "
+       "batches of uneven prompts until the padding mask was applied in all decoding steps, not just the first); "
+       "TransformerLens PR 1617 (generate() merged a caller's attention_mask into step 0's arguments only, so the "
+       "first token came out right and every later one drifted)."},
   };
   return faults;
 }
@@ -108,9 +117,18 @@ const FaultInfo& faultInfo(Fault fault) {
 
 bool needsSlidingWindow(Fault fault) { return fault == Fault::WindowRollEarly; }
 
-bool needsBatch(Fault fault) { return fault == Fault::UniformAdvance || fault == Fault::LengthNotRolledBack; }
+bool needsBatch(Fault fault) {
+  return fault == Fault::UniformAdvance || fault == Fault::LengthNotRolledBack || fault == Fault::PaddingMaskDropped;
+}
 
 bool needsPagedCache(Fault fault) { return fault == Fault::FreedBlockReused; }
+
+bool needsPaddedBatch(Fault fault) { return fault == Fault::PaddingMaskDropped; }
+
+bool breaksPaddedWrites(Fault fault) {
+  return fault == Fault::AppendReversed || fault == Fault::BonusNotFed || fault == Fault::VerifyMaskLeak ||
+         fault == Fault::FullPrefixWithCache;
+}
 
 Fault parseFault(const std::string& name) {
   if (name == "none" || name.empty()) return Fault::None;

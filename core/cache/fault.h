@@ -27,6 +27,7 @@ enum class Fault {
   UniformAdvance,       // a batch advances every sequence by the best sequence's acceptance
   LengthNotRolledBack,  // a batch's rollback forgets the last sequence's length
   FreedBlockReused,     // a paged rollback frees blocks its table still maps; the pool hands them out again
+  PaddingMaskDropped,   // a padded batch masks its pad rows at the prefill only; later forwards attend them
 };
 
 struct FaultInfo {
@@ -45,6 +46,12 @@ bool needsSlidingWindow(Fault fault);
 bool needsBatch(Fault fault);
 // True for faults that act only on a paged cache (--cache-layout paged).
 bool needsPagedCache(Fault fault);
+// True for faults that act only on a padded batch (--batch-layout padded).
+bool needsPaddedBatch(Fault fault);
+// True for faults a padded batch cannot carry: they change which of a
+// forward's rows are written or what its new rows see, and the pads a
+// padded batch adds are among those rows.
+bool breaksPaddedWrites(Fault fault);
 // "none" or a name from allFaults(); throws Error listing the names otherwise.
 Fault parseFault(const std::string& name);
 

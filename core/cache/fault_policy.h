@@ -74,6 +74,9 @@ class FaultPolicy {
   bool freesMappedBlocks(CacheRole cache) const {
     return fault_ == Fault::FreedBlockReused && cache == CacheRole::Target;
   }
+  // Whether a forward of `phase` hides a padded cache's pad rows: always,
+  // but after the prefill under padding-mask-dropped.
+  bool masksPadding(Phase phase) const { return fault_ != Fault::PaddingMaskDropped || phase == Phase::Prefill; }
   // The rows a sliding-window layer of `window` keys keeps before the next
   // query: window - 1 (the query itself is the window's last key).
   WindowPlan window(CacheRole cache, int64_t window) const;

@@ -60,11 +60,19 @@ int64_t KvCache::capacity(int64_t layer) const {
   return paged_ ? paged_->mappedRows() : l.k.size(1);
 }
 
-int64_t KvCache::firstPosition(int64_t layer) const { return layerAt(layer).first_position; }
+int64_t KvCache::firstPosition(int64_t layer) const { return layerAt(layer).first_position - pad_rows_; }
 
 int64_t KvCache::endPosition(int64_t layer) const {
   const Layer& l = layerAt(layer);
-  return l.first_position + l.compacted_away + l.length;
+  return l.first_position + l.compacted_away + l.length - pad_rows_;
+}
+
+void KvCache::setPadRows(int64_t rows) {
+  for (int64_t l = 0; l < numLayers(); ++l) {
+    require(rows >= 0 && rows <= length(l), "KvCache::setPadRows: " + std::to_string(rows) + " pad rows, but layer " +
+                                                std::to_string(l) + " holds " + std::to_string(length(l)) + " rows");
+  }
+  pad_rows_ = rows;
 }
 
 bool KvCache::uniformLength() const {
@@ -207,9 +215,11 @@ void KvCache::cropToPosition(int64_t end_position) {
 
 void KvCache::crop(int64_t new_length) {
   for (int64_t l = 0; l < numLayers(); ++l) cropLayer(l, new_length);
+  pad_rows_ = std::min(pad_rows_, std::max<int64_t>(new_length, 0));  // pad rows cut away are no longer there
 }
 
 void KvCache::clear() {
+  pad_rows_ = 0;
   for (Layer& layer : layers_) {
     layer.length = 0;
     layer.first_position = 0;
@@ -337,7 +347,7 @@ bool KvCache::compacted(int64_t layer) const { return layerAt(layer).positions.d
 at::Tensor KvCache::rowPositions(int64_t layer) const {
   const Layer& l = layerAt(layer);
   if (l.positions.defined()) return l.positions.narrow(1, 0, l.length);
-  return torch::arange(l.first_position, l.first_position + l.length, torch::kInt64)
+  return torch::arange(firstPosition(layer), firstPosition(layer) + l.length, torch::kInt64)
       .unsqueeze(0)
       .expand({kv_heads_, l.length});  // [kv, T]
 }

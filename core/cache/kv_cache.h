@@ -34,6 +34,14 @@
 // and a crop frees the blocks past the kept rows. Keep masks, compaction,
 // evictFront and renumberRows are not supported by that layout yet and throw
 // Error. docs/paged-cache.md describes the layout.
+//
+// A sequence of a padded batch (docs/batching.md, "The padded layout") may
+// begin with pad rows: a prompt left-padded to the batch's longest, as
+// Hugging Face generate with padding_side="left" does. Rows [0, padRows())
+// of every layer are padding and hold no position; row padRows() + r holds
+// position r, so firstPosition() is -padRows() and positions (endPosition,
+// crops by position) stay the sequence's own. Attention hides the pad rows
+// from every real query while masksPadding() (a fault clears it).
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -73,7 +81,8 @@ class KvCache {
   // Rows the layer can hold before growing (paged: the rows its mapped blocks hold).
   int64_t capacity(int64_t layer) const;
   // Positions dropped from the front of a layer (by evictFront) since the last
-  // clear: row 0 holds this position. 0 for layers that never evict.
+  // clear: row 0 holds this position. 0 for layers that never evict;
+  // -padRows() for a left-padded cache (its pad rows come before position 0).
   int64_t firstPosition(int64_t layer) const;
   // The position the layer's next appended row is written for.
   int64_t endPosition(int64_t layer) const;
@@ -161,8 +170,19 @@ class KvCache {
   // first_position + r, and the next row is written for first_position + length.
   void renumberRows(int64_t layer, int64_t first_position);
 
+  // Pad rows at the front of every layer (a left-padded prompt); 0 for a
+  // cache that was never padded. setPadRows is called once the rows are
+  // written (every layer must hold at least that many); clear() and a crop
+  // below them shrink the count.
+  int64_t padRows() const { return pad_rows_; }
+  void setPadRows(int64_t rows);
+
   // Fault injection (core/cache/fault_policy.h) acts on cache writes through
-  // these two switches; a correct engine never sets them.
+  // these switches; a correct engine never sets them.
+  // Whether attention hides the pad rows from the real queries (the
+  // padding-mask-dropped fault clears it after the prefill).
+  void setMasksPadding(bool masks) { masks_padding_ = masks; }
+  bool masksPadding() const { return masks_padding_; }
   // Which of an append's n rows are written, in which physical order (indices
   // into the appended rows); nullopt = all, in order. Applies to every append
   // until reset to nullopt.
@@ -202,6 +222,8 @@ class KvCache {
   std::vector<Layer> layers_;  // paged: lengths and positions only, k and v undefined
   std::optional<std::vector<int64_t>> write_order_;
   bool causal_among_new_ = true;
+  int64_t pad_rows_ = 0;
+  bool masks_padding_ = true;
   // Shared by plain copies, as the contiguous layout's tensors are; clone() copies it.
   std::shared_ptr<BlockTable> paged_;
 };

@@ -26,6 +26,7 @@ int64_t KvLedger::recordBirths(CacheRole cache, const std::vector<RowIdentity>& 
     entry.token = rows[i].token;
     entry.position = rows[i].position;
     entry.rope_position = rows[i].rope_position;
+    entry.padding = rows[i].padding;
     entry.born_round = round;
     entry.born_phase = phase;
     entry.row = static_cast<int64_t>(k_rows_.size());

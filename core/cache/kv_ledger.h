@@ -18,6 +18,9 @@ struct RowIdentity {
   int64_t token = 0;
   int64_t position = 0;
   int64_t rope_position = 0;
+  bool padding = false;  // a pad row (position -1): no token of the sequence
+
+  static RowIdentity pad(int64_t token) { return {token, -1, 0, true}; }
 };
 
 class KvLedger {

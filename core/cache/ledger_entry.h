@@ -17,7 +17,7 @@ namespace kvscope {
 // physical row it occupies in each layer comes from the cache event log.
 struct LedgerEntry {
   CacheRole cache = CacheRole::Target;
-  int64_t position = 0;       // the absolute position the engine computed it for
+  int64_t position = 0;       // the absolute position the engine computed it for (-1: a pad row)
   int64_t rope_position = 0;  // the position its rotary (or learned) embedding used
   int64_t token = 0;
   int64_t born_round = 0;
@@ -26,6 +26,9 @@ struct LedgerEntry {
   Phase died_phase = Phase::Prune;
   DeathReason reason = DeathReason::Alive;
   int64_t row = 0;  // index of its K/V rows in the ledger's store
+  // A pad row of a padded batch (docs/batching.md): the pad token's K/V,
+  // holding no position of the sequence; attention must never read it.
+  bool padding = false;
 
   bool aliveAt(int64_t round) const { return born_round <= round && (died_round < 0 || died_round > round); }
 };

@@ -208,6 +208,7 @@ std::vector<int64_t> TrackedCache::entriesLost(const CacheLayout& before, const 
 void TrackedCache::clearSwitches() {
   storage_->setWriteOrder(std::nullopt);
   storage_->setCausalAmongNewRows(true);
+  storage_->setMasksPadding(true);
 }
 
 PlannedWrite TrackedCache::planWrite(Phase phase, const std::vector<int64_t>& stream) {
@@ -241,6 +242,11 @@ PlannedWrite TrackedCache::planWrite(Phase phase, const std::vector<int64_t>& st
   }
   storage_->setWriteOrder(plan.order);
   storage_->setCausalAmongNewRows(plan.causal_among_new);
+  storage_->setMasksPadding(faults_.masksPadding(phase));
+  if (!storage_->masksPadding() && storage_->padRows() > 0) {
+    write.fault_action = "the padding mask was not applied after the prefill: this forward attended the sequence's " +
+                         std::to_string(storage_->padRows()) + " pad row(s)";
+  }
   return write;
 }
 
@@ -251,16 +257,18 @@ at::Tensor TrackedCache::forward(const CausalLM& model, Phase phase, const std::
   WriteRecorder computed(numLayers(), probes, /*keep_rows=*/faults_.active() || copy_to != nullptr);
   const auto ids = torch::tensor(write.tokens, torch::kInt64);  // [fed]
   at::Tensor logits;
+  AddedPadding pads;  // what a padded batch added to this forward
   try {
     // A fault's feed may not match the cache's length: only the unchecked
     // forward lets it happen, so that the audit can see it.
-    const SequenceForward feed{ids, write.rope_start, storage_.get(), &computed, logit_rows, faults_.active()};
+    SequenceForward feed{ids, write.rope_start, storage_.get(), &computed, logit_rows, faults_.active(), {}, nullptr};
+    feed.padding_out = &pads;
     logits = runner_->run(model, feed);  // [rows, vocab]
   } catch (...) {
     clearSwitches();  // the forward failed: nothing written, nothing logged
     throw;
   }
-  logWrite(write, round, computed.keys, computed.values);
+  logWrite(write, round, computed.keys, computed.values, pads);
   keepPoolAround(*storage_, log_, std::move(pool_before));
   if (copy_to) copy_to->copyRows(phase, stream, round, computed.keys, computed.values);
   return logits;
@@ -283,18 +291,60 @@ void TrackedCache::copyRows(Phase phase, const std::vector<int64_t>& stream, int
   keepPoolAround(*storage_, log_, std::move(pool_before));
 }
 
+std::vector<RowIdentity> TrackedCache::writtenIdentities(const PlannedWrite& write, const AddedPadding& pads) {
+  std::vector<RowIdentity> identities(static_cast<size_t>(pads.before), RowIdentity::pad(pads.token));
+  for (int64_t i : write.order) identities.push_back({write.tokens[i], write.start + i, write.rope_start + i});
+  identities.insert(identities.end(), static_cast<size_t>(pads.after), RowIdentity::pad(pads.token));
+  return identities;
+}
+
+std::vector<int64_t> TrackedCache::hiddenPadding(const CacheEvent& append, bool hides_prefix, int64_t pads_after) const {
+  std::vector<int64_t> hidden;
+  const auto is_pad = [&](int64_t entry) { return ledger_.entry(entry).padding; };
+  if (hides_prefix && !layout_.layers.empty()) {
+    for (int64_t entry : layout_.layers.front()) {
+      if (is_pad(entry)) hidden.push_back(entry);
+    }
+  }
+  const auto written = static_cast<int64_t>(append.written.size());
+  for (int64_t i = 0; i < written; ++i) {
+    const int64_t entry = append.written[static_cast<size_t>(i)];
+    const bool after_inputs = i >= written - pads_after;
+    if (is_pad(entry) && (hides_prefix || after_inputs)) hidden.push_back(entry);
+  }
+  return hidden;
+}
+
+void TrackedCache::dropPadding(const Moment& moment, int64_t count) {
+  CacheEvent event = eventAt(moment, CacheEventKind::DropPadding);
+  event.reason = DeathReason::Padding;
+  for (int64_t layer = 0; layer < storage_->numLayers(); ++layer) {
+    storage_->cropLayer(layer, std::max<int64_t>(storage_->length(layer) - count, 0));
+  }
+  event.rows_after = rowsPerLayer();
+  const auto& rows = layout_.layers.front();
+  event.removed.assign(rows.end() - std::min<int64_t>(count, static_cast<int64_t>(rows.size())), rows.end());
+  for (int64_t entry : event.removed) ledger_.recordDeath(entry, moment.round, moment.phase, DeathReason::Padding);
+  logEvent(std::move(event));
+}
+
 void TrackedCache::logWrite(const PlannedWrite& write, int64_t round, const std::vector<at::Tensor>& computed_k,
-                            const std::vector<at::Tensor>& computed_v) {
+                            const std::vector<at::Tensor>& computed_v, const AddedPadding& pads) {
+  const bool hides_prefix = storage_->masksPadding();  // the switch this forward ran with
   clearSwitches();
   CacheEvent event = eventAt({round, write.phase}, refeed_pending_ > 0 ? CacheEventKind::Refeed : CacheEventKind::Append);
   event.rows_before = write.rows_before;
   event.rows_after = rowsPerLayer();
   event.expected_rows = write.expected_rows;
   event.fault_action = write.fault_action;
-  const auto m = static_cast<int64_t>(write.order.size());
+  const bool padded = pads.before > 0 || pads.after > 0;
+  const auto m = static_cast<int64_t>(write.order.size()) + pads.before + pads.after;  // rows in the storage
   if (m > 0) {
-    std::vector<RowIdentity> identities;
-    for (int64_t i : write.order) identities.push_back({write.tokens[i], write.start + i, write.rope_start + i});
+    const std::vector<RowIdentity> identities = writtenIdentities(write, pads);
+    // A padded forward computed its pads too, in row order (no fault that
+    // reorders a write runs padded: SessionOptions::validate).
+    std::vector<int64_t> store_order(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) store_order[static_cast<size_t>(i)] = i;
     std::vector<at::Tensor> k_rows, v_rows;
     for (int64_t layer = 0; layer < storage_->numLayers(); ++layer) {
       const int64_t first_row = write.storage_rows_before[layer];
@@ -304,7 +354,9 @@ void TrackedCache::logWrite(const PlannedWrite& write, int64_t round, const std:
     // Without an injected fault the cache stores a plain copy of what the
     // forward computed, in the same dtype and order: comparing them would
     // cost more than a small drafter's forward and could only find equality.
-    if (faults_.active()) event.max_store_error = storeError(k_rows, v_rows, computed_k, computed_v, write.order);
+    if (faults_.active()) {
+      event.max_store_error = storeError(k_rows, v_rows, computed_k, computed_v, padded ? store_order : write.order);
+    }
     const int64_t first = ledger_.recordBirths(role_, identities, k_rows, v_rows, round, write.phase);
     for (int64_t i = 0; i < m; ++i) event.written.push_back(first + i);
   }
@@ -317,7 +369,10 @@ void TrackedCache::logWrite(const PlannedWrite& write, int64_t round, const std:
   refeed_pending_ = 0;
   believed_.resize(static_cast<size_t>(write.start));
   believed_.insert(believed_.end(), write.tokens.begin(), write.tokens.end());
+  if (padded || storage_->padRows() > 0) event.hidden_padding = hiddenPadding(event, hides_prefix, pads.after);
+  if (pads.before > 0) storage_->setPadRows(storage_->padRows() + pads.before);  // the prompt's left padding stays
   logEvent(std::move(event));
+  if (pads.after > 0) dropPadding({round, write.phase}, pads.after);
 }
 
 void TrackedCache::prune(int64_t round, const PruneRequestOfRound& request) {

@@ -147,10 +147,21 @@ class TrackedCache {
   // Plans feeding `stream`; sets the storage's fault switches.
   PlannedWrite planWrite(Phase phase, const std::vector<int64_t>& stream);
   // After the write: clears the switches, records the written rows in the
-  // ledger (computed_k/v: per layer [kv_heads, fed, head_dim] as computed)
-  // and logs the write.
+  // ledger (computed_k/v: per layer [kv_heads, fed, head_dim] as computed;
+  // with pads, [kv_heads, pads + fed, head_dim] in row order) and logs the
+  // write, then drops the pads a padded batch added after the inputs.
   void logWrite(const PlannedWrite& write, int64_t round, const std::vector<at::Tensor>& computed_k,
-                const std::vector<at::Tensor>& computed_v);
+                const std::vector<at::Tensor>& computed_v, const AddedPadding& pads = {});
+  // A padded forward's identities in row order: pads before, the written
+  // inputs, pads after.
+  static std::vector<RowIdentity> writtenIdentities(const PlannedWrite& write, const AddedPadding& pads);
+  // The pad rows a forward hid from its real queries (ledger entries): the
+  // cache's pad rows unless `hides_prefix` is false (a fault), and always
+  // the new pads after the inputs (they follow every real query).
+  std::vector<int64_t> hiddenPadding(const CacheEvent& append, bool hides_prefix, int64_t pads_after) const;
+  // Drops the last `count` rows of every layer: the pads a padded batch
+  // added after a forward's inputs, logged as one DropPadding event.
+  void dropPadding(const Moment& moment, int64_t count);
   // One Evict event named `policy` for the rows kv heads stopped reading.
   void logMasked(const Moment& moment, const std::string& policy, const std::vector<RemovedRow>& removed);
   void logEvent(CacheEvent event);

@@ -24,6 +24,9 @@ BatchSession::BatchSession(std::shared_ptr<const CausalLM> target, std::shared_p
       drafter_pool = draft_model->makeBlockPool(block, cacheStorageOf(options));
     }
   }
+  // kvscope reads no pad_token_id: pads are the first eos id, as Hugging
+  // Face generate falls back to eos_token_id when no pad token is set.
+  if (options.batch_layout == BatchLayout::Padded) batcher_.padWith(eos_ids.empty() ? 0 : eos_ids.front());
   for (size_t i = 0; i < prompts.size(); ++i) {
     SessionOptions row_options = options;
     row_options.seed = options.seed + i;  // rows sample apart; greedy rows are unaffected

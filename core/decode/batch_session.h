@@ -8,6 +8,11 @@
 // positions. Sequences that finish (end of sequence, or max_new_tokens) drop
 // out of the batch; the others go on.
 //
+// With options.batch_layout padded, every joined forward is rectangular:
+// prompts left-padded to the longest, narrower inputs padded to the call's
+// width, pads masked and dropped (core/decode/forward_batcher.h; each
+// sequence's tracked caches keep the pad rows' books).
+//
 // Sequence i samples with seed options.seed + i, so a sampled batch's rows do
 // not repeat each other; greedy rows are the ones each sequence decoded alone
 // gives.

@@ -115,11 +115,13 @@ void ForwardBatcher::runWaitingForwards() {
     }
     std::vector<CausalLM::SequenceResult> results;
     try {
+      padToWidth(batch);
       results = model->forwardBatch(batch);
     } catch (...) {  // an error of the batch as a whole reaches every lane in it
       results.assign(batch.size(), CausalLM::SequenceResult{at::Tensor(), std::current_exception()});
     }
     for (size_t b = 0; b < owners.size(); ++b) {
+      if (batch[b].padding_out != nullptr) *batch[b].padding_out = batch[b].pads;
       Lane& lane = lanes_[owners[b]];
       lane.result = std::move(results[b]);
       lane.request.reset();
@@ -127,6 +129,26 @@ void ForwardBatcher::runWaitingForwards() {
     }
     ++forwards_run_;
     sequences_forwarded_ += static_cast<int64_t>(batch.size());
+  }
+}
+
+void ForwardBatcher::padToWidth(std::vector<SequenceForward>& batch) const {
+  if (!pad_token_) return;
+  int64_t width = 0;  // the call's width: its widest sequence's inputs
+  for (const SequenceForward& s : batch) {
+    if (s.padding_out != nullptr) width = std::max(width, s.tokens.size(0));
+  }
+  for (SequenceForward& s : batch) {
+    const int64_t missing = width - s.tokens.size(0);
+    if (s.padding_out == nullptr || missing <= 0) continue;
+    const at::Tensor pads = torch::full({missing}, *pad_token_, torch::kInt64);  // [missing]
+    // A prompt's prefill (an empty cache fed from position 0) is padded on the
+    // left, so the pads become the cache's first rows; later inputs on the
+    // right, so the pads sit after every real query and are cut off after.
+    const bool prefill = s.start_pos == 0 && s.cache != nullptr && s.cache->length() == 0;
+    s.tokens = prefill ? torch::cat({pads, s.tokens}) : torch::cat({s.tokens, pads});  // [width]
+    (prefill ? s.pads.before : s.pads.after) = missing;
+    s.pads.token = *pad_token_;
   }
 }
 

@@ -14,6 +14,16 @@
 // gamma steps is gamma drafter forwards of 8 sequences each, and everything
 // happens in an order fixed by the lanes' indices alone: runs are repeatable,
 // and no two threads touch tensors at the same time.
+//
+// Padded (padWith): each joined forward is made rectangular, as a [B, T]
+// engine's is. Its width is its widest sequence's inputs; a narrower one
+// (among the forwards that accept padding, SequenceForward::padding_out)
+// gets pad tokens: before its inputs when it feeds an empty cache from
+// position 0 (a prompt left-padded to the longest, as Hugging Face generate
+// with padding_side="left" does; the rows stay as the cache's pad rows),
+// after them otherwise (one draft token where another sequence feeds two;
+// the rows are dropped right after the forward). The forward's owner reads
+// what was added from padding_out (core/cache/tracked_cache.h keeps the books).
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -37,6 +47,9 @@ class ForwardBatcher : public ForwardRunner {
   // From inside a lane: waits for the batch this forward joins and returns
   // its logits (or rethrows its error). From any other thread: runs it at once.
   at::Tensor run(const CausalLM& model, const SequenceForward& forward) override;
+
+  // Makes every later joined forward rectangular, padding with `pad_token`.
+  void padWith(int64_t pad_token) { pad_token_ = pad_token; }
 
   // Batched forwards run so far, and the sequences they held in all (for
   // tests and the benchmark: 8 lanes decoding together give about 8 times as
@@ -62,6 +75,8 @@ class ForwardBatcher : public ForwardRunner {
   void waitForTurn(std::unique_lock<std::mutex>& lock, int me);
   // The coordinator's part: every waiting lane's forward, batched per model.
   void runWaitingForwards();
+  // With padWith: evens the forwards that accept padding to the widest one's inputs.
+  void padToWidth(std::vector<SequenceForward>& batch) const;
 
   std::mutex mutex_;
   std::condition_variable turn_changed_;
@@ -69,6 +84,7 @@ class ForwardBatcher : public ForwardRunner {
   std::vector<Lane> lanes_;
   int64_t forwards_run_ = 0;
   int64_t sequences_forwarded_ = 0;
+  std::optional<int64_t> pad_token_;
 };
 
 }  // namespace kvscope

@@ -124,6 +124,7 @@ std::unique_ptr<KvCache> Session::makeStorage(CacheRole role, const CausalLM& mo
 }
 
 void Session::refuseUnsupportedLayout() const {
+  refuseUnsupportedPadding();
   if (!options_.cache_layout.paged) return;
   const auto refuse_windows = [](const CausalLM& model, const char* role) {
     for (int64_t l = 0; l < model.config().num_layers; ++l) {
@@ -137,6 +138,22 @@ void Session::refuseUnsupportedLayout() const {
   require(!drafter_ || drafter_->type() != DrafterType::CompressedCache,
           "--cache-layout paged: a drafter over a compressed copy of the cache compacts its rows, which the paged "
           "layout does not hold yet");
+}
+
+void Session::refuseUnsupportedPadding() const {
+  if (options_.batch_layout != BatchLayout::Padded) return;
+  const auto refuse_windows = [](const CausalLM& model, const char* role) {
+    for (int64_t l = 0; l < model.config().num_layers; ++l) {
+      require(model.config().windowOf(l) <= 0,
+              std::string("--batch-layout padded: the ") + role + " has sliding-window layers (layer " +
+                  std::to_string(l) + "), which count a window by rows; pad rows would take window places");
+    }
+  };
+  refuse_windows(*target_, "target");
+  if (const CausalLM* draft_model = drafter_ ? drafter_->model() : nullptr) refuse_windows(*draft_model, "drafter");
+  require(!drafter_ || drafter_->type() != DrafterType::CompressedCache,
+          "--batch-layout padded: a drafter over a compressed copy of the cache compacts its rows, pad rows "
+          "included; the padded layout does not hold it");
 }
 
 const std::vector<int64_t>& Session::believedCacheTokens(CacheRole role) const {
@@ -153,14 +170,15 @@ at::Tensor Session::feed(CacheRole role, const std::vector<int64_t>& tokens, Pha
   TrackedCache* cache = cacheOf(role);
   RoundRecord& record = record_.rounds.back();
   (role == CacheRole::Target ? record.target_forwards : record.drafter_forwards) += 1;
-  if (cache == nullptr) return runner_->run(model, {idsTensor(tokens), 0, nullptr, probes, logit_rows});  // [rows, vocab]
+  if (cache == nullptr) return runner_->run(model, {idsTensor(tokens), 0, nullptr, probes, logit_rows, false, {}, nullptr});  // [rows, vocab]
   // The cache feeds only the tokens it does not hold yet, and logs the write.
   return cache->forward(model, phase, tokens, round_index_, probes, logit_rows, copy_to);  // [rows, vocab]
 }
 
 bool Session::drafterSharesTargetPrefill() const {
+  // A padded batch pads each model's forward on its own: the target's pads are not the drafter's.
   return drafter_cache_ != nullptr && target_cache_ != nullptr && drafter_->model() == target_.get() &&
-         !faults_.active();
+         !faults_.active() && options_.batch_layout != BatchLayout::Padded;
 }
 
 void Session::prefillTarget(const std::vector<int64_t>& prefix, ProbeSink* also, TrackedCache* copy_to) {

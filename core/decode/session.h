@@ -138,6 +138,9 @@ class Session {
   // Refuses what the paged layout does not hold yet: sliding windows, a
   // drafter over a compressed copy of the cache.
   void refuseUnsupportedLayout() const;
+  // Refuses what the padded batch layout does not hold: sliding windows, a
+  // drafter over a compressed copy of the cache.
+  void refuseUnsupportedPadding() const;
   c10::optional<c10::ScalarType> cacheStorage() const;
 
   std::shared_ptr<const CausalLM> target_;

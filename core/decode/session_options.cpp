@@ -107,6 +107,14 @@ auto parsedField(const char* key, const std::string& text, Parse parse) {
 
 }  // namespace
 
+const char* batchLayoutName(BatchLayout layout) { return layout == BatchLayout::Padded ? "padded" : "ragged"; }
+
+BatchLayout parseBatchLayout(const std::string& text) {
+  if (text == "ragged") return BatchLayout::Ragged;
+  if (text == "padded") return BatchLayout::Padded;
+  throw Error("unknown batch layout '" + text + "' (known: ragged, padded)");
+}
+
 void SessionOptions::validate() const {
   require(gamma >= 0 && gamma <= SessionLimits::kMaxGamma,
           "gamma must be in 0.." + std::to_string(SessionLimits::kMaxGamma) + ", got " + std::to_string(gamma));
@@ -127,6 +135,24 @@ void SessionOptions::validate() const {
   if (cache_layout.paged) {
     require(use_cache, "--cache-layout paged needs the KV cache on (--cache on)");
     require(!eviction, "--evict works on the contiguous cache layout only: the paged layout keeps no eviction masks yet");
+  }
+  if (batch_layout == BatchLayout::Padded) {
+    require(use_cache, "--batch-layout padded needs the KV cache on (--cache on): its pad rows live in the caches");
+    require(!cache_layout.paged,
+            "--batch-layout padded with --cache-layout paged: paged engines do not pad (each sequence's block table "
+            "holds its own rows, so a ragged batch is what they run); use one or the other");
+    require(!eviction, "--batch-layout padded with --evict: an eviction policy's scores and masks would count the pad "
+                       "rows as text; the padded layout does not evict yet");
+    require(!breaksPaddedWrites(fault),
+            std::string("--batch-layout padded with fault ") + faultInfo(fault).name +
+                ": the fault changes which of a forward's rows are written or what its new rows see, and a padded "
+                "forward's pads are among those rows; run it in the ragged layout");
+  }
+  if (needsPaddedBatch(fault)) {
+    require(batch_layout == BatchLayout::Padded,
+            std::string("fault ") + faultInfo(fault).name +
+                " acts on a padded batch's pad rows; run with --batch-layout padded and two or more prompts of "
+                "different lengths");
   }
 }
 
@@ -149,7 +175,8 @@ nlohmann::json sessionOptionsJson(const SessionOptions& o) {
           {"trace_budget_mb", o.trace_budget_mb},
           {"fault", faultInfo(o.fault).name},
           {"eviction", o.eviction ? o.eviction->describe() : "none"},
-          {"cache_layout", storageLayoutName(o.cache_layout)}};
+          {"cache_layout", storageLayoutName(o.cache_layout)},
+          {"batch_layout", batchLayoutName(o.batch_layout)}};
 }
 
 SessionOptions readSessionOptions(const nlohmann::json& object, SessionOptions o) {
@@ -181,6 +208,7 @@ SessionOptions readSessionOptions(const nlohmann::json& object, SessionOptions o
     if (*text != "none") o.eviction = parsedField("eviction", *text, parseSessionEviction);
   }
   if (const auto text = fields.text("cache_layout")) o.cache_layout = parsedField("cache_layout", *text, parseStorageLayout);
+  if (const auto text = fields.text("batch_layout")) o.batch_layout = parsedField("batch_layout", *text, parseBatchLayout);
   try {
     o.validate();
   } catch (const Error& e) {

@@ -30,6 +30,14 @@ struct SessionLimits {
   static constexpr int64_t kMaxBatch = 64;  // sequences decoded together (core/decode/batch_session.h)
 };
 
+// How a batch's sequences share a forward (docs/batching.md): ragged (each
+// sequence feeds its own inputs as they are; no pads, no mask) or padded
+// (prompts left-padded to the longest, every call as wide as its widest
+// sequence, pads masked and dropped, as a [B, T] engine does).
+enum class BatchLayout { Ragged, Padded };
+const char* batchLayoutName(BatchLayout layout);  // "ragged", "padded"
+BatchLayout parseBatchLayout(const std::string& text);  // throws Error naming the text
+
 struct SessionOptions {
   int64_t gamma = 4;           // drafts per round (the start value when adaptive)
   bool adaptive_gamma = false; // +2 after a fully accepted round, -1 otherwise
@@ -54,6 +62,8 @@ struct SessionOptions {
   // How the caches store their rows: contiguous, or blocks of a pool the
   // sequences of a batch share (docs/paged-cache.md). Logits are the same.
   StorageLayout cache_layout;
+  // How a batch's forwards are laid out; one sequence alone is never padded.
+  BatchLayout batch_layout = BatchLayout::Ragged;
 
   void validate() const;  // throws Error naming the bad parameter
 };
@@ -66,7 +76,7 @@ struct SessionOptions {
 //   ignore_eos, record_attention, record_logits, trace_budget_mb,
 //   fault ("none" or a name from allFaults()), eviction ("none" or the
 //   --evict form, "h2o:0.25:every=4"), cache_layout ("contiguous" or
-//   "paged:BLOCK").
+//   "paged:BLOCK"), batch_layout ("ragged" or "padded").
 nlohmann::json sessionOptionsJson(const SessionOptions& options);
 
 // What readSessionOptions refuses: the field (empty for the object as a

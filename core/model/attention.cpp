@@ -33,6 +33,7 @@ at::Tensor hiddenKeys(int64_t n, int64_t total, const AttentionOptions& options)
   auto hidden = key_index > query_index;                                          // [n, T]
   if (!options.causal_among_new) hidden = hidden & (key_index < total - n);       // new rows all visible
   if (options.window > 0) hidden = hidden | (key_index <= query_index - options.window);  // left the window
+  if (options.pad_rows > 0) hidden = hidden | ((key_index < options.pad_rows) & (query_index >= options.pad_rows));
   return hidden;
 }
 
@@ -44,15 +45,16 @@ at::Tensor sharedHiddenKeys(int64_t n, int64_t total, const AttentionOptions& op
   constexpr int64_t kShareUpTo = 16;
   if (n > kShareUpTo) return hiddenKeys(n, total, options);
   struct Key {
-    int64_t n = -1, total = -1, window = 0;
+    int64_t n = -1, total = -1, window = 0, pad_rows = 0;
     bool causal_among_new = true;
     bool operator==(const Key& o) const {
-      return n == o.n && total == o.total && window == o.window && causal_among_new == o.causal_among_new;
+      return n == o.n && total == o.total && window == o.window && pad_rows == o.pad_rows &&
+             causal_among_new == o.causal_among_new;
     }
   };
   thread_local Key last;
   thread_local at::Tensor mask;
-  const Key key{n, total, options.window, options.causal_among_new};
+  const Key key{n, total, options.window, options.pad_rows, options.causal_among_new};
   if (!(key == last) || !mask.defined()) {
     mask = hiddenKeys(n, total, options);
     last = key;
@@ -88,7 +90,7 @@ at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at
 
   // One causal query with no window sees every key: no mask to build
   // (five tensor operations per layer and step that would hide nothing).
-  const bool sees_all = n == 1 && options.window <= 0 && options.causal_among_new;
+  const bool sees_all = n == 1 && options.window <= 0 && options.causal_among_new && options.pad_rows <= 0;
   if (!sees_all || (probes != nullptr && probes->wants(Probe::AttentionMask, layer))) {
     maskScores(scores, n, total, options, layer, probes);
   }
@@ -108,6 +110,12 @@ at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at
   return per_head_output;
 }
 
+int64_t padRowsHidden(const SequenceForward& sequence) {
+  if (sequence.cache == nullptr) return sequence.pads.before;
+  if (!sequence.cache->masksPadding()) return 0;
+  return sequence.cache->padRows() + sequence.pads.before;
+}
+
 at::Tensor attendEachSequence(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const BatchRows& batch,
                               int64_t layer, const AttentionOptions& layer_options) {
   std::vector<at::Tensor> outputs;  // per sequence [heads, n_i, head_dim]
@@ -120,6 +128,7 @@ at::Tensor attendEachSequence(const at::Tensor& q, const at::Tensor& k, const at
     AttentionOptions options = layer_options;
     options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
     if (cache != nullptr) options.keep = cache->keepMask(layer);  // rows an eviction policy removed
+    options.pad_rows = padRowsHidden(batch[i]);
     outputs.push_back(causalAttention(batch.rowsOf(q, i, 1), keys, values, options, layer, batch[i].probes));
   }
   return BatchRows::join(outputs, 1);  // [heads, N, head_dim]

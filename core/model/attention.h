@@ -31,14 +31,26 @@ struct AttentionOptions {
   // [kv_heads, T] bool: the rows an eviction policy left to each kv head
   // (KvCache::keepMask); false rows get no weight. Undefined: every row.
   at::Tensor keep;
+  // Rows [0, pad_rows) are a left-padded sequence's pad rows: hidden from
+  // every query at key index >= pad_rows (the real ones). A pad query still
+  // sees them, so it always has a key to attend to and its row stays finite.
+  int64_t pad_rows = 0;
 };
+
+// The pad rows attention must hide for one sequence of a forward: the
+// cache's pad rows (while it masks them) and the pads before this
+// forward's inputs (a left-padded prefill writes them now). Pads after the
+// inputs need no mask: they come after every real query, which the causal
+// mask already keeps from them.
+int64_t padRowsHidden(const SequenceForward& sequence);
 
 // q: [heads, n, head_dim]; keys, values: [kv_heads, T, head_dim] with heads a
 // multiple of kv_heads (GQA/MQA: query head h reads kv head h / group).
 // Query i sits at key index T - n + i and sees keys T - n + i - window < j <=
 // T - n + i (by row index, as real engines build the mask). With
 // causal_among_new false every query also sees all of the last n rows. Rows
-// options.keep removes are hidden from every query of their kv head; the
+// options.keep removes are hidden from every query of their kv head, and
+// rows before options.pad_rows from every query past them; the
 // AttentionMask probe records the [n, T] causal/window mask only (the keep
 // mask is per kv head; the weights probe shows its effect as zeros).
 // Returns [heads, n, head_dim]. Records AttentionWeights, AttentionOutput and

@@ -21,8 +21,16 @@ at::Tensor BatchRows::tokens() const {
 }
 
 at::Tensor BatchRows::positionsOf(size_t i) const {
-  const int64_t start = sequences_[i].start_pos;
-  return torch::arange(start, start + count(i), torch::kInt64);  // [n_i]
+  const SequenceForward& s = sequences_[i];
+  const at::Tensor real = torch::arange(s.start_pos, s.start_pos + s.realCount(), torch::kInt64);  // [real]
+  if (s.pads.before == 0 && s.pads.after == 0) return real;
+  return torch::cat({torch::zeros({s.pads.before}, torch::kInt64), real, torch::zeros({s.pads.after}, torch::kInt64)});  // [n_i]
+}
+
+int64_t BatchRows::positionOf(size_t i, int64_t r) const {
+  const SequenceForward& s = sequences_[i];
+  if (r < s.pads.before || r >= s.pads.before + s.realCount()) return 0;  // a pad
+  return s.start_pos + r - s.pads.before;
 }
 
 at::Tensor BatchRows::rowsOf(const at::Tensor& x, size_t i, int64_t dim) const {
@@ -35,15 +43,19 @@ void BatchRows::probeEach(Probe point, int64_t layer, const at::Tensor& x, int64
 }
 
 int64_t BatchRows::logitCount(size_t i) const {
-  const int64_t n = count(i), wanted = sequences_[i].logit_rows;
+  const int64_t n = sequences_[i].realCount(), wanted = sequences_[i].logit_rows;
   return wanted < 0 ? n : std::min(wanted, n);
+}
+
+int64_t BatchRows::firstLogitRow(size_t i) const {
+  return offset(i) + count(i) - sequences_[i].pads.after - logitCount(i);
 }
 
 at::Tensor BatchRows::logitRows(const at::Tensor& x) const {
   std::vector<at::Tensor> parts;
   for (size_t i = 0; i < size(); ++i) {
     const int64_t rows = logitCount(i);
-    parts.push_back(rows == count(i) ? rowsOf(x, i) : x.narrow(0, offset(i) + count(i) - rows, rows));
+    parts.push_back(rows == count(i) ? rowsOf(x, i) : x.narrow(0, firstLogitRow(i), rows));
   }
   return join(parts, 0);  // [sum of logit rows, hidden]
 }

@@ -27,18 +27,20 @@ struct HeadTask {
   int64_t rows, total, head_dim;
   float scale, softcap;
   int64_t window;
+  int64_t pad_rows;       // keys [0, pad_rows) hidden from queries at key index >= pad_rows
   bool causal_among_new;
   float* scores;          // [T] scratch
 };
 
 // Keys [first, last] query i may see before the keep mask: causal by row
 // index (query i sits at key index T - n + i), the last n rows all visible
-// when they do not mask each other, and the sliding window's left edge
-// (attention.cpp's hiddenKeys, as ranges).
+// when they do not mask each other, the sliding window's left edge and a
+// left-padded sequence's pad rows (attention.cpp's hiddenKeys, as ranges).
 std::pair<int64_t, int64_t> visibleRange(const HeadTask& t, int64_t i) {
   const int64_t at = t.total - t.rows + i;
   const int64_t last = t.causal_among_new ? at : t.total - 1;
-  const int64_t first = t.window > 0 ? std::max<int64_t>(0, at - t.window + 1) : 0;
+  int64_t first = t.window > 0 ? std::max<int64_t>(0, at - t.window + 1) : 0;
+  if (at >= t.pad_rows) first = std::max(first, t.pad_rows);  // a real query never sees a pad row
   return {first, last};
 }
 
@@ -168,6 +170,7 @@ void attendCacheRowsInto(const CacheAttentionRows& rows, const CacheRowsView& ca
   base.scale = static_cast<float>(options.scale);
   base.softcap = static_cast<float>(options.softcap);
   base.window = options.window;
+  base.pad_rows = options.pad_rows;
   base.causal_among_new = options.causal_among_new;
 
   const int64_t work = rows.heads * rows.rows * total * rows.head_dim;

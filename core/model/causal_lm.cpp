@@ -114,8 +114,11 @@ void CausalLM::checkForwardArguments(const SequenceForward& sequence) const {
                   std::to_string(start_pos));
     }
   }
-  if (start_pos + n > config_.contextLength()) {
-    throw Error("forward: a sequence of " + std::to_string(start_pos + n) + " tokens exceeds the context length " +
+  require(sequence.pads.before >= 0 && sequence.pads.after >= 0 && sequence.realCount() > 0,
+          "forward: the pads of a padded forward must leave at least one real token among its " + std::to_string(n));
+  const int64_t end = start_pos + sequence.realCount();  // pads hold no position
+  if (end > config_.contextLength()) {
+    throw Error("forward: a sequence of " + std::to_string(end) + " tokens exceeds the context length " +
                 std::to_string(config_.contextLength()) + " of " + config_.architecture_name);
   }
   const int64_t lo = tokens.min().item<int64_t>(), hi = tokens.max().item<int64_t>();
@@ -128,14 +131,14 @@ void CausalLM::checkForwardArguments(const SequenceForward& sequence) const {
 
 at::Tensor CausalLM::forward(const at::Tensor& tokens, int64_t start_pos, KvCache* cache, ProbeSink* probes,
                              int64_t logit_rows) const {
-  SequenceResult result = forwardBatch({{tokens, start_pos, cache, probes, logit_rows, /*unchecked=*/false}}).front();
+  SequenceResult result = forwardBatch({{tokens, start_pos, cache, probes, logit_rows, /*unchecked=*/false, /*pads=*/{}, /*padding_out=*/nullptr}}).front();
   if (result.error) std::rethrow_exception(result.error);
   return result.logits;
 }
 
 at::Tensor CausalLM::forwardUnchecked(const at::Tensor& tokens, int64_t start_pos, KvCache* cache,
                                       ProbeSink* probes, int64_t logit_rows) const {
-  SequenceResult result = forwardBatch({{tokens, start_pos, cache, probes, logit_rows, /*unchecked=*/true}}).front();
+  SequenceResult result = forwardBatch({{tokens, start_pos, cache, probes, logit_rows, /*unchecked=*/true, /*pads=*/{}, /*padding_out=*/nullptr}}).front();
   if (result.error) std::rethrow_exception(result.error);
   return result.logits;
 }

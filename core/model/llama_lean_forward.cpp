@@ -172,7 +172,7 @@ void LlamaModel::leanRotaryRows(const BatchRows& batch, ForwardWorkspace& ws, co
     return;
   }
   int64_t end = 0;  // one past the largest position of the call
-  for (size_t i = 0; i < batch.size(); ++i) end = std::max(end, batch[i].start_pos + batch.count(i));
+  for (size_t i = 0; i < batch.size(); ++i) end = std::max({end, batch[i].start_pos + batch[i].realCount(), int64_t{1}});
   if (ws.rotaryPositions() < end) {
     // Grown geometrically, up to the context: a decode step adds one position at a time.
     const int64_t positions = std::min(config_.contextLength(), std::max({end, 2 * ws.rotaryPositions(), int64_t{64}}));
@@ -181,7 +181,7 @@ void LlamaModel::leanRotaryRows(const BatchRows& batch, ForwardWorkspace& ws, co
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     for (int64_t r = 0; r < batch.count(i); ++r) {
-      const int64_t row = batch.offset(i) + r, position = batch[i].start_pos + r;
+      const int64_t row = batch.offset(i) + r, position = batch.positionOf(i, r);
       std::copy_n(ws.rotaryCos(position), D, b.cos + row * D);
       std::copy_n(ws.rotarySin(position), D, b.sin + row * D);
     }
@@ -223,6 +223,7 @@ void LlamaModel::leanAttention(int64_t index, const BatchRows& batch, ForwardWor
     }
     AttentionOptions options = layer_options;
     options.causal_among_new = cache == nullptr || cache->causalAmongNewRows();
+    options.pad_rows = padRowsHidden(batch[i]);
     CacheAttentionRows rows;
     rows.q = b.qkv + batch.offset(i) * width;
     rows.q_stride = width;
@@ -296,7 +297,7 @@ at::Tensor LlamaModel::leanLogits(const BatchRows& batch, const LeanBuffers& b) 
   const NormGain gain = config_.family == DecoderFamily::Gemma2 ? NormGain::OffsetFromOne : NormGain::Scale;
   int64_t rows = 0;  // the rows each sequence wants logits of, in batch order (BatchRows::logitRows)
   for (size_t i = 0; i < batch.size(); ++i) {
-    const int64_t wanted = batch.logitCount(i), first = batch.offset(i) + batch.count(i) - wanted;
+    const int64_t wanted = batch.logitCount(i), first = batch.firstLogitRow(i);
     rmsNormRows(b.residual + first * H, b.normed + rows * H, wanted, H, H, floats(final_norm_), config_.norm_eps, gain);
     rows += wanted;
   }

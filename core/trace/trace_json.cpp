@@ -75,7 +75,7 @@ TokenOrigin parseTokenOrigin(const std::string& name) {
 
 DeathReason parseDeathReason(const std::string& name) {
   static const DeathReason all[] = {DeathReason::Alive, DeathReason::RejectedDraft, DeathReason::Refeed,
-                                    DeathReason::Eviction, DeathReason::Reset};
+                                    DeathReason::Eviction, DeathReason::Reset, DeathReason::Padding};
   return parseByName(name, all, deathReasonName, "death reason");
 }
 
@@ -163,6 +163,7 @@ json toJson(const CacheEvent& e) {
   if (!e.policy.empty()) j["policy"] = e.policy;
   if (!e.masked.empty()) j["masked"] = maskedToJson(e.masked);
   if (!e.dangling_blocks.empty()) j["dangling_blocks"] = toJson(e.dangling_blocks);  // a paged cache's, version 4
+  if (!e.hidden_padding.empty()) j["hidden_padding"] = e.hidden_padding;  // a padded batch's forwards
   if (!e.overwritten_rows.empty()) {
     j["overwritten_rows"] = e.overwritten_rows;
     j["overwritten_by"] = e.overwritten_by;
@@ -189,6 +190,7 @@ CacheEvent cacheEventFromJson(const json& j) {
   if (j.contains("policy")) e.policy = field<std::string>(j, "policy");
   if (j.contains("masked")) e.masked = maskedFromJson(j.at("masked"));
   if (j.contains("dangling_blocks")) e.dangling_blocks = danglingBlocksFromJson(j.at("dangling_blocks"));
+  if (j.contains("hidden_padding")) e.hidden_padding = field<std::vector<int64_t>>(j, "hidden_padding");
   if (j.contains("overwritten_rows")) {
     e.overwritten_rows = field<std::vector<int64_t>>(j, "overwritten_rows");
     e.overwritten_by = field<int64_t>(j, "overwritten_by");
@@ -235,11 +237,13 @@ RoundRecord roundFromJson(const json& j) {
 }
 
 json toJson(const LedgerEntry& e) {
-  return {{"cache", cacheRoleName(e.cache)}, {"position", e.position},       {"token", e.token},
-          {"rope_position", e.rope_position},
-          {"born_round", e.born_round},      {"born_phase", phaseName(e.born_phase)},
-          {"died_round", e.died_round},      {"died_phase", phaseName(e.died_phase)},
-          {"reason", deathReasonName(e.reason)}, {"row", e.row}};
+  json j = {{"cache", cacheRoleName(e.cache)}, {"position", e.position},       {"token", e.token},
+            {"rope_position", e.rope_position},
+            {"born_round", e.born_round},      {"born_phase", phaseName(e.born_phase)},
+            {"died_round", e.died_round},      {"died_phase", phaseName(e.died_phase)},
+            {"reason", deathReasonName(e.reason)}, {"row", e.row}};
+  if (e.padding) j["padding"] = true;  // a padded batch's pad row; traces without it hold none
+  return j;
 }
 
 LedgerEntry ledgerEntryFromJson(const json& j) {
@@ -254,6 +258,7 @@ LedgerEntry ledgerEntryFromJson(const json& j) {
   e.died_phase = parsePhase(field<std::string>(j, "died_phase"));
   e.reason = parseDeathReason(field<std::string>(j, "reason"));
   e.row = field<int64_t>(j, "row");
+  if (j.contains("padding")) e.padding = field<bool>(j, "padding");
   return e;
 }
 

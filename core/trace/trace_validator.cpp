@@ -175,7 +175,11 @@ class TraceValidator {
       if (t_.layers(e.cache) == 0) bad(where + " belongs to the " + cacheRoleName(e.cache) + " cache, which has no layers");
       inRange(e.born_round, 0, rounds() - 1, where + " born_round");
       if (e.died_round != -1) inRange(e.died_round, e.born_round, rounds() - 1, where + " died_round");
-      inRange(e.position, 0, position_limit, where + " position");
+      if (e.padding) {  // a padded batch's pad row holds no position (docs/batching.md)
+        if (e.position != -1) bad(where + " is a pad row, whose position must be -1, not " + str(e.position));
+      } else {
+        inRange(e.position, 0, position_limit, where + " position");
+      }
       inRange(e.rope_position, 0, position_limit, where + " rope_position");
       inRange(e.row, 0, static_cast<int64_t>(t_.ledger.keyRows().size()) - 1, where + " K/V row");
       const at::Tensor k = t_.ledger.keys(e.row);

@@ -121,6 +121,72 @@ TEST(CliBatch, DiffNamesTheSequenceTheBatchFaultHarmed) {
   EXPECT_EQ(ok.exit_code, 0) << ok.describe();
 }
 
+// The padded layout (docs/batching.md, "The padded layout"): run gives every
+// sequence the tokens it gets alone; diff under padding-mask-dropped names
+// the lowest sequence whose prompt was left-padded (shorter than the
+// longest, per the clean padded run's own prompt_ids) at its first forward
+// after the prefill (its first round line: a draft step when it drafted).
+TEST(CliBatch, PaddedRunEqualsAloneAndItsMaskFaultNamesThePaddedSequence) {
+  std::vector<std::string> run = batchRun();
+  run.insert(run.end() - 1, {"--batch-layout", "padded"});
+  CliResult clean_run;
+  const auto padded = runJson(run, &clean_run);
+  const auto ragged = runJson(batchRun());
+  ASSERT_EQ(padded["sequences"].size(), 3u);
+  size_t longest = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(padded["sequences"][i]["ids"], ragged["sequences"][i]["ids"]) << "sequence " << i;
+    longest = std::max(longest, padded["sequences"][i]["prompt_ids"].size());
+  }
+  int64_t expected = -1;
+  for (size_t i = 0; i < 3 && expected < 0; ++i) {
+    const size_t own = padded["sequences"][i]["prompt_ids"].size();
+    if (own > 1 && own < longest) expected = static_cast<int64_t>(i);  // a prefill, left-padded
+  }
+  ASSERT_GE(expected, 0) << "no prompt was padded";
+  nlohmann::json first_round;
+  for (const std::string& line : clean_run.stdoutLines()) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("sequence") && j["sequence"] == expected && j.contains("drafts")) {
+      first_round = j;
+      break;
+    }
+  }
+  ASSERT_TRUE(first_round.is_object()) << clean_run.describe();
+  const bool drafted = !first_round["drafts"].empty();
+
+  std::vector<std::string> diff = batchCommand("diff", "padding-mask-dropped");
+  diff.insert(diff.end() - 1, {"--batch-layout", "padded"});
+  const CliResult r = runCli(diff);
+  ASSERT_TRUE(r.exited) << r.describe();
+  const auto j = r.lastJson();
+  ASSERT_TRUE(j.is_object()) << r.describe();
+  ASSERT_TRUE(j["root_cause"].is_object()) << r.describe();
+  EXPECT_EQ(j["root_cause"]["sequence"], expected) << j["explanation"];
+  EXPECT_EQ(j["root_cause"]["kind"], "padding") << j["explanation"];
+  EXPECT_EQ(j["root_cause"]["round"], first_round["round"]) << j["explanation"];
+  EXPECT_EQ(j["root_cause"]["phase"], drafted ? "draft" : "verify") << j["explanation"];
+  EXPECT_EQ(j["root_cause"]["cache"], drafted ? "drafter" : "target") << j["explanation"];
+
+  // Saved as a trace, the file alone names the same breach (pad rows and the
+  // rows each forward hid are in the file's ledger and events).
+  const auto path = std::filesystem::temp_directory_path() / ("kvscope_padded_" + std::to_string(::getpid()) + ".kvtrace");
+  auto faulty = run;
+  faulty.insert(faulty.end() - 1, {"--fault", "padding-mask-dropped", "--trace", path.string()});
+  runJson(faulty);
+  const auto summary = runJson({"trace", path.string(), "--json"});
+  EXPECT_EQ(summary["first_broken"], expected) << summary.dump();
+  EXPECT_EQ(summary["root_cause"]["kind"], "padding") << summary.dump();
+  EXPECT_EQ(summary["root_cause"]["round"], first_round["round"]) << summary.dump();
+  std::filesystem::remove(path);
+
+  // Without the padded layout the fault is refused, saying how to run it.
+  std::vector<std::string> ragged_fault = batchCommand("diff", "padding-mask-dropped");
+  const CliResult refused = runCli(ragged_fault);
+  EXPECT_EQ(refused.exit_code, 2) << refused.describe();
+  EXPECT_NE(refused.err.find("--batch-layout padded"), std::string::npos) << refused.describe();
+}
+
 // audit of a batch: each sequence audited at its own root cause; under
 // length-not-rolled-back only the last sequence has wrong rows, at the round
 // the clean batch's own round lines say it first rejected a draft.

@@ -25,7 +25,8 @@ namespace {
 const std::vector<std::string> kRunOptions = {
     "--target", "--drafter", "--ngram", "--prompt", "--prompt-ids", "--gamma", "--adaptive", "--max-new",
     "--cache", "--greedy", "--temperature", "--top-k", "--top-p", "--seed", "--bookkeeping", "--ignore-eos",
-    "--fault", "--trace-budget", "--evict", "--weights", "--prompts", "--cache-layout", "--json"};
+    "--fault", "--trace-budget", "--evict", "--weights", "--prompts", "--cache-layout", "--batch-layout",
+    "--json"};
 
 std::map<std::string, std::vector<std::string>> expectedOptions() {
   std::map<std::string, std::vector<std::string>> o = {

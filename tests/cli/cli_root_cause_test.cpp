@@ -95,15 +95,17 @@ TEST(CliRootCause, AuditRefusesAMomentNotRecorded) {
 TEST(CliRootCause, FaultsJsonListsExplanationsAndWhatTheyMirror) {
   const auto j = runJson({"faults", "--json"});
   ASSERT_TRUE(j["faults"].is_array());
-  EXPECT_EQ(j["faults"].size(), 17u);
+  EXPECT_EQ(j["faults"].size(), 18u);
   std::vector<std::string> names;
   for (const auto& f : j["faults"]) {
     names.push_back(f["name"]);
     EXPECT_FALSE(f["explanation"].get<std::string>().empty());
     EXPECT_FALSE(f["mirrors"].get<std::string>().empty());
     EXPECT_EQ(f["needs_paged_cache"].get<bool>(), f["name"] == "freed-block-reused") << f["name"];
+    EXPECT_EQ(f["needs_padded_batch"].get<bool>(), f["name"] == "padding-mask-dropped") << f["name"];
   }
-  for (const char* name : {"bonus-not-fed", "verify-mask-leak", "append-reversed", "window-roll-early", "freed-block-reused"}) {
+  for (const char* name : {"bonus-not-fed", "verify-mask-leak", "append-reversed", "window-roll-early", "freed-block-reused",
+                           "padding-mask-dropped"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
   }
 }

@@ -647,3 +647,205 @@ TEST(BatchTrace, MoreSequencesThanABatchHoldsAreRefused) {
 
 }  // namespace
 }  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+using namespace testing_support;
+
+// The padded layout (docs/batching.md, "The padded layout"): prompts
+// left-padded to the longest, every joined forward as wide as its widest
+// sequence, pads masked out of every attention and the pads after a
+// sequence's inputs dropped right after the forward. Greedy rows still equal
+// each row decoded alone; the books say which rows are padding.
+SessionOptions paddedOptions(int64_t gamma, int64_t max_new) {
+  SessionOptions options = greedyOptions(gamma, max_new);
+  options.batch_layout = BatchLayout::Padded;
+  return options;
+}
+
+// The pad rows a left-padded prefill gives a sequence: the longest prefix
+// (prompt minus its last token, which round 1 feeds) less its own. A prompt
+// of one token has no prefill and takes no prefill pads.
+int64_t prefillPads(const std::vector<std::vector<int64_t>>& prompts, size_t i) {
+  int64_t longest = 0;
+  for (const auto& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()) - 1);
+  const int64_t own = static_cast<int64_t>(prompts[i].size()) - 1;
+  return own > 0 ? longest - own : 0;
+}
+
+int64_t countEvents(const Session& s, CacheEventKind kind) {
+  const auto& events = s.events().events();
+  return std::count_if(events.begin(), events.end(), [&](const CacheEvent& e) { return e.kind == kind; });
+}
+
+void expectPaddedBatchEqualsAlone(const Pair& pair, int count, int64_t gamma, uint64_t seed) {
+  const SessionOptions options = paddedOptions(gamma, 14);
+  const auto prompts = randomPrompts(count, pair.target->config().vocab_size, 1, 30, seed);
+  BatchSession batch(pair.target, pair.drafter, prompts, options, {});
+  batch.runToEnd();
+  ASSERT_TRUE(batch.finished());
+  int64_t dropped = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    SCOPED_TRACE("batch of " + std::to_string(count) + ", sequence " + std::to_string(i) + " (prompt of " +
+                 std::to_string(prompts[i].size()) + " ids)");
+    const Session& s = batch.sequence(i);
+    EXPECT_EQ(s.generated(), decodeAlone(pair.target, pair.drafter, prompts[i], greedyOptions(gamma, 14)));
+    // The cache begins with its prompt's left padding, and the books say so.
+    const int64_t pads = prefillPads(prompts, i);
+    EXPECT_EQ(s.targetCache()->padRows(), pads);
+    EXPECT_EQ(s.drafterCache()->padRows(), pads);
+    const CacheLayout layout = s.events().layoutAfterEvents(CacheRole::Target, s.targetCache()->numLayers(),
+                                                             s.events().events().size());
+    for (int64_t r = 0; r < static_cast<int64_t>(layout.layers.front().size()); ++r) {
+      const LedgerEntry& e = s.ledger().entry(layout.layers.front()[static_cast<size_t>(r)]);
+      EXPECT_EQ(e.padding, r < pads) << "row " << r;
+      if (e.padding) EXPECT_EQ(e.position, -1) << "row " << r;
+    }
+    // Every row but the pads is the token of its position; the pads are no fault.
+    const CacheAudit audit = auditAt(s.record(), CacheRole::Target, Moment{s.rounds().back().index, Phase::Prune},
+                                     pair.target.get());
+    EXPECT_TRUE(audit.clean()) << (audit.firstBad() ? rowStateName(audit.firstBad()->state) : "");
+    EXPECT_EQ(audit.padding_rows, pads * s.targetCache()->numLayers());
+    dropped += countEvents(s, CacheEventKind::DropPadding);
+    // A dropped pad row dies as padding, never as a token of the text.
+    for (const LedgerEntry& e : s.ledger().entries()) {
+      if (e.reason == DeathReason::Padding) EXPECT_TRUE(e.padding);
+    }
+  }
+  // Eight rows accept different numbers of drafts, so some later call is wider than some sequence's inputs.
+  if (count == 8) EXPECT_GT(dropped, 0) << "no forward of 8 sequences needed pads after its inputs";
+}
+
+TEST(PaddedBatch, GreedyRowsEqualEachRowDecodedAloneOnTheFixturePair) {
+  for (int count : {1, 2, 3, 8}) expectPaddedBatchEqualsAlone(fixturePair(), count, 4, 1000 + static_cast<uint64_t>(count));
+}
+
+TEST(PaddedBatch, GreedyRowsEqualEachRowDecodedAloneOnTheBundledPair) {
+  for (int count : {1, 2, 3, 8}) expectPaddedBatchEqualsAlone(bundledPair(), count, 3, 2000 + static_cast<uint64_t>(count));
+}
+
+TEST(PaddedBatch, EveryJoinedForwardIsAsWideAsItsWidestSequence) {
+  const Pair pair = fixturePair();
+  const std::vector<std::vector<int64_t>> prompts{{5, 6, 7, 8, 9, 10, 11}, {5, 6}, {7, 8, 9}};
+  BatchSession batch(pair.target, pair.drafter, prompts, paddedOptions(2, 8), {});
+  batch.stepPhase();  // prefill: 6, 1 and 2 tokens fed, left-padded to 6
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const auto& events = batch.sequence(i).events().events();
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.front().written.size(), 6u) << "sequence " << i;
+    EXPECT_EQ(static_cast<int64_t>(events.front().hidden_padding.size()), prefillPads(prompts, i)) << i;
+  }
+}
+
+TEST(PaddedBatch, SampledRowsUseTheirOwnSeeds) {
+  const Pair pair = fixturePair();
+  SessionOptions options = paddedOptions(3, 10);
+  options.sampling.greedy = false;
+  options.sampling.temperature = 1.0;
+  options.seed = 9;
+  const std::vector<std::vector<int64_t>> prompts{{5, 6, 7, 8, 9, 10}, {5, 6}, {7, 8, 9, 10}};
+  BatchSession batch(pair.target, pair.drafter, prompts, options, {});
+  batch.runToEnd();
+  // Row i is the run alone (ragged, unpadded) with seed + i.
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SessionOptions row = options;
+    row.batch_layout = BatchLayout::Ragged;
+    row.seed = options.seed + i;
+    EXPECT_EQ(batch.sequence(i).generated(), decodeAlone(pair.target, pair.drafter, prompts[i], row)) << i;
+    EXPECT_EQ(batch.sequence(i).targetCache()->padRows(), prefillPads(prompts, i)) << i;
+  }
+}
+
+TEST(PaddedBatch, CleanPaddedBatchKeepsTheContractInEverySequence) {
+  const Pair pair = bundledPair();
+  BatchSession batch(pair.target, pair.drafter, randomPrompts(3, pair.target->config().vocab_size, 2, 16, 3),
+                     paddedOptions(4, 16), {});
+  const BatchDiffReport report = diffBatchLockstep(batch);
+  EXPECT_FALSE(report.failed()) << report.explanation();
+  EXPECT_EQ(report.rootCause(), nullptr);
+}
+
+TEST(PaddedBatch, RefusesWhatCannotHoldWithASentence) {
+  const Pair pair = fixturePair();
+  const auto expectRefused = [&](SessionOptions options, const std::string& words) {
+    try {
+      BatchSession(pair.target, pair.drafter, {{1, 2, 3}, {4, 5}}, options, {});
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  SessionOptions paged = paddedOptions(2, 4);
+  paged.cache_layout = StorageLayout{true, 4};
+  expectRefused(paged, "paged engines do not pad");
+  SessionOptions reversed = paddedOptions(2, 4);
+  reversed.fault = Fault::AppendReversed;
+  expectRefused(reversed, "ragged layout");
+  SessionOptions ragged = greedyOptions(2, 4);
+  ragged.fault = Fault::PaddingMaskDropped;
+  expectRefused(ragged, "--batch-layout padded");
+  SessionOptions alone = paddedOptions(2, 4);
+  alone.fault = Fault::PaddingMaskDropped;
+  EXPECT_THROW(Session(pair.target, pair.drafter, {1, 2, 3}, alone, {}), Error);
+}
+
+// padding-mask-dropped: the root cause is the first forward after the prefill
+// that attended a pad row, in the lowest sequence that has pads. Both come
+// from the clean padded batch's own books: which sequences' caches hold pad
+// rows, and which of their caches' operations came first after the prefill.
+struct PadBreach {
+  int64_t sequence = -1;
+  Moment moment;
+  CacheRole cache = CacheRole::Target;
+};
+
+PadBreach firstForwardAfterThePrefill(const BatchSession& clean) {
+  for (size_t i = 0; i < clean.size(); ++i) {
+    const Session& s = clean.sequence(i);
+    if (s.targetCache()->padRows() == 0) continue;
+    for (const CacheEvent& e : s.events().events()) {
+      if (e.round >= 1 && (e.kind == CacheEventKind::Append || e.kind == CacheEventKind::Refeed)) {
+        return {static_cast<int64_t>(i), e.moment(), e.cache};
+      }
+    }
+  }
+  return {};
+}
+
+TEST(PaddedBatch, PaddingMaskDroppedIsFoundAtTheFirstForwardAfterThePrefill) {
+  for (const Pair& pair : {fixturePair(), bundledPair()}) {
+    for (uint64_t seed : {21u, 22u}) {
+      SCOPED_TRACE("seed " + std::to_string(seed));
+      const auto prompts = randomPrompts(4, pair.target->config().vocab_size, 2, 24, seed);
+      SessionOptions options = paddedOptions(4, 16);
+      BatchSession clean(pair.target, pair.drafter, prompts, options, {});
+      clean.runToEnd();
+      const PadBreach expected = firstForwardAfterThePrefill(clean);
+      ASSERT_GE(expected.sequence, 0) << "no sequence was padded; pick another seed";
+
+      options.fault = Fault::PaddingMaskDropped;
+      BatchSession faulty(pair.target, pair.drafter, prompts, options, {});
+      const BatchDiffReport report = diffBatchLockstep(faulty);
+      const RootCause* cause = report.rootCause();
+      ASSERT_NE(cause, nullptr) << report.explanation();
+      EXPECT_EQ(cause->kind, "padding") << report.explanation();
+      EXPECT_EQ(cause->sequence, expected.sequence) << report.explanation();
+      EXPECT_EQ(cause->round, expected.moment.round) << report.explanation();
+      EXPECT_EQ(cause->phase, expected.moment.phase) << report.explanation();
+      EXPECT_EQ(cause->cache, expected.cache) << report.explanation();
+      EXPECT_EQ(cause->operation, CacheEventKind::Append);
+      EXPECT_EQ(static_cast<int64_t>(cause->rows.size()), clean.sequence(static_cast<size_t>(expected.sequence)).targetCache()->padRows());
+      EXPECT_NE(cause->fault_action.find("padding mask"), std::string::npos) << cause->fault_action;
+      // The longest prompt has no pads: the fault never harms it.
+      for (size_t i = 0; i < report.sequences.size(); ++i) {
+        if (clean.sequence(i).targetCache()->padRows() == 0) {
+          EXPECT_FALSE(report.sequences[i].root_cause) << "sequence " << i << ": " << report.sequences[i].explanation();
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvscope

@@ -4,6 +4,7 @@
 // bounded by the session's own limits, and options the session would refuse
 // are refused by the panel with the core's message.
 #include <QCheckBox>
+#include <QComboBox>
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
@@ -49,6 +50,26 @@ class SessionPanelTest : public QObject {
     QCOMPARE(jsonText(spec->options), jsonText(unusualOptions()));
     panel.setOptions(SessionOptions{});  // and back: nothing sticks from the previous options
     QCOMPARE(jsonText(panel.sessionSpec()->options), jsonText(SessionOptions{}));
+  }
+
+  // The batch layout (docs/batching.md, "The padded layout") is one of the
+  // options: shown by its picker and read back from it.
+  void theBatchLayoutComesBack() {
+    DebuggerContext context;
+    SessionPanel panel(context);
+    auto* picker = panel.findChild<QComboBox*>(QStringLiteral("batchLayout"));
+    QVERIFY(picker != nullptr);
+    QCOMPARE(picker->currentText(), QStringLiteral("ragged"));
+    SessionOptions padded;
+    padded.batch_layout = BatchLayout::Padded;
+    panel.setOptions(padded);
+    QCOMPARE(picker->currentText(), QStringLiteral("padded"));
+    QVERIFY(panel.sessionSpec()->options.batch_layout == BatchLayout::Padded);
+    padded.cache_layout = StorageLayout{true, 4};  // paged engines do not pad: refused with the session's sentence
+    panel.setOptions(padded);
+    QString error;
+    QVERIFY(!panel.sessionSpec(&error).has_value());
+    QVERIFY2(error.contains(QStringLiteral("paged engines do not pad")), qPrintable(error));
   }
 
   void inputsAreBoundedByTheSessionLimits() {

@@ -46,6 +46,7 @@ std::vector<RowVerdict> rowVerdicts(const SessionSnapshot& s, CacheRole cache, i
 int verdictSeverity(RowState state) {
   switch (state) {
     case RowState::Ok: return 0;
+    case RowState::Padding: return 0;  // a pad row is no fault by itself
     case RowState::WrongValues: return 1;
     case RowState::WrongPosition: return 2;
     case RowState::Duplicate: return 3;

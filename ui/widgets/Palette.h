@@ -32,6 +32,7 @@ struct Palette {
       case RowState::Duplicate: return QColor(255, 120, 0);
       case RowState::WrongPosition: return QColor(0, 110, 220);
       case RowState::WrongValues: return QColor(220, 40, 40);
+      case RowState::Padding: return QColor(160, 160, 160, 90);  // a pad row: masked, no position
     }
     return QColor(0, 0, 0, 0);
   }

@@ -163,6 +163,12 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   cache_layout_->setToolTip(tr("Where K/V rows live: contiguous (one tensor per layer), or paged[:BLOCK], blocks of "
                                "BLOCK rows in a pool the batch's sequences share, as vLLM keeps them. The KV Cache "
                                "panel's Paged pool tab draws the pool (docs/paged-cache.md)."));
+  batch_layout_ = new QComboBox;
+  batch_layout_->setObjectName(QStringLiteral("batchLayout"));
+  batch_layout_->addItems({QStringLiteral("ragged"), QStringLiteral("padded")});
+  batch_layout_->setToolTip(tr("How a batch's sequences share a forward: ragged (each feeds its own inputs, no pads), "
+                               "or padded (prompts left-padded to the longest, every forward as wide as its widest "
+                               "sequence, pad rows masked), as a [B, T] engine does (docs/batching.md)."));
   start_ = new QPushButton(tr("Start session"));
   start_->setObjectName(QStringLiteral("startSession"));
 
@@ -183,6 +189,7 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   form->addRow(tr("Fault"), fault_);
   form->addRow(tr("Evict"), eviction_);
   form->addRow(tr("Cache layout"), cache_layout_);
+  form->addRow(tr("Batch layout"), batch_layout_);
   form->addRow(start_);
 
   session_shown_ = new QLabel;
@@ -379,6 +386,7 @@ std::optional<SessionSpec> SessionPanel::sessionSpec(QString* error) const {
   try {
     o.eviction = evictionOfField();
     o.cache_layout = parseStorageLayout(cache_layout_->currentText().trimmed().toStdString());
+    o.batch_layout = parseBatchLayout(batch_layout_->currentText().toStdString());
     o.validate();
   } catch (const Error& e) {
     if (error) *error = QString::fromStdString(e.what());
@@ -403,6 +411,7 @@ void SessionPanel::setOptions(const SessionOptions& o) {
   selectFault(QString::fromUtf8(faultInfo(o.fault).name));
   eviction_->setText(o.eviction ? QString::fromStdString(o.eviction->describe()) : QString());
   cache_layout_->setCurrentText(QString::fromStdString(storageLayoutName(o.cache_layout)));
+  batch_layout_->setCurrentText(QString::fromUtf8(batchLayoutName(o.batch_layout)));
 }
 
 void SessionPanel::setModelDirs(const QString& target_dir, const QString& drafter_dir) {

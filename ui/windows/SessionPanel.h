@@ -105,6 +105,7 @@ class SessionPanel : public ViewerPanel {
   QComboBox* fault_;
   QLineEdit* eviction_;
   QComboBox* cache_layout_;  // contiguous or paged[:BLOCK] (docs/paged-cache.md)
+  QComboBox* batch_layout_;  // ragged or padded (docs/batching.md, "The padded layout")
   QString eviction_help_;  // the field's tooltip: the --evict form and the policies
   QPushButton* start_;
   QLabel* metrics_;

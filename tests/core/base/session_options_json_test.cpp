@@ -28,12 +28,12 @@ std::string refusal(const json& object) {
 TEST(SessionOptionsJson, CarriesEveryFieldAndReadsBackTheSameOptions) {
   const json unusual = sessionOptionsJson(unusualOptions());
   const json defaults = sessionOptionsJson(SessionOptions{});
-  ASSERT_EQ(unusual.size(), 19u);
+  ASSERT_EQ(unusual.size(), 20u);
   // A field the JSON left out would show here as a key equal to its default
-  // (use_cache stays on and the layout contiguous: the eviction needs both;
-  // the cache off and the paged layout are read below).
+  // (use_cache stays on and the layouts contiguous and ragged: the eviction
+  // needs them; the cache off and the paged and padded layouts are read below).
   for (const auto& [key, value] : unusual.items()) {
-    if (key != "use_cache" && key != "cache_layout") EXPECT_NE(value, defaults.at(key)) << key;
+    if (key != "use_cache" && key != "cache_layout" && key != "batch_layout") EXPECT_NE(value, defaults.at(key)) << key;
   }
   EXPECT_EQ(sessionOptionsJson(readSessionOptions(unusual)), unusual);
   EXPECT_EQ(sessionOptionsJson(readSessionOptions(defaults)), defaults);
@@ -48,6 +48,15 @@ TEST(SessionOptionsJson, CarriesEveryFieldAndReadsBackTheSameOptions) {
   EXPECT_EQ(read.cache_layout.block_size, 5);
   EXPECT_NE(refusal({{"cache_layout", "paged:0"}}).find("block size"), std::string::npos);
   EXPECT_NE(refusal({{"cache_layout", "paged"}, {"eviction", "h2o:0.5"}}).find("contiguous"), std::string::npos);
+  // The padded batch layout (docs/batching.md): read back, and refused where it cannot hold.
+  SessionOptions padded;
+  padded.batch_layout = BatchLayout::Padded;
+  EXPECT_EQ(sessionOptionsJson(padded).at("batch_layout"), "padded");
+  EXPECT_EQ(readSessionOptions(sessionOptionsJson(padded)).batch_layout, BatchLayout::Padded);
+  EXPECT_NE(refusal({{"batch_layout", "square"}}).find("ragged, padded"), std::string::npos);
+  EXPECT_NE(refusal({{"batch_layout", "padded"}, {"cache_layout", "paged"}}).find("paged engines do not pad"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"fault", "padding-mask-dropped"}}).find("--batch-layout padded"), std::string::npos);
 }
 
 TEST(SessionOptionsJson, FieldsNotNamedKeepTheBase) {
