@@ -6,15 +6,6 @@
 
 namespace kvscope {
 
-std::string blockOperationName(BlockOperation operation) {
-  switch (operation) {
-    case BlockOperation::Allocate: return "allocate";
-    case BlockOperation::Reuse: return "reuse";
-    case BlockOperation::Free: return "free";
-  }
-  return "?";
-}
-
 BlockPool::BlockPool(const BlockPoolShape& shape, c10::TensorOptions storage, int64_t initial_blocks,
                      size_t log_capacity)
     : shape_(shape), storage_(storage), log_capacity_(log_capacity) {
@@ -33,6 +24,7 @@ BlockPool::BlockPool(const BlockPoolShape& shape, c10::TensorOptions storage, in
     values_[l] = torch::zeros_like(keys_[l]);
   }
   owners_.assign(initial_blocks, -1);
+  log_start_ = BlockPoolState(shape.block_size, initial_blocks);
   foreign_writes_.assign(initial_blocks, 0);
   foreign_writer_.assign(initial_blocks, -1);
 }
@@ -54,7 +46,7 @@ void BlockPool::grow(int64_t blocks) {
   foreign_writer_.resize(blocks, -1);
 }
 
-int64_t BlockPool::allocate(int64_t sequence, int64_t first_position) {
+int64_t BlockPool::allocate(int64_t sequence, int64_t first_position, const BlockMoment& moment) {
   require(sequence >= 0, "BlockPool::allocate: sequence ids must be >= 0, got " + std::to_string(sequence));
   int64_t block;
   BlockOperation operation;
@@ -69,11 +61,12 @@ int64_t BlockPool::allocate(int64_t sequence, int64_t first_position) {
     operation = BlockOperation::Allocate;
   }
   owners_[block] = sequence;
-  record({operation, block, sequence, first_position, false});
+  record({operation, block, sequence, first_position, false, moment});
   return block;
 }
 
-void BlockPool::release(int64_t block, int64_t sequence, int64_t first_position, bool still_mapped) {
+void BlockPool::release(int64_t block, int64_t sequence, int64_t first_position, bool still_mapped,
+                        const BlockMoment& moment) {
   checkBlock(block, "release");
   if (owners_[block] != sequence) {
     throw Error("BlockPool::release: sequence " + std::to_string(sequence) + " frees block " + std::to_string(block) +
@@ -82,7 +75,12 @@ void BlockPool::release(int64_t block, int64_t sequence, int64_t first_position,
   }
   owners_[block] = -1;
   free_.push_back(block);
-  record({BlockOperation::Free, block, sequence, first_position, still_mapped});
+  record({BlockOperation::Free, block, sequence, first_position, still_mapped, moment});
+}
+
+void BlockPool::noteUnmap(int64_t block, int64_t sequence, int64_t first_position, const BlockMoment& moment) {
+  checkBlock(block, "noteUnmap");
+  record({BlockOperation::Unmap, block, sequence, first_position, false, moment});
 }
 
 int64_t BlockPool::owner(int64_t block) const {
@@ -108,10 +106,12 @@ int64_t BlockPool::lastForeignWriter(int64_t block) const {
 
 void BlockPool::record(const BlockLogEntry& entry) {
   if (log_capacity_ == 0) {
+    log_start_.apply(entry);
     ++dropped_;
     return;
   }
   if (log_.size() == log_capacity_) {
+    log_start_.apply(log_.front());
     log_.pop_front();
     ++dropped_;
   }

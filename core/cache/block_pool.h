@@ -10,7 +10,10 @@
 // block's number, so block tables stay valid.
 //
 // Every allocation, free and reuse is logged (which block, which sequence,
-// which positions), bounded to the most recent `log_capacity` operations.
+// which positions, and the moment of the run: core/cache/block_log.h), and
+// so is a table dropping a dangling entry; the log is bounded to the most
+// recent `log_capacity` operations, and the pool keeps what the dropped ones
+// left (logStart), so the log it keeps replays to any later moment.
 // docs/paged-cache.md describes the layout.
 #include <cstdint>
 #include <deque>
@@ -20,22 +23,11 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/TensorOptions.h>
 
+#include "core/cache/block_log.h"
+#include "core/cache/block_pool_state.h"
 #include "core/cache/storage_layout.h"
 
 namespace kvscope {
-
-enum class BlockOperation { Allocate, Reuse, Free };
-std::string blockOperationName(BlockOperation operation);
-
-struct BlockLogEntry {
-  BlockOperation operation = BlockOperation::Allocate;
-  int64_t block = -1;
-  int64_t sequence = -1;
-  // The positions the block holds for that sequence: [first_position, first_position + block_size).
-  int64_t first_position = 0;
-  // A Free that left the block in the sequence's table (a fault; see BlockTable).
-  bool still_mapped = false;
-};
 
 struct BlockPoolShape {
   int64_t num_layers = 0;
@@ -61,11 +53,16 @@ class BlockPool {
 
   // A block for `sequence`, holding its positions [first_position, +block_size):
   // the most recently freed block if any (logged as Reuse), else a fresh one
-  // (Allocate), growing the pool when it is full.
-  int64_t allocate(int64_t sequence, int64_t first_position);
+  // (Allocate), growing the pool when it is full. `moment` is logged with it.
+  int64_t allocate(int64_t sequence, int64_t first_position, const BlockMoment& moment = {});
   // Returns the block to the free list. Throws Error if `sequence` does not
   // own it (a double free, or another sequence's block).
-  void release(int64_t block, int64_t sequence, int64_t first_position, bool still_mapped = false);
+  void release(int64_t block, int64_t sequence, int64_t first_position, bool still_mapped = false,
+               const BlockMoment& moment = {});
+  // Logs that `sequence`'s table dropped its entry for the block it had
+  // freed while still mapping it (Unmap): nothing changes in the pool, but
+  // a replay of the log needs to know the table no longer maps it.
+  void noteUnmap(int64_t block, int64_t sequence, int64_t first_position, const BlockMoment& moment = {});
   // The sequence that owns the block, -1 while it is free.
   int64_t owner(int64_t block) const;
   // A write into the block by a sequence that does not own it (a table that
@@ -85,6 +82,10 @@ class BlockPool {
   // The most recent operations, oldest first, and how many older ones were dropped.
   const std::deque<BlockLogEntry>& log() const { return log_; }
   int64_t droppedLogEntries() const { return dropped_; }
+  // The pool and its tables as they stood before the oldest entry log()
+  // keeps (the initial empty pool until the log drops an entry): replaying
+  // log() on it gives the pool at any moment the log reaches.
+  const BlockPoolState& logStart() const { return log_start_; }
 
  private:
   void grow(int64_t blocks);
@@ -104,6 +105,7 @@ class BlockPool {
   std::deque<BlockLogEntry> log_;
   size_t log_capacity_;
   int64_t dropped_ = 0;
+  BlockPoolState log_start_;  // the dropped entries replayed
 };
 
 }  // namespace kvscope

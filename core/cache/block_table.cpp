@@ -21,18 +21,29 @@ BlockTable::~BlockTable() {
   }
 }
 
-void BlockTable::clear() {
-  while (!blocks_.empty()) {
-    const size_t last = blocks_.size() - 1;
-    if (!dangling_[last]) pool_->release(blocks_[last], sequence_, static_cast<int64_t>(last) * blockSize());
-    blocks_.pop_back();
-    dangling_.pop_back();
+bool BlockTable::dangling(int64_t logical) const {
+  return logical >= 0 && logical < static_cast<int64_t>(dangling_.size()) && dangling_[static_cast<size_t>(logical)];
+}
+
+void BlockTable::dropLastEntry() {
+  const size_t last = blocks_.size() - 1;
+  const int64_t first_row = static_cast<int64_t>(last) * blockSize();
+  if (dangling_[last]) {
+    pool_->noteUnmap(blocks_[last], sequence_, first_row, moment_);
+  } else {
+    pool_->release(blocks_[last], sequence_, first_row, /*still_mapped=*/false, moment_);
   }
+  blocks_.pop_back();
+  dangling_.pop_back();
+}
+
+void BlockTable::clear() {
+  while (!blocks_.empty()) dropLastEntry();
 }
 
 void BlockTable::mapBlocksFor(int64_t rows) {
   while (mappedRows() < rows) {
-    blocks_.push_back(pool_->allocate(sequence_, mappedRows()));
+    blocks_.push_back(pool_->allocate(sequence_, mappedRows(), moment_));
     dangling_.push_back(false);
   }
 }
@@ -86,19 +97,14 @@ void BlockTable::keepRows(int64_t rows) {
     // The fault: the blocks go back to the pool, the table keeps mapping them.
     for (size_t i = blocks_.size(); i-- > kept;) {
       if (dangling_[i]) continue;
-      pool_->release(blocks_[i], sequence_, static_cast<int64_t>(i) * size, /*still_mapped=*/true);
+      pool_->release(blocks_[i], sequence_, static_cast<int64_t>(i) * size, /*still_mapped=*/true, moment_);
       dangling_[i] = true;
     }
     return;
   }
   // Freed last block first, so the block that held the sequence's end is the
   // first one reused.
-  while (blocks_.size() > kept) {
-    const size_t last = blocks_.size() - 1;
-    if (!dangling_[last]) pool_->release(blocks_[last], sequence_, static_cast<int64_t>(last) * size);
-    blocks_.pop_back();
-    dangling_.pop_back();
-  }
+  while (blocks_.size() > kept) dropLastEntry();
 }
 
 std::unique_ptr<BlockTable> BlockTable::copyTo(std::shared_ptr<BlockPool> copy_into, int64_t sequence,

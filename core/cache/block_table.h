@@ -36,6 +36,9 @@ class BlockTable {
   int64_t blockSize() const { return pool_->blockSize(); }
   // The pool blocks the table maps, in row order (including blocks a fault freed).
   const std::vector<int64_t>& blocks() const { return blocks_; }
+  // Whether entry `logical` was freed while still mapped (the free-mapped
+  // fault); false past the table.
+  bool dangling(int64_t logical) const;
   int64_t mappedRows() const { return static_cast<int64_t>(blocks_.size()) * blockSize(); }
 
   // Writes k, v ([kv_heads, n, head_dim]) at rows [first_row, first_row + n)
@@ -49,6 +52,12 @@ class BlockTable {
   void keepRows(int64_t rows);
   // Frees every block and empties the table (a reset, never faulted).
   void clear();
+
+  // The moment of the cache operation under way (core/cache/block_log.h),
+  // logged with every pool operation the table makes until it is set again;
+  // the tracked cache sets it around each operation and clears it after.
+  void setMoment(const BlockMoment& moment) { moment_ = moment; }
+  const BlockMoment& moment() const { return moment_; }
 
   void setFreeMappedOnRollback(bool on) { free_mapped_on_rollback_ = on; }
   bool freeMappedOnRollback() const { return free_mapped_on_rollback_; }
@@ -70,6 +79,9 @@ class BlockTable {
 
  private:
   void mapBlocksFor(int64_t rows);
+  // Drops the last entry: returns its block to the pool, or, for a dangling
+  // entry the pool already has back, logs that the table no longer maps it.
+  void dropLastEntry();
   at::Tensor gather(const at::Tensor& pool, int64_t rows) const;
 
   std::shared_ptr<BlockPool> pool_;
@@ -81,6 +93,7 @@ class BlockTable {
   bool free_mapped_on_rollback_ = false;
   bool keep_length_on_rollback_ = false;
   ForwardPoolPictures forward_pictures_;
+  BlockMoment moment_;
 };
 
 }  // namespace kvscope

@@ -61,6 +61,28 @@ class WriteRecorder : public ProbeSink {
   bool keep_rows_;
 };
 
+// A paged cache's pool operations during one cache operation carry its
+// moment and the index its event takes in the log (the operation logs its
+// event last, and nothing else is logged to this session's log meanwhile:
+// the lanes of a batch take turns, and each session has its own log), so
+// the pool's log replays to any moment (core/cache/block_log.h). Cleared
+// after the operation: the table's later operations are no one's.
+class PoolOperationMoment {
+ public:
+  PoolOperationMoment(const KvCache& storage, const Moment& moment, const CacheEventLog& log)
+      : table_(storage.blockTable()) {
+    if (table_) table_->setMoment({moment.round, moment.phase, static_cast<int64_t>(log.events().size())});
+  }
+  ~PoolOperationMoment() {
+    if (table_) table_->setMoment({});
+  }
+  PoolOperationMoment(const PoolOperationMoment&) = delete;
+  PoolOperationMoment& operator=(const PoolOperationMoment&) = delete;
+
+ private:
+  BlockTable* table_;
+};
+
 // Adds to a rollback's fault_action the blocks it freed that the table
 // still maps (the freed-block-reused fault), named by block and rows.
 void noteBlocksFreedWhileMapped(CacheEvent& event, const std::vector<DanglingBlock>& before,
@@ -258,6 +280,9 @@ at::Tensor TrackedCache::forward(const CausalLM& model, Phase phase, const std::
   const auto ids = torch::tensor(write.tokens, torch::kInt64);  // [fed]
   at::Tensor logits;
   AddedPadding pads;  // what a padded batch added to this forward
+  // Set before the batcher takes the forward: it writes this cache's rows
+  // (and maps their blocks) on its own thread.
+  const PoolOperationMoment pool_moment(*storage_, {round, phase}, log_);
   try {
     // A fault's feed may not match the cache's length: only the unchecked
     // forward lets it happen, so that the audit can see it.
@@ -278,6 +303,7 @@ void TrackedCache::copyRows(Phase phase, const std::vector<int64_t>& stream, int
                             const std::vector<at::Tensor>& keys, const std::vector<at::Tensor>& values) {
   const PlannedWrite write = planWrite(phase, stream);
   std::optional<PoolPicture> pool_before = poolNow(*storage_);
+  const PoolOperationMoment pool_moment(*storage_, {round, phase}, log_);
   try {
     require(static_cast<int64_t>(keys.size()) == numLayers() && keys.size() == values.size() && keys.front().defined() &&
                 static_cast<int64_t>(write.tokens.size()) == keys.front().size(1),
@@ -392,6 +418,7 @@ void TrackedCache::prune(int64_t round, const PruneRequestOfRound& request) {
   event.expected_rows = required;
   event.fault_action = action.fault_action;
   if (action.crop_to >= 0) {
+    const PoolOperationMoment pool_moment(*storage_, {round, Phase::Prune}, log_);
     for (int64_t layer = 0; layer < action.layers_cropped; ++layer) {
       // crop_to counts positions; a sliding window's layer starts later, and
       // gathered rows keep only the positions after the last of them in order.

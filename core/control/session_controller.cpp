@@ -321,18 +321,27 @@ std::shared_ptr<const SessionSnapshot> SessionController::snapshot() {
     std::optional<PoolView> pool = poolView(cache);
     auto& slot = cache == CacheRole::Target ? snapshot->target_pool : snapshot->drafter_pool;
     if (pool) slot = std::make_shared<const PoolView>(std::move(*pool));
+    std::optional<PoolHistory> history = poolHistory(cache);
+    auto& history_slot = cache == CacheRole::Target ? snapshot->target_pool_history : snapshot->drafter_pool_history;
+    if (history) history_slot = std::make_shared<const PoolHistory>(std::move(*history));
   }
   return snapshot;
 }
 
-std::optional<PoolView> SessionController::poolView(CacheRole cache) const {
+std::vector<const Session*> SessionController::liveSequences() const {
   std::vector<const Session*> sequences;
   if (state_->batch) {
     for (size_t i = 0; i < state_->batch->size(); ++i) sequences.push_back(&state_->batch->sequence(i));
   } else if (state_->session) {
     sequences.push_back(state_->session.get());
   }
-  return poolViewOf(sequences, cache);
+  return sequences;
+}
+
+std::optional<PoolView> SessionController::poolView(CacheRole cache) const { return poolViewOf(liveSequences(), cache); }
+
+std::optional<PoolHistory> SessionController::poolHistory(CacheRole cache) const {
+  return poolHistoryOf(liveSequences(), cache);
 }
 
 const DiffReport& SessionController::runDiff(const SessionSpec& diff_spec, const std::atomic<bool>& cancel) {

@@ -128,9 +128,11 @@ class SessionController {
 
   std::shared_ptr<const SessionSnapshot> snapshot();
   // The block pool the live session's (or batch's) `cache` caches share, as
-  // the run left it (core/snapshot/pool_view.h); nullopt for a contiguous
-  // cache, a replay, or no session. Snapshots carry the same.
+  // the run left it (core/snapshot/pool_view.h), and its history, which gives
+  // the pool at any moment (core/snapshot/pool_history.h); nullopt for a
+  // contiguous cache, a replay, or no session. Snapshots carry the same.
   std::optional<PoolView> poolView(CacheRole cache) const;
+  std::optional<PoolHistory> poolHistory(CacheRole cache) const;
 
   // Starts a session with `spec` (the cache forced on) and runs it to the end
   // in lockstep with an uncached recomputation, then finds the root cause;
@@ -161,6 +163,8 @@ class SessionController {
   const DiffReport& runBatchDiff(const std::atomic<bool>* cancel);
   // Every sequence's record, the shown one and every sequence's diff.
   void saveBatchTrace(const std::string& path, const nlohmann::json& gui);
+  // The live session, or every sequence of the live batch in order; empty without one.
+  std::vector<const Session*> liveSequences() const;
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -23,7 +23,7 @@ std::vector<PoolLogEntry> logOf(const BlockPool& pool) {
   std::vector<PoolLogEntry> log;
   log.reserve(pool.log().size());
   for (const BlockLogEntry& e : pool.log()) {
-    log.push_back({blockOperationName(e.operation), e.block, e.sequence, e.first_position, e.still_mapped});
+    log.push_back(poolLogEntryOf(e));
   }
   return log;
 }
@@ -76,6 +76,10 @@ std::vector<PoolRow> rowsOf(const Session& session, const std::vector<int64_t>& 
 }
 
 }  // namespace
+
+PoolLogEntry poolLogEntryOf(const BlockLogEntry& e) {
+  return {blockOperationName(e.operation), e.block, e.sequence, e.first_position, e.still_mapped, e.moment};
+}
 
 int64_t PoolView::freeBlocks() const {
   return std::count_if(blocks.begin(), blocks.end(), [](const PoolBlock& b) { return b.owner < 0; });

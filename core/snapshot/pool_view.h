@@ -6,13 +6,15 @@
 // freed while still mapped, the free-mapped fault), and the pool's block log.
 // Torch-free and Qt-free: a snapshot carries it to the GUI.
 //
-// The pool keeps no moments in its log, so the view is the pool as the run
-// left it (the live end of the session), not the pool at an earlier cursor.
+// poolViewOf reads the pool as it stands (the live end of the session);
+// the pool at any earlier moment is its log replayed to that moment
+// (core/snapshot/pool_history.h), which gives the same struct.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/cache/block_log.h"
 #include "core/trace/trace_types.h"
 
 namespace kvscope {
@@ -50,12 +52,15 @@ struct PoolSequenceTable {
 
 // One line of the pool's block log (core/cache/block_pool.h's BlockLogEntry).
 struct PoolLogEntry {
-  std::string operation;  // "allocate", "reuse" or "free"
+  std::string operation;  // "allocate", "reuse", "free" or "unmap"
   int64_t block = 0;
   int64_t sequence = 0;
   int64_t first_position = 0;  // the first of the block_size rows it held for that sequence
   bool still_mapped = false;   // a free that left the block in the sequence's table
+  BlockMoment moment;          // the round, phase and cache event it happened in
 };
+
+PoolLogEntry poolLogEntryOf(const BlockLogEntry& entry);
 
 // Where one row of a sequence lives in the pool.
 struct PoolPlace {
@@ -72,6 +77,12 @@ struct PoolView {
   std::vector<PoolSequenceTable> tables;  // every sequence that shares the pool, by sequence id
   std::vector<PoolLogEntry> log;          // the pool's most recent operations, oldest first
   int64_t dropped_log = 0;                // older operations the pool no longer keeps
+  // The moment shown: the pool just after that phase ran; nullopt for the
+  // pool as it stands (the live end of the run).
+  std::optional<Moment> moment;
+  // The moment is older than the pool's log reaches (it dropped operations
+  // made after it): the view is the pool at the oldest moment it can rebuild.
+  bool before_log = false;
 
   int64_t freeBlocks() const;
   int64_t blocksOwnedBy(int64_t sequence) const;

@@ -8,6 +8,13 @@
 
 namespace kvscope {
 
+std::shared_ptr<const PoolView> poolAt(const SessionSnapshot& snapshot, CacheRole cache, const Moment& moment) {
+  if (const std::shared_ptr<const PoolHistory>& history = snapshot.poolHistory(cache)) {
+    return std::make_shared<const PoolView>(poolViewAt(*history, moment));
+  }
+  return snapshot.pool(cache);
+}
+
 bool previousMoment(const Moment& m, Moment* out) {
   switch (m.phase) {
     case Phase::Prefill: return false;

@@ -14,6 +14,7 @@
 
 #include "core/audit/diff_report.h"
 #include "core/cache/cache_event_log.h"
+#include "core/snapshot/pool_history.h"
 #include "core/snapshot/pool_view.h"
 #include "core/trace/metrics.h"
 #include "core/trace/trace_types.h"
@@ -144,10 +145,13 @@ struct SessionSnapshot {
   std::string fault = "none";
   std::string prompt;  // as typed, or as decoded from a trace
   // A paged session's block pools (docs/paged-cache.md), as the run left
-  // them: the live end, whatever moment the cursor shows. Null for a
-  // contiguous cache, a replay, or a cache the session does not have.
+  // them (the live end), and their histories, which give the pool at any
+  // moment (poolAt). Null for a contiguous cache, a replay, or a cache the
+  // session does not have.
   std::shared_ptr<const PoolView> target_pool;
   std::shared_ptr<const PoolView> drafter_pool;
+  std::shared_ptr<const PoolHistory> target_pool_history;
+  std::shared_ptr<const PoolHistory> drafter_pool_history;
 
   // The last (round, phase) that has run: where a "latest" cursor sits.
   int64_t lastRound() const;
@@ -159,6 +163,9 @@ struct SessionSnapshot {
   }
   const std::shared_ptr<const PoolView>& pool(CacheRole cache) const {
     return cache == CacheRole::Target ? target_pool : drafter_pool;
+  }
+  const std::shared_ptr<const PoolHistory>& poolHistory(CacheRole cache) const {
+    return cache == CacheRole::Target ? target_pool_history : drafter_pool_history;
   }
   std::string tokenText(int64_t id) const;
   const RoundRecord* round(int64_t index) const;
@@ -173,6 +180,11 @@ enum class RowStatus {
   WrittenPruned,   // written and removed in this round
 };
 const char* rowStatusName(RowStatus status);
+
+// The `cache` pool just after `moment` ran, replayed from its history; the
+// pool as the run left it when the snapshot has no history; null when the
+// cache has no pool.
+std::shared_ptr<const PoolView> poolAt(const SessionSnapshot& snapshot, CacheRole cache, const Moment& moment);
 
 // The moment just before `moment` (the prefill has none: returns false).
 bool previousMoment(const Moment& moment, Moment* out);

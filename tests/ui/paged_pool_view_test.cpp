@@ -7,6 +7,9 @@
 // strip and the grid; the legend fits at 1024x768 and 1280x720 at 100% and
 // 150%; a contiguous session shows how to get a pool. Row History names a
 // paged row's block and offset. Lesson 7's numbers come from the session.
+// The tab follows the cursor: at each moment it draws what core replays for
+// it, names the moment in its header, and at a freed-block-reused diff's
+// root cause draws the freed block dangling (not one phase earlier).
 #include <QComboBox>
 #include <QDockWidget>
 #include <set>
@@ -153,7 +156,103 @@ class PagedPoolViewTest : public QObject {
       }
     }
     QVERIFY2(view->legend()->text().contains(QStringLiteral("sequence&nbsp;2")), qPrintable(view->legend()->text()));
-    QVERIFY(view->caption()->text().contains(QStringLiteral("as the run left it")));
+    // The header names the moment drawn: the cursor's (the latest here).
+    const Cursor cursor = window.context().cursor();
+    QVERIFY2(view->caption()->text().contains(
+                 QStringLiteral("round %1 %2").arg(cursor.round).arg(QString::fromUtf8(phaseName(cursor.phase)))),
+             qPrintable(view->caption()->text()));
+  }
+
+  void thePoolFollowsTheCursor() {
+    MainWindow window(fixtureOptions());
+    window.resize(1280, 720);
+    window.show();
+    startBatch(window, QStringLiteral("paged:2"), 3);
+    if (QTest::currentTestFailed()) return;
+    PagedPoolView* view = showPool(window);
+    const SessionSnapshot* snapshot = window.context().snapshot();
+    QVERIFY(snapshot->target_pool_history != nullptr);
+    std::set<std::vector<int64_t>> owner_sets;
+    for (const Moment moment : {Moment{0, Phase::Prefill}, Moment{1, Phase::Verify}, Moment{1, Phase::Prune},
+                                Moment{2, Phase::Verify}, snapshot->lastMoment()}) {
+      Cursor cursor = window.context().cursor();
+      cursor.round = moment.round;
+      cursor.phase = moment.phase;
+      window.context().setCursor(cursor);
+      flush(window);
+      const QString where = QStringLiteral("round %1 %2").arg(moment.round).arg(QString::fromUtf8(phaseName(moment.phase)));
+      QVERIFY2(view->shownMoment().has_value() && view->shownMoment()->round == moment.round &&
+                   view->shownMoment()->phase == moment.phase,
+               qPrintable(where));
+      QVERIFY2(view->caption()->text().contains(where), qPrintable(view->caption()->text()));
+      // What core replays for that moment is what is drawn, cell by cell.
+      const PoolView expected = poolViewAt(*snapshot->target_pool_history, moment);
+      const PoolView* drawn = view->grid()->pool();
+      QVERIFY(drawn != nullptr);
+      QCOMPARE(drawn->blocks.size(), expected.blocks.size());
+      std::vector<int64_t> owners;
+      for (const PoolBlock& block : expected.blocks) {
+        owners.push_back(block.owner);
+        QCOMPARE(drawn->blocks[static_cast<size_t>(block.block)].owner, block.owner);
+        const QColor want = block.owner < 0 ? Palette::freeBlock() : Palette::sequence(block.owner);
+        QCOMPARE(cellFill(view->grid(), view->grid()->cellRect(block.block)), want);
+      }
+      owner_sets.insert(owners);
+      const PoolSequenceTable* table = expected.table(snapshot->shown_sequence);
+      QVERIFY(table != nullptr && view->tableStrip()->table() != nullptr);
+      QCOMPARE(view->tableStrip()->table()->entries.size(), table->entries.size());
+      for (const PoolTableEntry& e : table->entries) {
+        QVERIFY(view->tableStrip()->entryText(e.logical).contains(QStringLiteral("pool block %1").arg(e.block)));
+      }
+    }
+    QVERIFY2(owner_sets.size() >= 3, "the pool looked the same at most moments: the view did not follow the cursor");
+  }
+
+  void theRootCausesMomentDrawsTheDanglingBlock() {
+    MainWindow window(fixtureOptions());
+    window.resize(1280, 720);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.context().snapshot() != nullptr && !window.controller().busy(), kTimeout);
+    SessionPanel* session = window.sessionPanel();
+    session->setPrompt(kPrompts.join(QLatin1Char('\n')));
+    session->setBatchLines(true);
+    auto* box = session->findChild<QComboBox*>(QStringLiteral("cacheLayout"));
+    QVERIFY(box != nullptr);
+    box->setCurrentText(QStringLiteral("paged:2"));
+    runDiff(window, "freed-block-reused");
+    if (QTest::currentTestFailed()) return;
+    const SessionSnapshot* snapshot = window.context().snapshot();
+    QVERIFY(snapshot->diff && snapshot->diff->root_cause.has_value());
+    const RootCause cause = *snapshot->diff->root_cause;
+    QCOMPARE(QString::fromStdString(cause.kind), QStringLiteral("block"));
+    QVERIFY(!cause.dangling_blocks.empty());
+    QCOMPARE(snapshot->shown_sequence, cause.sequence);
+    window.diffPanel()->goToRootCauseButton()->click();
+    PagedPoolView* view = showPool(window);
+    QVERIFY(view->shownMoment().has_value());
+    QCOMPARE(view->shownMoment()->round, cause.round);
+    QCOMPARE(view->shownMoment()->phase, cause.phase);
+    const int64_t size = view->grid()->pool()->block_size;
+    for (const DanglingBlock& d : cause.dangling_blocks) {
+      const int64_t logical = d.first_row / size;
+      QVERIFY2(view->tableStrip()->markedDangling(logical), qPrintable(QStringLiteral("logical block %1").arg(logical)));
+      QVERIFY(view->grid()->danglingForShown(d.block));
+      const QImage grid = view->grid()->grab().toImage();
+      const QRect cell = view->grid()->cellRect(d.block);
+      QCOMPARE(grid.pixelColor(cell.left() + 1, cell.center().y()), Palette::dangling());
+    }
+    // One phase earlier the sequence still owned those blocks: nothing dangles.
+    Cursor cursor = window.context().cursor();
+    Moment before;
+    QVERIFY(previousMoment(cursor.moment(), &before));
+    cursor.round = before.round;
+    cursor.phase = before.phase;
+    window.context().setCursor(cursor);
+    flush(window);
+    for (const DanglingBlock& d : cause.dangling_blocks) {
+      QVERIFY(!view->tableStrip()->markedDangling(d.first_row / size));
+      QVERIFY(!view->grid()->danglingForShown(d.block));
+    }
   }
 
   void aDanglingEntryIsMarkedInTheStripAndTheGrid() {
@@ -343,6 +442,9 @@ class PagedPoolViewTest : public QObject {
     auto pool = std::make_shared<PoolView>(*snapshot->target_pool);
     pool->block_size = 1;
     other.target_pool = pool;
+    auto history = std::make_shared<PoolHistory>(*snapshot->target_pool_history);
+    history->block_size = 1;
+    other.target_pool_history = history;
     const LessonPage& page = window.lessonPanel()->lessons()[lesson].pages[3];
     const QString refilled = fillLessonText(page.text, &other, window.context().cursor());
     QVERIFY2(refilled.contains(QStringLiteral("filled <b>%1</b> blocks").arg(verify_rows)), qPrintable(refilled));

@@ -65,10 +65,10 @@ const QVector<QPair<QString, QString>>& nameTable() {
       {"batch_accepted_most", "the most drafts any sequence accepted in the cursor's round"},
       {"uniform_extra", "rows of rejected drafts the shown sequence would keep if every sequence advanced by the most any accepted (batch_accepted_most - n)"},
       {"block_size", "rows per block of the paged target cache"},
-      {"pool_blocks", "blocks in the target's pool as the run left it"},
-      {"pool_free", "free blocks in the target's pool as the run left it"},
-      {"pool_frees", "frees in the target pool's block log so far"},
-      {"shown_blocks", "blocks the shown sequence's target block table maps as the run left it"},
+      {"pool_blocks", "blocks in the target's pool at the cursor's moment"},
+      {"pool_free", "free blocks in the target's pool at the cursor's moment"},
+      {"pool_frees", "frees in the target pool's block log up to the cursor's moment"},
+      {"shown_blocks", "blocks the shown sequence's target block table maps at the cursor's moment"},
       {"shown_table", "the shown sequence's target block table, logical block -> pool block"},
       {"shown_dangling", "entries of that table freed but still mapped (dangling)"},
       {"verify_blocks", "blocks the target's rows need after the cursor round's verify (L + gamma rows)"},
@@ -170,10 +170,12 @@ void batchValues(const SessionSnapshot& snapshot, const Cursor& cursor, QMap<QSt
 
 int64_t blocksFor(int64_t rows, int64_t block_size) { return (rows + block_size - 1) / block_size; }
 
-// The target's pool as the run left it, and what the cursor's round's
-// rollback frees, in whole blocks.
+// The target's pool at the cursor's moment (as the Paged pool tab draws it),
+// and what the cursor's round's rollback frees, in whole blocks.
 void poolValues(const SessionSnapshot& snapshot, const Cursor& cursor, QMap<QString, QString>& v) {
-  const PoolView* pool = snapshot.target_pool.get();
+  const std::shared_ptr<const PoolView> shown =
+      cursor.valid() ? poolAt(snapshot, CacheRole::Target, cursor.moment()) : snapshot.target_pool;
+  const PoolView* pool = shown.get();
   if (!pool || pool->block_size <= 0) return;
   const int64_t size = pool->block_size;
   v["block_size"] = QString::number(size);

@@ -12,6 +12,7 @@
 #include "ui/widgets/DisplayToken.h"
 #include "ui/widgets/Palette.h"
 #include "ui/widgets/PoolBlockGrid.h"
+#include "ui/widgets/RoundName.h"
 #include "ui/widgets/WrappedLegend.h"
 
 namespace kvscope::ui {
@@ -97,9 +98,43 @@ PagedPoolView::PagedPoolView(QWidget* parent) : QWidget(parent) {
 
 bool PagedPoolView::showingHint() const { return stack_->currentWidget() == hint_; }
 
-void PagedPoolView::show(std::shared_ptr<const SessionSnapshot> snapshot) {
+void PagedPoolView::show(std::shared_ptr<const SessionSnapshot> snapshot, std::optional<Moment> moment) {
   snapshot_ = std::move(snapshot);
+  moment_ = moment;
   redraw();
+}
+
+std::shared_ptr<const PoolView> PagedPoolView::shownPool() {
+  const SessionSnapshot* s = snapshot_.get();
+  const auto same_moment = [](const std::optional<Moment>& a, const std::optional<Moment>& b) {
+    return a.has_value() == b.has_value() && (!a || (a->round == b->round && a->phase == b->phase));
+  };
+  const bool same_snapshot = !built_.snapshot.owner_before(snapshot_) && !snapshot_.owner_before(built_.snapshot);
+  if (built_.pool && same_snapshot && built_.cache == cache_ && same_moment(built_.moment, moment_)) return built_.pool;
+  std::shared_ptr<const PoolView> pool = moment_ ? poolAt(*s, cache_, *moment_) : s->pool(cache_);
+  built_ = {snapshot_, cache_, moment_, pool};
+  return pool;
+}
+
+QString PagedPoolView::captionText(const PoolView& pool) const {
+  const SessionSnapshot* s = snapshot_.get();
+  QString when;
+  if (pool.moment) {
+    when = tr("The pool just after %1 %2").arg(roundName(s, pool.moment->round), QString::fromUtf8(phaseName(pool.moment->phase)));
+    if (pool.before_log) {
+      when += tr(" (its log dropped the operations of that time: drawn as of the oldest it keeps)");
+    }
+  } else {
+    when = s->lastRound() >= 0 ? tr("The pool as the run left it (%1)").arg(roundName(s, s->lastRound()))
+                               : tr("The pool as the run left it");
+  }
+  return tr("%1: %2 blocks of %3 rows, %4 free; %5 sequence(s) share it. Hover a block for its rows and its last "
+            "log entry.")
+      .arg(when)
+      .arg(pool.blocks.size())
+      .arg(pool.block_size)
+      .arg(pool.freeBlocks())
+      .arg(pool.tables.size());
 }
 
 void PagedPoolView::setShownCache(CacheRole cache) {
@@ -138,21 +173,14 @@ void PagedPoolView::redraw() {
   (cache_ == CacheRole::Target ? target_button_ : drafter_button_)->setChecked(true);
   stack_->setCurrentWidget(stack_->widget(1));
 
-  const std::shared_ptr<const PoolView>& pool = s->pool(cache_);
+  const std::shared_ptr<const PoolView> pool = shownPool();
   const int64_t shown = s->shown_sequence;
   grid_->setPool(pool, shown, [snapshot = snapshot_](int64_t token) {
     return displayToken(snapshot->tokenText(token));
   });
   strip_->setTable(pool, shown);
   const PoolSequenceTable* table = pool->table(shown);
-  const QString when = s->lastRound() >= 0 ? tr(" (round %1)").arg(s->lastRound()) : QString();
-  caption_->setText(tr("The pool as the run left it%1: %2 blocks of %3 rows, %4 free; %5 sequence(s) share it. "
-                       "Hover a block for its rows and its last log entry.")
-                        .arg(when)
-                        .arg(pool->blocks.size())
-                        .arg(pool->block_size)
-                        .arg(pool->freeBlocks())
-                        .arg(pool->tables.size()));
+  caption_->setText(captionText(*pool));
   strip_title_->setText(table ? tr("<b>Sequence %1's block table</b> (the Batch picker's sequence): logical block "
                                    "\u2192 pool block, %2 rows in %3 blocks")
                                     .arg(shown)

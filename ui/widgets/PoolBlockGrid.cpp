@@ -36,18 +36,29 @@ QString poolRowsText(const PoolBlock& block, const std::function<QString(int64_t
 
 QString poolLogText(const PoolLogEntry& entry, int64_t block_size) {
   const QString rows = QObject::tr("rows %1-%2").arg(entry.first_position).arg(entry.first_position + block_size - 1);
+  QString text;
   if (entry.operation == "free") {
-    return entry.still_mapped ? QObject::tr("free: block %1 from sequence %2 (%3), still mapped")
+    text = entry.still_mapped ? QObject::tr("free: block %1 from sequence %2 (%3), still mapped")
                                     .arg(entry.block)
                                     .arg(entry.sequence)
                                     .arg(rows)
                               : QObject::tr("free: block %1 from sequence %2 (%3)").arg(entry.block).arg(entry.sequence).arg(rows);
+  } else if (entry.operation == "unmap") {
+    text = QObject::tr("unmap: sequence %1's table dropped block %2 (%3), freed earlier while mapped")
+               .arg(entry.sequence)
+               .arg(entry.block)
+               .arg(rows);
+  } else {
+    text = QObject::tr("%1: block %2 to sequence %3 for %4")
+               .arg(QString::fromStdString(entry.operation))
+               .arg(entry.block)
+               .arg(entry.sequence)
+               .arg(rows);
   }
-  return QObject::tr("%1: block %2 to sequence %3 for %4")
-      .arg(QString::fromStdString(entry.operation))
-      .arg(entry.block)
-      .arg(entry.sequence)
-      .arg(rows);
+  if (entry.moment.stamped()) {
+    text += QObject::tr(", in round %1 %2").arg(entry.moment.round).arg(QString::fromUtf8(phaseName(entry.moment.phase)));
+  }
+  return text;
 }
 
 PoolBlockGrid::PoolBlockGrid(QWidget* parent) : QWidget(parent) {

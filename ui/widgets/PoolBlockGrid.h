@@ -60,7 +60,7 @@ class PoolBlockGrid : public QWidget {
 QString poolTip(const QString& text);
 // The rows a pool block holds, "positions 4-7", with their tokens when given.
 QString poolRowsText(const PoolBlock& block, const std::function<QString(int64_t)>& token_text);
-// One block log entry in words: "reuse: block 5 to sequence 2 for rows 4-7".
+// One block log entry in words: "reuse: block 5 to sequence 2 for rows 4-7, in round 3 verify".
 QString poolLogText(const PoolLogEntry& entry, int64_t block_size);
 
 }  // namespace kvscope::ui

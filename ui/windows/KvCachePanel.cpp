@@ -109,7 +109,9 @@ void KvCachePanel::showPoolTab(bool pool) { tabs_->setCurrentWidget(pool ? stati
 bool KvCachePanel::showingPoolTab() const { return tabs_->currentWidget() == pool_; }
 
 void KvCachePanel::refresh() {
-  pool_->show(context().snapshotPtr());
+  // The pool at the moment every panel shows (the pool as the run left it before any).
+  const Cursor cursor = context().cursor();
+  pool_->show(context().snapshotPtr(), cursor.valid() ? std::optional<Moment>(cursor.moment()) : std::nullopt);
   const ColorRange range = range_->range();
   target_->setAttentionFocus(context().attentionFocus());
   target_->show(context().snapshotPtr(), context().cursor(), showingValues(), range);
