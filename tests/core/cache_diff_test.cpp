@@ -57,7 +57,7 @@ TEST(FaultZooHalfCache, IsNoiseNotDivergence) {
 }
 
 TEST(FaultNames, ParseAndList) {
-  EXPECT_EQ(allFaults().size(), 17u);
+  EXPECT_EQ(allFaults().size(), 18u);
   for (const FaultInfo& f : allFaults()) EXPECT_EQ(parseFault(f.name), f.fault);
   EXPECT_THROW(parseFault("no-such-fault"), Error);
 }
