@@ -63,4 +63,10 @@ const CaptureModel* CaptureManifest::model(CaptureRole role) const {
   return slot ? &*slot : nullptr;
 }
 
+const CaptureCall* findCall(const CaptureManifest& manifest, CaptureRole role, int64_t index) {
+  for (const CaptureCall& call : manifest.calls)
+    if (call.role == role && call.index == index) return &call;
+  return nullptr;
+}
+
 }  // namespace kvscope

@@ -216,4 +216,7 @@ struct CaptureManifest {
   const CaptureModel* model(CaptureRole role) const;
 };
 
+// The call of `role` whose index is `index`, or null when the manifest has none.
+const CaptureCall* findCall(const CaptureManifest& manifest, CaptureRole role, int64_t index);
+
 }  // namespace kvscope

@@ -8,12 +8,6 @@
 namespace kvscope {
 namespace {
 
-const CaptureCall* findCall(const CaptureManifest& manifest, CaptureRole role, int64_t index) {
-  for (const CaptureCall& call : manifest.calls)
-    if (call.role == role && call.index == index) return &call;
-  return nullptr;
-}
-
 const CapturePagedState* pagedOf(const std::optional<CaptureCacheState>& state) {
   return state && state->paged ? &*state->paged : nullptr;
 }

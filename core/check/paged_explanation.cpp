@@ -7,12 +7,6 @@
 namespace kvscope {
 namespace {
 
-const CaptureCall* findCall(const CaptureManifest& manifest, CaptureRole role, int64_t index) {
-  for (const CaptureCall& call : manifest.calls)
-    if (call.role == role && call.index == index) return &call;
-  return nullptr;
-}
-
 // The slots a sequence attends, in order: every slot but padding.
 std::vector<size_t> attendedSlots(const std::vector<int64_t>& pool) {
   std::vector<size_t> slots;
