@@ -33,11 +33,7 @@ std::vector<int64_t> promptIds(Args& args, const ModelBundle& model) {
   throw Error("missing prompt: give --prompt TEXT or --prompt-ids 1,2,3");
 }
 
-namespace {
-
-// --prompts FILE: one text prompt per line, read within bounds (a prompt file
-// is small; a hostile one must not be read whole into memory).
-std::vector<std::string> promptLines(const std::string& path) {
+std::vector<std::string> promptFileLines(const std::string& path, int64_t max_prompts, const std::string& why) {
   constexpr std::uintmax_t kMaxBytes = 16 * 1024 * 1024;
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(path, ec);
@@ -53,15 +49,16 @@ std::vector<std::string> promptLines(const std::string& path) {
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    if (static_cast<int64_t>(lines.size()) == BatchSession::kMaxSequences) {
-      throw Error("--prompts " + path + ": more than " + std::to_string(BatchSession::kMaxSequences) +
-                  " prompts; a batch decodes at most that many sequences together");
+    if (static_cast<int64_t>(lines.size()) == max_prompts) {
+      throw Error("--prompts " + path + ": more than " + std::to_string(max_prompts) + " prompts; " + why);
     }
     lines.push_back(line);
   }
   if (lines.empty()) throw Error("--prompts " + path + ": no prompt in it (one prompt per line)");
   return lines;
 }
+
+namespace {
 
 std::vector<int64_t> encodePrompt(const ModelBundle& model, const std::string& text, const std::string& option) {
   if (!model.has_tokenizer) {
@@ -89,7 +86,8 @@ std::vector<std::vector<int64_t>> promptBatch(Args& args, const ModelBundle& mod
   for (const std::string& text : texts) prompts.push_back(encodePrompt(model, text, "--prompt"));
   for (const std::string& ids : id_lists) prompts.push_back(parseIdList(ids, "prompt-ids"));
   if (file) {
-    for (const std::string& line : promptLines(*file)) prompts.push_back(encodePrompt(model, line, "--prompts"));
+    const auto lines = promptFileLines(*file, BatchSession::kMaxSequences, "a batch decodes at most that many sequences together");
+    for (const std::string& line : lines) prompts.push_back(encodePrompt(model, line, "--prompts"));
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (prompts[i].empty()) throw Error("prompt " + std::to_string(i) + " encodes to no token");

@@ -28,6 +28,11 @@ WeightResidency weightResidency(Args& args);
 // model directory's tokenizer.json.
 std::vector<int64_t> promptIds(Args& args, const ModelBundle& model);
 
+// --prompts FILE: one text prompt per line (blank lines skipped), read within
+// bounds: at most 16 MB and max_prompts lines (why says what the limit is
+// for). A hostile file is refused with its path and the limit it broke.
+std::vector<std::string> promptFileLines(const std::string& path, int64_t max_prompts, const std::string& why);
+
 // The prompts of a batch: --prompt TEXT and --prompt-ids 1,2,3, each as often
 // as there are sequences (one kind, not both), or --prompts FILE (one text
 // prompt per line; empty lines skipped). At least one, at most

@@ -2,7 +2,6 @@
 // pair over a set of prompts, measured by a greedy speculative Session
 // (core/train/greedy_acceptance.h). Used to check trained pairs.
 #include <iostream>
-#include <sstream>
 
 #include "app/cli/cli_common.h"
 #include "app/cli/command_registry.h"
@@ -14,16 +13,8 @@ namespace kvscope::cli {
 
 namespace {
 
-std::vector<std::string> promptLines(const std::string& path) {
-  std::vector<std::string> prompts;
-  std::istringstream in(readFileBytes(path));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) prompts.push_back(line);
-  }
-  if (prompts.empty()) throw Error(path + ": no prompts (one per line)");
-  return prompts;
-}
+// Prompts are measured one after another, so the file's bound is its size, not a batch.
+constexpr int64_t kMaxAcceptancePrompts = 100000;
 
 int runAcceptance(Args& args) {
   const bool json = args.flag("json");
@@ -32,7 +23,9 @@ int runAcceptance(Args& args) {
   const int64_t gamma = args.integer("gamma", 4);
   const int64_t max_new = args.integer("max-new", 48);
   std::vector<std::string> prompts;
-  if (auto file = args.value("prompts")) prompts = promptLines(*file);
+  if (auto file = args.value("prompts")) {
+    prompts = promptFileLines(*file, kMaxAcceptancePrompts, "measure a larger set in parts");
+  }
   if (auto prompt = args.value("prompt")) prompts.push_back(*prompt);
   const WeightResidency weights = weightResidency(args);
   args.finish();

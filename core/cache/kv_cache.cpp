@@ -169,6 +169,33 @@ KvCache::PlainLayer KvCache::appendPlain(int64_t layer_index, int64_t n) {
   return plain;
 }
 
+std::pair<at::Tensor, at::Tensor> KvCache::copyRows(const std::vector<int64_t>& first, int64_t n) const {
+  require(plainAppendApplies() && static_cast<int64_t>(first.size()) == numLayers() && n >= 0,
+          "KvCache::copyRows: needs float32 contiguous storage and a first row per layer");
+  const int64_t kv_heads = layers_.empty() ? 0 : layers_.front().k.size(0);
+  const int64_t head_dim = layers_.empty() ? 0 : layers_.front().k.size(2);
+  auto k = torch::empty({numLayers(), kv_heads, n, head_dim}, torch::kFloat32);  // [layers, kv_heads, n, head_dim]
+  auto v = torch::empty({numLayers(), kv_heads, n, head_dim}, torch::kFloat32);
+  float* k_out = k.data_ptr<float>();
+  float* v_out = v.data_ptr<float>();
+  for (int64_t l = 0; l < numLayers(); ++l) {
+    const Layer& layer = layers_[static_cast<size_t>(l)];
+    const int64_t row = first[static_cast<size_t>(l)];
+    require(row >= 0 && row + n <= layer.length && layer.k.size(0) == kv_heads && layer.k.size(2) == head_dim &&
+                layer.k.stride(2) == 1 && layer.k.stride(1) == head_dim && layer.v.strides() == layer.k.strides(),
+            "KvCache::copyRows: rows " + std::to_string(row) + ".." + std::to_string(row + n) + " of layer " +
+                std::to_string(l) + " are not stored plainly");
+    const float* k_in = layer.k.data_ptr<float>();
+    const float* v_in = layer.v.data_ptr<float>();
+    for (int64_t h = 0; h < kv_heads; ++h) {
+      const int64_t from = h * layer.k.stride(0) + row * head_dim, to = ((l * kv_heads) + h) * n * head_dim;
+      std::copy_n(k_in + from, n * head_dim, k_out + to);
+      std::copy_n(v_in + from, n * head_dim, v_out + to);
+    }
+  }
+  return {k, v};
+}
+
 at::Tensor KvCache::keys(int64_t layer) const {
   const Layer& l = layerAt(layer);
   if (paged_) return paged_->gatherKeys(layer, l.length);

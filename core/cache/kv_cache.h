@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -113,6 +114,12 @@ class KvCache {
   // must fill before anything reads them. Throws Error when
   // plainAppendApplies() is false.
   PlainLayer appendPlain(int64_t layer, int64_t n);
+
+  // Rows [first[l], first[l] + n) of every layer l, copied into one float32
+  // tensor each for K and V: [layers, kv_heads, n, head_dim]. For a
+  // plainAppendApplies() cache only (a plain copy from storage: the ledger's
+  // copy of a write cost a small drafter's step a sixth in ATen calls).
+  std::pair<at::Tensor, at::Tensor> copyRows(const std::vector<int64_t>& first, int64_t n) const;
 
   // Views of the valid rows: [kv_heads, length, head_dim], storage dtype
   // (paged: a copy gathered from the blocks, in row order).

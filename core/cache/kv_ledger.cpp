@@ -9,15 +9,20 @@ namespace kvscope {
 int64_t KvLedger::recordBirths(CacheRole cache, const std::vector<RowIdentity>& rows,
                               const std::vector<at::Tensor>& k_layers, const std::vector<at::Tensor>& v_layers,
                               int64_t round, Phase phase) {
-  const int64_t n = static_cast<int64_t>(rows.size());
   require(!k_layers.empty() && k_layers.size() == v_layers.size(), "KvLedger: expected K and V rows of every layer");
   // One float32 copy for the whole write (stack copies; to() converts only
   // a cache stored in another dtype); each row is a view of it. Rows born
   // together are never freed apart, and a copy per row costs more than the
   // forward of a small drafter.
-  const auto k32 = torch::stack(k_layers).to(torch::kFloat32);  // [layers, kv_heads, n, head_dim]
-  const auto v32 = torch::stack(v_layers).to(torch::kFloat32);
-  require(k32.dim() == 4 && k32.size(2) == n && v32.sizes() == k32.sizes(),
+  return recordBirths(cache, rows, torch::stack(k_layers).to(torch::kFloat32),  // [layers, kv_heads, n, head_dim]
+                      torch::stack(v_layers).to(torch::kFloat32), round, phase);
+}
+
+int64_t KvLedger::recordBirths(CacheRole cache, const std::vector<RowIdentity>& rows, const at::Tensor& k32,
+                              const at::Tensor& v32, int64_t round, Phase phase) {
+  const int64_t n = static_cast<int64_t>(rows.size());
+  require(k32.dim() == 4 && k32.size(2) == n && v32.sizes() == k32.sizes() && k32.scalar_type() == torch::kFloat32 &&
+              v32.scalar_type() == torch::kFloat32,
           "KvLedger: expected K/V rows [kv_heads, n, head_dim] per layer for " + std::to_string(n) + " rows");
   const int64_t first = static_cast<int64_t>(entries_.size());
   for (int64_t i = 0; i < n; ++i) {

@@ -31,6 +31,10 @@ class KvLedger {
   // Returns the index of the first.
   int64_t recordBirths(CacheRole cache, const std::vector<RowIdentity>& rows, const std::vector<at::Tensor>& k_layers,
                        const std::vector<at::Tensor>& v_layers, int64_t round, Phase phase);
+  // The same with the rows already in one float32 copy each for K and V:
+  // [layers, kv_heads, n, head_dim] (KvCache::copyRows); rows keep views of it.
+  int64_t recordBirths(CacheRole cache, const std::vector<RowIdentity>& rows, const at::Tensor& k32,
+                       const at::Tensor& v32, int64_t round, Phase phase);
   // The entry left the last layer that held it.
   void recordDeath(int64_t entry, int64_t round, Phase phase, DeathReason reason);
 

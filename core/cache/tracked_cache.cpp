@@ -354,6 +354,30 @@ void TrackedCache::dropPadding(const Moment& moment, int64_t count) {
   logEvent(std::move(event));
 }
 
+// The written rows into the ledger, each layer's read as stored, and under a
+// fault compared with what the forward computed (event.max_store_error).
+int64_t TrackedCache::recordBirthsChecked(const PlannedWrite& write, const std::vector<RowIdentity>& identities,
+                                          const std::vector<at::Tensor>& computed_k,
+                                          const std::vector<at::Tensor>& computed_v,
+                                          const std::vector<int64_t>& store_order, int64_t round, CacheEvent& event) {
+  const auto m = static_cast<int64_t>(identities.size());
+  std::vector<at::Tensor> k_rows, v_rows;
+  for (int64_t layer = 0; layer < storage_->numLayers(); ++layer) {
+    const int64_t first_row = write.storage_rows_before[layer];
+    k_rows.push_back(storage_->keys(layer).narrow(1, first_row, m));  // [kv_heads, m, head_dim] as stored
+    v_rows.push_back(storage_->values(layer).narrow(1, first_row, m));
+  }
+  if (faults_.active()) event.max_store_error = storeError(k_rows, v_rows, computed_k, computed_v, store_order);
+  return ledger_.recordBirths(role_, identities, k_rows, v_rows, round, write.phase);
+}
+
+// The written rows into the ledger in one plain copy from float32 storage.
+int64_t TrackedCache::recordPlainBirths(const PlannedWrite& write, const std::vector<RowIdentity>& identities, int64_t m,
+                                        int64_t round) {
+  const auto [k32, v32] = storage_->copyRows(write.storage_rows_before, m);  // [layers, kv_heads, m, head_dim] each
+  return ledger_.recordBirths(role_, identities, k32, v32, round, write.phase);
+}
+
 void TrackedCache::logWrite(const PlannedWrite& write, int64_t round, const std::vector<at::Tensor>& computed_k,
                             const std::vector<at::Tensor>& computed_v, const AddedPadding& pads) {
   const bool hides_prefix = storage_->masksPadding();  // the switch this forward ran with
@@ -371,19 +395,13 @@ void TrackedCache::logWrite(const PlannedWrite& write, int64_t round, const std:
     // reorders a write runs padded: SessionOptions::validate).
     std::vector<int64_t> store_order(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) store_order[static_cast<size_t>(i)] = i;
-    std::vector<at::Tensor> k_rows, v_rows;
-    for (int64_t layer = 0; layer < storage_->numLayers(); ++layer) {
-      const int64_t first_row = write.storage_rows_before[layer];
-      k_rows.push_back(storage_->keys(layer).narrow(1, first_row, m));  // [kv_heads, m, head_dim] as stored
-      v_rows.push_back(storage_->values(layer).narrow(1, first_row, m));
-    }
     // Without an injected fault the cache stores a plain copy of what the
     // forward computed, in the same dtype and order: comparing them would
     // cost more than a small drafter's forward and could only find equality.
-    if (faults_.active()) {
-      event.max_store_error = storeError(k_rows, v_rows, computed_k, computed_v, padded ? store_order : write.order);
-    }
-    const int64_t first = ledger_.recordBirths(role_, identities, k_rows, v_rows, round, write.phase);
+    const int64_t first = faults_.active() || !storage_->plainAppendApplies()
+                              ? recordBirthsChecked(write, identities, computed_k, computed_v,
+                                                    padded ? store_order : write.order, round, event)
+                              : recordPlainBirths(write, identities, m, round);
     for (int64_t i = 0; i < m; ++i) event.written.push_back(first + i);
   }
   for (int64_t i = 0; i < static_cast<int64_t>(write.tokens.size()); ++i) {

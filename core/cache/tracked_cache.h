@@ -152,6 +152,11 @@ class TrackedCache {
   // write, then drops the pads a padded batch added after the inputs.
   void logWrite(const PlannedWrite& write, int64_t round, const std::vector<at::Tensor>& computed_k,
                 const std::vector<at::Tensor>& computed_v, const AddedPadding& pads = {});
+  int64_t recordBirthsChecked(const PlannedWrite& write, const std::vector<RowIdentity>& identities,
+                              const std::vector<at::Tensor>& computed_k, const std::vector<at::Tensor>& computed_v,
+                              const std::vector<int64_t>& store_order, int64_t round, CacheEvent& event);
+  int64_t recordPlainBirths(const PlannedWrite& write, const std::vector<RowIdentity>& identities, int64_t m,
+                            int64_t round);
   // A padded forward's identities in row order: pads before, the written
   // inputs, pads after.
   static std::vector<RowIdentity> writtenIdentities(const PlannedWrite& write, const AddedPadding& pads);

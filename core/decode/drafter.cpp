@@ -49,7 +49,7 @@ Draft ModelDrafter::draft(const DraftRequest& request) const {
   }
   if (logit_rows.empty()) return draft;
   draft.logits = torch::stack(logit_rows);  // [drafts, vocab]
-  if (request.sampling.greedy) draft.q_of_picks = probabilitiesOfPicks(draft.logits.softmax(1), draft.tokens);
+  if (request.sampling.greedy) draft.q_of_picks = softmaxOfPicks(draft.logits, draft.tokens);
   if (!q_rows.empty()) draft.q = torch::stack(q_rows);  // [drafts, vocab]
   return draft;
 }

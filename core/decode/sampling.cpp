@@ -1,14 +1,57 @@
 #include "core/decode/sampling.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <immintrin.h>
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <vector>
 
 #include "core/error.h"
+#include "core/model/vector_exp.h"
+
+// GCC 12 reports the intrinsics' own _mm512_undefined_ps() as uninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace kvscope {
+namespace {
+
+bool cpuHasAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+// A row's largest value (NaN when the row holds one: the caller falls back
+// to torch's softmax, which propagates it).
+__attribute__((target("avx512f"))) float rowMaxAvx512(const float* x, int64_t n) {
+  __m512 best = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __mmask16 nan = 0;
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __m512 v = _mm512_mask_loadu_ps(best, lanes, x + i);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    best = _mm512_max_ps(best, v);
+  }
+  return nan ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(best);
+}
+
+// sum of exp(x - max) over the row, 16 lanes of exp at a time, summed in
+// float64 (a float32 sum over a 152k vocabulary drifts by a few 1e-6).
+__attribute__((target("avx512f"))) double sumOfExpAvx512(const float* x, int64_t n, float max) {
+  const __m512 shift = _mm512_set1_ps(max);
+  __m512d low = _mm512_setzero_pd(), high = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __m512 e = _mm512_maskz_mov_ps(lanes, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, x + i), shift)));
+    low = _mm512_add_pd(low, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    high = _mm512_add_pd(high, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
+}
+
+}  // namespace
 
 int64_t argmaxOf(const at::Tensor& scores) {
   if (scores.dim() != 1 || scores.scalar_type() != at::kFloat || !scores.is_contiguous() || scores.numel() == 0) {
@@ -63,6 +106,28 @@ std::vector<double> probabilitiesOfPicks(const at::Tensor& distributions, const 
                           .to(torch::kFloat64)
                           .contiguous();  // [k]
   return {picked.data_ptr<double>(), picked.data_ptr<double>() + k};
+}
+
+std::vector<double> softmaxOfPicks(const at::Tensor& logits, const std::vector<int64_t>& picks) {
+  const auto k = static_cast<int64_t>(picks.size());
+  if (k == 0) return {};
+  require(logits.dim() == 2 && logits.size(0) >= k, "softmaxOfPicks: expected logits [rows >= picks, vocab]");
+  const auto byTorch = [&] { return probabilitiesOfPicks(logits.narrow(0, 0, k).softmax(1), picks); };
+  if (!cpuHasAvx512() || logits.scalar_type() != at::kFloat || !logits.is_contiguous() || !logits.device().is_cpu()) {
+    return byTorch();
+  }
+  const int64_t vocab = logits.size(1);
+  const float* rows = logits.data_ptr<float>();
+  std::vector<double> out(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t pick = picks[static_cast<size_t>(i)];
+    require(pick >= 0 && pick < vocab, "softmaxOfPicks: pick " + std::to_string(pick) + " outside the vocabulary");
+    const float* row = rows + i * vocab;
+    const float max = rowMaxAvx512(row, vocab);
+    if (!std::isfinite(max)) return byTorch();  // NaN or infinite logits: torch's own rules
+    out[static_cast<size_t>(i)] = static_cast<double>(std::exp(row[pick] - max)) / sumOfExpAvx512(row, vocab, max);
+  }
+  return out;
 }
 
 int64_t sampleFrom(const at::Tensor& probs, at::Generator& generator) {

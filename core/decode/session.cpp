@@ -336,8 +336,8 @@ void Session::runVerify() {
   // What the target gave each draft (greedy: its softmax), all rows at once.
   const auto k = static_cast<int64_t>(r.drafts.size());
   if (k > 0) {
-    const auto dists = options_.sampling.greedy ? verify_logits_.narrow(0, 0, k).softmax(1) : verify_p_.narrow(0, 0, k);
-    r.p_draft = probabilitiesOfPicks(dists, r.drafts);
+    r.p_draft = options_.sampling.greedy ? softmaxOfPicks(verify_logits_, r.drafts)
+                                         : probabilitiesOfPicks(verify_p_.narrow(0, 0, k), r.drafts);
   }
 
   VerifyRecord verify;

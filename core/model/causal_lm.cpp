@@ -95,6 +95,21 @@ c10::TensorOptions residentOptions(const StTensorInfo& info, const TensorSpec& s
 
 }  // namespace
 
+namespace {
+
+// The smallest and largest id of a 1-D int64 tensor: a plain loop over a
+// contiguous one (a drafter's single token), else torch's min and max.
+std::pair<int64_t, int64_t> tokenRange(const at::Tensor& tokens) {
+  if (!tokens.is_contiguous() || !tokens.device().is_cpu()) {
+    return {tokens.min().item<int64_t>(), tokens.max().item<int64_t>()};
+  }
+  const int64_t* ids = tokens.data_ptr<int64_t>();
+  const auto [lo, hi] = std::minmax_element(ids, ids + tokens.numel());
+  return {*lo, *hi};
+}
+
+}  // namespace
+
 void CausalLM::checkForwardArguments(const SequenceForward& sequence) const {
   const at::Tensor& tokens = sequence.tokens;
   const int64_t start_pos = sequence.start_pos;
@@ -121,7 +136,7 @@ void CausalLM::checkForwardArguments(const SequenceForward& sequence) const {
     throw Error("forward: a sequence of " + std::to_string(end) + " tokens exceeds the context length " +
                 std::to_string(config_.contextLength()) + " of " + config_.architecture_name);
   }
-  const int64_t lo = tokens.min().item<int64_t>(), hi = tokens.max().item<int64_t>();
+  const auto [lo, hi] = tokenRange(tokens);
   if (lo < 0 || hi >= config_.vocab_size) {
     const int64_t bad = lo < 0 ? lo : hi;
     throw Error("forward: token id " + std::to_string(bad) + " is outside the vocabulary (size " +

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstdint>
 
 #include <ATen/ops/aminmax.h>
 
@@ -98,6 +99,15 @@ StepCause finalCause(const ModelConfig& c) {
 
 bool allFinite(const at::Tensor& x) {
   if (x.numel() == 0) return true;
+  if (x.scalar_type() == at::kFloat && x.is_contiguous() && x.device().is_cpu()) {
+    // A plain pass over the bits (an all-ones exponent is Inf or NaN), which
+    // the compiler vectorises: the two reductions and their reads back cost
+    // a small drafter's step a twentieth of its time.
+    const auto* bits = static_cast<const uint32_t*>(x.data_ptr());
+    uint32_t non_finite = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) non_finite |= static_cast<uint32_t>((bits[i] & 0x7f800000u) == 0x7f800000u);
+    return non_finite == 0;
+  }
   // min and max propagate NaN, and an Inf is one of them: two numbers
   // decide, without a [rows, vocab] mask of isfinite().
   const auto [lo, hi] = at::aminmax(x);

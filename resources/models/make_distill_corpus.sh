@@ -12,12 +12,13 @@
 #   resources/models/make_distill_corpus.sh build/app/kvscope-cli /tmp/target /tmp/kjv.txt ["30 80"] > /tmp/distill.txt
 set -eu
 cli="$1"; target="$2"; corpus="$3"; residues="${4:-30 80}"
+prompts=$(mktemp)
+trap 'rm -f "$prompts"' EXIT
 awk -v residues="$residues" '
   BEGIN { n = split(residues, list, " "); for (k = 1; k <= n; k++) wanted[list[k] + 0] = 1 }
   { i = NR - 1 }
   int(i / 100) % 20 != 19 && ((i % 100) in wanted) && NF >= 8 {
     print $1, $2, $3, $4, $5, $6
-  }' "$corpus" | while IFS= read -r prompt; do
-  "$cli" generate --model "$target" --prompt "$prompt" --max-new 64 --greedy --ignore-eos
-done
+  }' "$corpus" > "$prompts"
+"$cli" generate --model "$target" --prompts "$prompts" --max-new 64 --greedy --ignore-eos
 head -c 400000 "$corpus" | awk 'NR > 1'

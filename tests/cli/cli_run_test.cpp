@@ -1,6 +1,7 @@
 // kvscope-cli run, end to end: the --json output (one line per round and a
 // final object), greedy runs equal to `generate --greedy` and to Hugging
 // Face's reference, --trace, and clean refusals of bad arguments.
+#include <fstream>
 #include <gtest/gtest.h>
 
 #include "cli_test_support.h"
@@ -95,6 +96,48 @@ TEST(CliRun, GreedyRunEqualsGenerateGreedy) {
       EXPECT_EQ(run["prompt_ids"], reference["prompt_ids"]);
     }
   }
+}
+
+TEST(CliRun, GeneratePromptsFileEqualsEachPromptAlone) {
+  ScratchDir dir("generate_prompts");
+  const std::vector<std::string> texts = {kPrompt, "The licenses for most software", "In the beginning"};
+  {
+    std::ofstream file(dir.file("prompts.txt"));
+    file << texts[0] << "\n\n" << texts[1] << "\r\n" << texts[2] << "\n";  // a blank line and a CRLF line
+  }
+  const std::vector<std::string> common = {"generate", "--model", modelDir("llama-tiny"), "--greedy", "--max-new", "12",
+                                           "--json"};
+  std::vector<std::string> all = common;
+  all.insert(all.end(), {"--prompts", dir.file("prompts.txt")});
+  const auto together = runJson(all);
+  ASSERT_TRUE(together.contains("generations")) << together.dump();
+  ASSERT_EQ(together["generations"].size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::vector<std::string> one = common;
+    one.insert(one.end(), {"--prompt", texts[i]});
+    const auto alone = runJson(one);
+    EXPECT_EQ(together["generations"][i]["ids"], alone["ids"]) << texts[i];
+    EXPECT_EQ(together["generations"][i]["prompt_ids"], alone["prompt_ids"]) << texts[i];
+  }
+  // Text mode: one line per prompt, the prompt then its continuation.
+  std::vector<std::string> plain = {"generate", "--model", modelDir("llama-tiny"), "--greedy", "--max-new", "4",
+                                    "--prompts", dir.file("prompts.txt")};
+  const CliResult text = runCli(plain);
+  ASSERT_TRUE(text.exited && text.exit_code == 0) << text.describe();
+  EXPECT_NE(text.out.find(texts[1]), std::string::npos) << text.out;
+
+  {
+    std::ofstream empty(dir.file("blank.txt"));
+    empty << "\n  \n";
+  }
+  std::vector<std::string> bad = common;
+  bad.insert(bad.end(), {"--prompts", dir.file("blank.txt")});
+  const CliResult refused = runCli(bad);
+  EXPECT_TRUE(refused.exited && refused.exit_code != 0) << refused.describe();
+  EXPECT_NE(refused.err.find("no prompt in it"), std::string::npos) << refused.err;
+  bad.insert(bad.end(), {"--prompt", kPrompt});
+  const CliResult both = runCli(bad);
+  EXPECT_NE(both.err.find("not both"), std::string::npos) << both.err;
 }
 
 TEST(CliRun, GreedyRunMatchesTheHuggingFaceFixture) {

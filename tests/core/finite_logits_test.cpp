@@ -53,6 +53,16 @@ TEST(FiniteLogits, AllFiniteSeesOneBadValueAnywhere) {
     EXPECT_FALSE(allFinite(y)) << bad;
   }
   EXPECT_TRUE(allFinite(torch::full({4}, 3e38f))) << "large is not infinite";
+  // The plain pass reads contiguous float32; a strided view and float64 go to torch.
+  at::Tensor wide = torch::zeros({1000, 3});
+  wide[517][1] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(allFinite(wide.t()));
+  EXPECT_TRUE(allFinite(wide.t()[0]));
+  at::Tensor doubles = torch::zeros({9}, torch::kFloat64);
+  doubles[8] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_FALSE(allFinite(doubles));
+  at::Tensor denormal = torch::full({33}, std::numeric_limits<float>::denorm_min());
+  EXPECT_TRUE(allFinite(denormal)) << "a denormal is finite";
 }
 
 TEST(FiniteLogits, NanWeightsNamedByLayerStepAndTensor) {

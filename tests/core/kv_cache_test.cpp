@@ -29,6 +29,29 @@ TEST(KvCache, AppendGrowsAndKeepsRows) {
   EXPECT_TRUE(torch::equal(cache.values(1), expected * 2));
 }
 
+// copyRows (the ledger's copy of a write) gives what keys() and values()
+// narrowed to the rows give, for every layer at its own first row; it
+// refuses rows past a layer's length and storage it cannot read plainly.
+TEST(KvCache, CopyRowsIsTheStoredRowsOfEveryLayer) {
+  KvCache cache(3, 2, 4, torch::kFloat32, /*initial_capacity=*/2);  // grows while appending
+  for (int layer = 0; layer < 3; ++layer) {
+    const auto k = torch::randn({2, 6 + layer, 4});
+    cache.append(layer, k, -k);
+  }
+  const std::vector<int64_t> first = {1, 4, 5};
+  const auto [k, v] = cache.copyRows(first, 2);  // [layers, kv_heads, 2, head_dim]
+  ASSERT_EQ(k.sizes(), (std::vector<int64_t>{3, 2, 2, 4}));
+  for (int64_t layer = 0; layer < 3; ++layer) {
+    EXPECT_TRUE(torch::equal(k[layer], cache.keys(layer).narrow(1, first[layer], 2))) << layer;
+    EXPECT_TRUE(torch::equal(v[layer], cache.values(layer).narrow(1, first[layer], 2))) << layer;
+  }
+  EXPECT_THROW(cache.copyRows({1, 4, 7}, 2), Error);  // layer 2 holds 8 rows: 7..8 is past it
+  EXPECT_THROW(cache.copyRows({1, 4}, 2), Error);     // a first row per layer
+  KvCache half(1, 1, 4, torch::kBFloat16);
+  half.append(0, torch::randn({1, 3, 4}).to(torch::kBFloat16), torch::randn({1, 3, 4}).to(torch::kBFloat16));
+  EXPECT_THROW(half.copyRows({0}, 1), Error);
+}
+
 TEST(KvCache, CropIsExactIncludingZeroAndFull) {
   KvCache cache(1, 1, 2, torch::kFloat32);
   cache.append(0, torch::ones({1, 5, 2}), torch::ones({1, 5, 2}));
