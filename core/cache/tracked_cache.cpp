@@ -13,6 +13,7 @@
 #include "core/cache/pool_picture.h"
 #include "core/error.h"
 #include "core/model/causal_lm.h"
+#include "core/model/scoring.h"
 
 namespace kvscope {
 namespace {
@@ -277,7 +278,7 @@ at::Tensor TrackedCache::forward(const CausalLM& model, Phase phase, const std::
   const PlannedWrite write = planWrite(phase, stream);
   std::optional<PoolPicture> pool_before = poolNow(*storage_);  // before a batch's other sequences join in
   WriteRecorder computed(numLayers(), probes, /*keep_rows=*/faults_.active() || copy_to != nullptr);
-  const auto ids = torch::tensor(write.tokens, torch::kInt64);  // [fed]
+  const auto ids = idsTensor(write.tokens);  // [fed]
   at::Tensor logits;
   AddedPadding pads;  // what a padded batch added to this forward
   // Set before the batcher takes the forward: it writes this cache's rows
