@@ -268,5 +268,38 @@ TEST(BundledModels, TargetAndDrafterLoadAndRunSpeculativeRounds) {
   EXPECT_EQ(stats.drafted, 4 * stats.rounds);
 }
 
+// The fast drafter (resources/models/README.md, "A drafter made for speed"):
+// a tenth of the target's parameters, and on the 31 held-out prompts it
+// keeps the greedy acceptance the model card states. 0.607 was measured with
+// the AVX-512 kernels; an argmax that ties within float rounding may flip on
+// another instruction set, so the test holds it at 0.59, still far above what
+// an untrained drafter of this shape gets (about 0.1).
+TEST(BundledModels, FastDrafterIsSmallAndKeepsItsAlphaOnHeldOutPrompts) {
+  std::string target_dir, drafter_dir;
+  try {
+    target_dir = bundledModelDirectory("target");
+    drafter_dir = bundledModelDirectory("fast-drafter");
+  } catch (const Error&) {
+    GTEST_SKIP() << "no bundled fast drafter in resources/models";
+  }
+  const ModelBundle target = loadModelBundle(target_dir, torch::kFloat32);
+  const ModelBundle drafter = loadModelBundle(drafter_dir, torch::kFloat32);
+  EXPECT_EQ(drafter.model->config().vocab_size, target.model->config().vocab_size);
+  EXPECT_LT(drafter.model->parameterCount() * 10, target.model->parameterCount());
+  std::ifstream prompts(fs::path(drafter_dir).parent_path() / "heldout_prompts.txt");
+  ASSERT_TRUE(prompts.good());
+  AcceptanceStats total;
+  int count = 0;
+  for (std::string line; std::getline(prompts, line);) {
+    if (line.empty()) continue;
+    const AcceptanceStats s = greedyAcceptance(*target.model, *drafter.model, target.tokenizer->encode(line), 4, 48);
+    total.drafted += s.drafted;
+    total.accepted += s.accepted;
+    ++count;
+  }
+  EXPECT_EQ(count, 31);
+  EXPECT_GE(total.alpha(), 0.59) << total.accepted << " of " << total.drafted;
+}
+
 }  // namespace
 }  // namespace kvscope
