@@ -77,9 +77,26 @@ void printDecoding(std::ostream& out, const nlohmann::json& r) {
       << timing(b["bare_matmul_pass"]) << "; ratio " << b["prefill_over_bare"].get<double>() << "\n";
 }
 
+// The confidence stop the speculative sessions ran with (0: none).
+double draftConfidence(const nlohmann::json& speculative) {
+  return speculative.empty() ? 0.0 : speculative.front().value("draft_confidence", 0.0);
+}
+
 void printSpeculative(std::ostream& out, const nlohmann::json& r) {
   if (r["speculative"].is_null()) {
     out << "speculative: no drafter\n";
+  } else if (const double stop = draftConfidence(r["speculative"]); stop > 0) {
+    // The fixed-gamma formula does not describe rounds cut short: the drafts
+    // a round made and its tokens are shown instead.
+    out << "speculative (greedy), drafting stops after a draft below p = " << stop
+        << ": gamma (at most), drafts per round, tokens per round, alpha of those drafts, c, v, measured (min-max)\n";
+    for (const auto& g : r["speculative"]) {
+      const auto& m = g["measured_speedup"];
+      out << "  " << g["gamma"] << "  " << g["drafts_per_round"]["median"].get<double>() << "  "
+          << g["mean_accepted_length"]["median"].get<double>() << "  " << g["alpha"].get<double>() << "  "
+          << g["cost_ratio"].get<double>() << "  " << g["verify_over_step"].get<double>() << "  "
+          << m["median"].get<double>() << " (" << m["min"].get<double>() << "-" << m["max"].get<double>() << ")\n";
+    }
   } else {
     out << "speculative (greedy): gamma, alpha, c (drafter step / target step), v (verify forward / target step), "
            "theoretical (verify = 1 step), with the verify at v, measured (min-max), measured / theoretical, "

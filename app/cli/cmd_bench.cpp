@@ -71,6 +71,7 @@ BenchOptions benchOptions(Args& args) {
   o.new_tokens = args.integer("new-tokens", o.new_tokens);
   o.contexts = listOr(args, "contexts", o.contexts);
   o.gammas = listOr(args, "gammas", o.gammas);
+  o.draft_confidence = args.number("draft-confidence", o.draft_confidence);
   o.uncached_max_context = args.integer("uncached-max-context", o.uncached_max_context);
   o.bound_context = args.integer("bound-context", o.bound_context);
   o.prefill_rows = args.integer("prefill-rows", o.prefill_rows);
@@ -113,8 +114,8 @@ int runBench(Args& args) {
 
 const CommandRegistrar kRegister{"bench",
     "bench [--target DIR] [--drafter DIR|none] [--quick] [--trials N] [--warmup N] [--new-tokens N]\n"
-    "           [--contexts 64,128,...] [--uncached-max-context N] [--gammas 1,2,...] [--bound-context N]\n"
-    "           [--prefill-rows N] [--budget-ms MS] [--prompt TEXT | --prompt-ids ...] [--threads N]\n"
+    "           [--contexts 64,128,...] [--uncached-max-context N] [--gammas 1,2,...] [--draft-confidence P]\n"
+    "           [--bound-context N] [--prefill-rows N] [--budget-ms MS] [--prompt TEXT | --prompt-ids ...] [--threads N]\n"
     "           [--weights stored|fp32] [--plot DIR] [--json]",
     runBench};
 

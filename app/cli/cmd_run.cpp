@@ -150,6 +150,8 @@ int runRun(Args& args) {
 const CommandRegistrar kRegister{
     "run",
     "run [--target DIR] [--drafter DIR | --ngram N] (--prompt TEXT | --prompt-ids 1,2,3 | --prompts FILE) [--gamma G | --adaptive]\n"
+    "           [--draft-confidence P]   (a round's drafting stops after a draft the drafter gave less than P, as\n"
+    "           Hugging Face's assistant_confidence_threshold; 0, the default: always gamma drafts)\n"
     "           [--max-new N] [--cache on|off] [--greedy | --temperature T --top-k K --top-p P] [--seed S]\n"
     "           [--bookkeeping exact|seed] [--ignore-eos] [--fault NAME] [--trace out.kvtrace] [--trace-budget MB]\n"
     "           [--capture out.kvcapture]   (the caches in the format any engine writes: kvscope-cli check reads it)\n"

@@ -39,6 +39,7 @@ SessionSetup parseSessionSetup(Args& args) {
   SessionOptions& o = setup.options;
   o.adaptive_gamma = args.flag("adaptive");
   o.gamma = args.integer("gamma", o.gamma);
+  o.draft_confidence = args.number("draft-confidence", o.draft_confidence);
   o.max_new_tokens = args.integer("max-new", o.max_new_tokens);
   const std::string cache = args.value("cache").value_or(o.use_cache ? "on" : "off");
   if (cache != "on" && cache != "off") throw Error("--cache must be on or off, got '" + cache + "'");

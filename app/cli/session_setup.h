@@ -1,7 +1,7 @@
 #pragma once
 // Builds a speculative Session from the options shared by `run`, `diff` and
 // `audit`: --target DIR (--drafter DIR | --ngram N) (--prompt T | --prompt-ids ..., repeated for a batch | --prompts FILE)
-// --gamma G | --adaptive, --max-new N, --cache on|off, sampling, --seed,
+// --gamma G | --adaptive, --draft-confidence P, --max-new N, --cache on|off, sampling, --seed,
 // --bookkeeping exact|seed, --ignore-eos, --trace-budget MB,
 // --evict POLICY:BUDGET[:every=N] (core/decode/session_eviction.h),
 // --weights stored|fp32 (core/model/weight_residency.h),

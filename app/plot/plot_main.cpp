@@ -80,8 +80,9 @@ void speculative(const Json& r, const QString& path) {
     measured << m["median"].get<double>();
     low << m["median"].get<double>() - m["min"].get<double>();
     high << m["max"].get<double>() - m["median"].get<double>();
-    theory << g["theoretical_speedup"].get<double>();
-    priced << g["verify_priced_speedup"].get<double>();
+    // null when a confidence stop cut rounds short: the formula assumes gamma drafts
+    if (g["theoretical_speedup"].is_number()) theory << g["theoretical_speedup"].get<double>();
+    if (g["verify_priced_speedup"].is_number()) priced << g["verify_priced_speedup"].get<double>();
     alpha << g["alpha"].get<double>();
   }
   QCPGraph* m = line(plot, "measured (median, min-max)", QColor(0, 114, 178), gammas, measured);
@@ -89,15 +90,18 @@ void speculative(const Json& r, const QString& path) {
   bars->setDataPlottable(m);
   bars->setData(low, high);
   bars->removeFromLegend();
-  line(plot, "theoretical (1-a^(g+1))/((1-a)(gc+1))", QColor(0, 158, 115), gammas, theory);
-  line(plot, "verify at its measured cost v: (1-a^(g+1))/((1-a)(gc+v))", QColor(230, 159, 0), gammas, priced);
+  if (theory.size() == gammas.size()) {
+    line(plot, "theoretical (1-a^(g+1))/((1-a)(gc+1))", QColor(0, 158, 115), gammas, theory);
+    line(plot, "verify at its measured cost v: (1-a^(g+1))/((1-a)(gc+v))", QColor(230, 159, 0), gammas, priced);
+  }
   QCPGraph* a = line(plot, "alpha (right axis)", QColor(204, 121, 167), gammas, alpha);
   a->setValueAxis(plot.yAxis2);
   plot.yAxis2->setVisible(true);
   plot.yAxis2->setLabel("alpha");
   plot.yAxis2->setRange(0, 1.05);
   plot.xAxis->setRange(0.5, gammas.isEmpty() ? 8.5 : gammas.back() + 0.5);
-  plot.yAxis->setRange(0, std::max(1.0, *std::max_element(theory.begin(), theory.end())) * 1.25);
+  const QVector<double>& tallest = theory.size() == gammas.size() ? theory : measured;
+  plot.yAxis->setRange(0, std::max(1.0, tallest.isEmpty() ? 1.0 : *std::max_element(tallest.begin(), tallest.end())) * 1.25);
   // Speedups sit near 1-2 and alpha near the top: the bottom is free.
   plot.axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
   plot.savePng(path, 800, 500);

@@ -208,6 +208,8 @@ void BenchOptions::validate() const {
   for (int64_t c : contexts) require(c > 0, "bench: contexts must be positive, got " + std::to_string(c));
   for (int64_t g : gammas) require(g >= 1 && g <= 16, "bench: gamma must be within 1..16, got " + std::to_string(g));
   require(prefill_rows > 0, "bench: prefill rows must be positive");
+  require(draft_confidence >= 0.0 && draft_confidence <= 1.0,
+          "bench: the draft confidence must be a probability in 0..1 (0: off), got " + std::to_string(draft_confidence));
 }
 
 nlohmann::json runBenchmark(const BenchOptions& o, const BenchProgress& progress) {
@@ -237,7 +239,7 @@ nlohmann::json runBenchmark(const BenchOptions& o, const BenchProgress& progress
   say(progress, "verify forwards against a decode step");
   report["verify_forwards"] = verifyForwards(model, o);
 
-  SpeculativeBenchSetup setup{modelOf(target), modelOf(drafter), o.prompt, o.new_tokens, o.plan};
+  SpeculativeBenchSetup setup{modelOf(target), modelOf(drafter), o.prompt, o.new_tokens, o.plan, o.draft_confidence};
   if (drafter) {
     say(progress, "speculative decoding, gamma " + std::to_string(o.gammas.front()) + ".." + std::to_string(o.gammas.back()));
     report["speculative"] = benchSpeculative(setup, o.gammas);

@@ -29,6 +29,7 @@ struct BenchOptions {
   int64_t uncached_max_context = 2048;  // longer uncached forwards are not timed
   std::vector<int64_t> gammas = {1, 2, 3, 4, 5, 6, 7, 8};
   int64_t tracing_gamma = 4;
+  double draft_confidence = 0.0;  // the speculative sessions' confidence stop (SessionOptions::draft_confidence)
   int64_t bound_context = 1024;  // the decode step compared with the bandwidth bound (capped by the model's context)
   int64_t prefill_rows = 256;    // rows of the many-row forward compared with the baseline
   WeightResidency weights = WeightResidency::Stored;  // both models' (core/model/weight_residency.h)

@@ -12,6 +12,7 @@ namespace {
 SessionOptions sessionOptions(const SpeculativeBenchSetup& setup, int64_t gamma, bool trace) {
   SessionOptions o;
   o.gamma = gamma;
+  o.draft_confidence = setup.draft_confidence;
   o.max_new_tokens = setup.new_tokens;
   o.ignore_eos = true;  // every run generates the same number of tokens
   o.record_attention = trace;
@@ -57,7 +58,8 @@ ForwardCosts forwardCosts(const Session& session) {
 
 struct GammaTrial {
   double alpha = 0, cost_ratio = 0, theoretical = 0, verify_priced = 0, measured = 0, verify_ms = 0, draft_ms = 0,
-         session_ms = 0, baseline_ms = 0, target_step_ms = 0, verify_over_step = 0, mean_accepted_length = 0;
+         session_ms = 0, baseline_ms = 0, target_step_ms = 0, verify_over_step = 0, mean_accepted_length = 0,
+         drafts_per_round = 0;
 };
 
 GammaTrial gammaTrial(const SpeculativeBenchSetup& setup, int64_t gamma) {
@@ -79,6 +81,7 @@ GammaTrial gammaTrial(const SpeculativeBenchSetup& setup, int64_t gamma) {
   t.verify_ms = costs.verify_ms;
   t.draft_ms = costs.draft_ms;
   t.mean_accepted_length = m.mean_accepted_length;
+  t.drafts_per_round = m.mean_gamma;  // gamma unless a confidence stop or the end cut rounds short
   t.theoretical = theoreticalSpeedup(m.alpha, static_cast<double>(gamma), t.cost_ratio);
   t.verify_priced = speedupWithVerifyCost(m.alpha, static_cast<double>(gamma), t.cost_ratio, t.verify_over_step);
   t.measured = t.baseline_ms / t.session_ms;
@@ -108,20 +111,26 @@ nlohmann::json gammaEntry(const SpeculativeBenchSetup& setup, int64_t gamma) {
   const double alpha = median(column(trials, &GammaTrial::alpha));
   const double c = median(column(trials, &GammaTrial::cost_ratio));
   const double verify_cost = median(column(trials, &GammaTrial::verify_over_step));
+  // The formula assumes gamma drafts in every round; a confidence stop drafts
+  // fewer, and its alpha counts only the drafts it dared.
+  const bool fixed_gamma = setup.draft_confidence <= 0;
+  const auto ifFixed = [fixed_gamma](double value) { return fixed_gamma ? nlohmann::json(value) : nlohmann::json(); };
   return {{"gamma", gamma},
+          {"draft_confidence", setup.draft_confidence},
           {"trials", trials.size()},
           {"alpha", alpha},
           {"cost_ratio", c},
           // From the medians of alpha and c, so it can be checked against them.
-          {"theoretical_speedup", theoreticalSpeedup(alpha, static_cast<double>(gamma), c)},
+          {"theoretical_speedup", ifFixed(theoreticalSpeedup(alpha, static_cast<double>(gamma), c))},
           {"measured_speedup", summary(trials, &GammaTrial::measured)},
-          {"measured_over_theoretical", median(efficiency)},
+          {"measured_over_theoretical", ifFixed(median(efficiency))},
           // The formula with the verify pass at its measured cost. c and the
           // verify cost are timed per phase, the session's bookkeeping inside
           // them; what is left between this and the measured speedup falls
           // between the phases: the prefills, acceptance and rollback.
-          {"verify_priced_speedup", speedupWithVerifyCost(alpha, static_cast<double>(gamma), c, verify_cost)},
-          {"measured_over_verify_priced", median(of_priced)},
+          {"verify_priced_speedup", ifFixed(speedupWithVerifyCost(alpha, static_cast<double>(gamma), c, verify_cost))},
+          {"measured_over_verify_priced", ifFixed(median(of_priced))},
+          {"drafts_per_round", summary(trials, &GammaTrial::drafts_per_round)},
           {"mean_accepted_length", summary(trials, &GammaTrial::mean_accepted_length)},
           {"verify_forward_ms", summary(trials, &GammaTrial::verify_ms)},
           {"target_step_ms", summary(trials, &GammaTrial::target_step_ms)},

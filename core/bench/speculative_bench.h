@@ -21,10 +21,15 @@ struct SpeculativeBenchSetup {
   std::vector<int64_t> prompt;
   int64_t new_tokens = 64;
   TrialPlan plan;
+  // The sessions' confidence stop (SessionOptions::draft_confidence): with
+  // it on, a round drafts at most gamma tokens, and the formula's fixed-gamma
+  // speedups are left out (null) as they would not describe the run.
+  double draft_confidence = 0.0;
 };
 
 // One entry per gamma: alpha, c, theoretical and measured speedup (medians,
-// spreads), their ratio, and the per-forward times behind c.
+// spreads), their ratio, the drafts and tokens a round made, and the
+// per-forward times behind c.
 nlohmann::json benchSpeculative(const SpeculativeBenchSetup& setup, const std::vector<int64_t>& gammas);
 
 // Session time with record_attention and record_logits on vs off (paired

@@ -65,15 +65,17 @@ Draft ModelDrafter::draft(const DraftRequest& request) const {
   std::vector<int64_t> stream = request.sequence;
   std::vector<at::Tensor> q_rows;
   DraftLogits logit_rows(request.gamma);
+  // With a confidence stop, a greedy pick's probability is needed before the
+  // next draft; without one it is read once all drafts are in, off the loop.
+  const bool confidence_in_loop = request.sampling.greedy && request.stop_below > 0;
   for (int64_t i = 0; i < request.gamma; ++i) {
     const at::Tensor logits = request.feed(stream);  // [vocab]
     logit_rows.add(logits);
     int64_t d = 0;
     if (request.sampling.greedy) {
-      // Greedy acceptance compares tokens only: no processed distribution to
-      // keep. The drafter's own probability of each pick is read once all
-      // drafts are in, off the drafting loop.
+      // Greedy acceptance compares tokens only: no processed distribution to keep.
       d = argmaxOf(logits);
+      if (confidence_in_loop) draft.q_of_picks.push_back(softmaxOfPicks(logits.unsqueeze(0), {d})[0]);
     } else {
       const auto q = processedProbs(logits, request.sampling);  // [vocab]
       d = sampleFrom(q, request.generator);
@@ -84,10 +86,11 @@ Draft ModelDrafter::draft(const DraftRequest& request) const {
     stream.push_back(d);
     // Like HF, stop drafting once the drafter proposes an end of sequence.
     if (request.stopsAt(d)) break;
+    if (request.stop_below > 0 && draft.q_of_picks.back() < request.stop_below) break;
   }
   if (logit_rows.empty()) return draft;
   draft.logits = logit_rows.rows();  // [drafts, vocab]
-  if (request.sampling.greedy) draft.q_of_picks = softmaxOfPicks(draft.logits, draft.tokens);
+  if (request.sampling.greedy && !confidence_in_loop) draft.q_of_picks = softmaxOfPicks(draft.logits, draft.tokens);
   if (!q_rows.empty()) draft.q = torch::stack(q_rows);  // [drafts, vocab]
   return draft;
 }

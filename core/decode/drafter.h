@@ -41,6 +41,10 @@ struct DraftRequest {
   // not hold yet are fed, at explicit positions, and the write is logged.
   // Returns the logits after the last token of stream, [vocab] float32.
   std::function<at::Tensor(const std::vector<int64_t>& stream)> feed;
+  // Drafting stops after a draft the drafter gave a probability below this
+  // (Hugging Face's assistant_confidence_threshold: the unlikely draft is
+  // still proposed). 0: every round drafts gamma tokens.
+  double stop_below = 0.0;
 
   bool stopsAt(int64_t token) const;
 };
@@ -82,6 +86,8 @@ class ModelDrafter : public Drafter {
   const CausalLM* model() const override { return model_.get(); }
   // Greedy: each draft is the argmax of the drafter's logits. Sampled: drawn
   // from the processed distribution q (the same processing as the target's p).
+  // A draft's confidence, which request.stop_below is compared with, is its
+  // q_of_picks entry.
   Draft draft(const DraftRequest& request) const override;
 
  private:

@@ -303,8 +303,9 @@ void Session::runDraft() {
     auto feed_drafter = [this](const std::vector<int64_t>& stream) {
       return feed(CacheRole::Drafter, stream, Phase::Draft, nullptr, 1)[-1].to(torch::kFloat32);  // [vocab]
     };
-    const DraftRequest request{record_.sequence, r.gamma, options_.sampling, generator_, eos_ids_,
-                               options_.ignore_eos, target_->config().vocab_size, feed_drafter};
+    DraftRequest request{record_.sequence, r.gamma, options_.sampling, generator_, eos_ids_,
+                         options_.ignore_eos, target_->config().vocab_size, feed_drafter};
+    request.stop_below = options_.draft_confidence;
     Draft draft = drafter_->draft(request);
     r.drafts = std::move(draft.tokens);
     r.q_draft = std::move(draft.q_of_picks);

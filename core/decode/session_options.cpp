@@ -53,6 +53,15 @@ class FieldReader {
     *out = value->get<double>();
   }
 
+  void probability(const char* key, double* out) const {
+    const json* value = find(key);
+    if (!value) return;
+    if (!value->is_number() || !(value->get<double>() >= 0.0 && value->get<double>() <= 1.0)) {
+      badField(key, "a probability in 0..1", *value);
+    }
+    *out = value->get<double>();
+  }
+
   void boolean(const char* key, bool* out) const {
     const json* value = find(key);
     if (!value) return;
@@ -122,6 +131,8 @@ void SessionOptions::validate() const {
           "adaptive gamma bounds must satisfy 1 <= min <= max <= " + std::to_string(SessionLimits::kMaxGamma));
   require(!adaptive_gamma || (gamma >= gamma_min && gamma <= gamma_max),
           "the starting gamma must lie within the adaptive bounds");
+  require(draft_confidence >= 0.0 && draft_confidence <= 1.0,  // NaN fails both
+          "the draft confidence must be a probability in 0..1 (0: off), got " + std::to_string(draft_confidence));
   require(max_new_tokens >= 1 && max_new_tokens <= SessionLimits::kMaxNewTokens,
           "max new tokens must be in 1.." + std::to_string(SessionLimits::kMaxNewTokens) + ", got " +
               std::to_string(max_new_tokens));
@@ -161,6 +172,7 @@ nlohmann::json sessionOptionsJson(const SessionOptions& o) {
           {"adaptive_gamma", o.adaptive_gamma},
           {"gamma_min", o.gamma_min},
           {"gamma_max", o.gamma_max},
+          {"draft_confidence", o.draft_confidence},
           {"max_new_tokens", o.max_new_tokens},
           {"use_cache", o.use_cache},
           {"sampling", o.sampling.describe()},
@@ -191,6 +203,7 @@ SessionOptions readSessionOptions(const nlohmann::json& object, SessionOptions o
   fields.boolean("adaptive_gamma", &o.adaptive_gamma);
   fields.integer("gamma_min", 1, SessionLimits::kMaxGamma, &o.gamma_min);
   fields.integer("gamma_max", 1, SessionLimits::kMaxGamma, &o.gamma_max);
+  fields.probability("draft_confidence", &o.draft_confidence);
   fields.integer("max_new_tokens", 1, SessionLimits::kMaxNewTokens, &o.max_new_tokens);
   fields.boolean("use_cache", &o.use_cache);
   readSampling(fields, &o.sampling);

@@ -43,6 +43,11 @@ struct SessionOptions {
   bool adaptive_gamma = false; // +2 after a fully accepted round, -1 otherwise
   int64_t gamma_min = 1;
   int64_t gamma_max = 16;
+  // Drafting stops early after a draft the drafter gave a probability below
+  // this (Hugging Face's assistant_confidence_threshold; it defaults to 0.4
+  // there): unlikely drafts cost a drafter step and a verify row each and
+  // are seldom accepted. 0: every round drafts gamma tokens.
+  double draft_confidence = 0.0;
   int64_t max_new_tokens = 64;
   bool use_cache = true;
   SamplingSettings sampling;
@@ -70,7 +75,7 @@ struct SessionOptions {
 
 // The options as one JSON object, every field named as below: what a trace
 // records under info.options and what a lesson page's "session" holds.
-//   gamma, adaptive_gamma, gamma_min, gamma_max, max_new_tokens, use_cache,
+//   gamma, adaptive_gamma, gamma_min, gamma_max, draft_confidence, max_new_tokens, use_cache,
 //   sampling ("greedy", "sample", or the description sampling.describe()
 //   gives), temperature, top_k, top_p, seed, bookkeeping ("exact" | "seed"),
 //   ignore_eos, record_attention, record_logits, trace_budget_mb,

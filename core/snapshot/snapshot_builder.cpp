@@ -170,8 +170,9 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const Session& session) 
 
   const SessionOptions& options = session.options();
   std::ostringstream summary;
-  summary << "gamma " << options.gamma << (options.adaptive_gamma ? " (adaptive)" : "") << ", "
-          << options.sampling.describe() << ", seed " << options.seed << ", cache "
+  summary << "gamma " << options.gamma << (options.adaptive_gamma ? " (adaptive)" : "");
+  if (options.draft_confidence > 0) summary << ", drafting stops below p " << options.draft_confidence;
+  summary << ", " << options.sampling.describe() << ", seed " << options.seed << ", cache "
           << (options.use_cache ? "on" : "off") << ", " << bookkeepingName(options.bookkeeping) << " bookkeeping";
   if (options.eviction) summary << ", evict " << options.eviction->describe();
   snapshot->options_summary = summary.str();
@@ -233,8 +234,12 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace, 
   if (info.contains("options") && info["options"].is_object()) {
     const nlohmann::json& o = info["options"];
     std::ostringstream summary;
-    summary << "gamma " << o.value("gamma", 0) << (o.value("adaptive_gamma", false) ? " (adaptive)" : "") << ", "
-            << o.value("sampling", std::string("?")) << ", seed " << o.value("seed", 0) << ", cache "
+    summary << "gamma " << o.value("gamma", 0) << (o.value("adaptive_gamma", false) ? " (adaptive)" : "");
+    const auto stop = o.find("draft_confidence");  // absent from traces before the option
+    if (stop != o.end() && stop->is_number() && stop->get<double>() > 0) {
+      summary << ", drafting stops below p " << stop->get<double>();
+    }
+    summary << ", " << o.value("sampling", std::string("?")) << ", seed " << o.value("seed", 0) << ", cache "
             << (o.value("use_cache", true) ? "on" : "off") << ", " << o.value("bookkeeping", std::string("?"))
             << " bookkeeping";
     const auto eviction = o.find("eviction");

@@ -97,6 +97,35 @@ TEST(CliBench, QuickRunOnTheBundledPairHasASaneReport) {
   EXPECT_GE(r["memory"]["peak_rss_mb"].get<double>(), r["target"]["peak_rss_after_first_load_mb"].get<double>());
 }
 
+// With a confidence stop the rounds draft at most gamma tokens: the report
+// gives the drafts and tokens a round made and leaves the fixed-gamma formula out.
+TEST(CliBench, AConfidenceStopReportsDraftsPerRoundInsteadOfTheFormula) {
+  const auto r = runJson({"bench", "--quick", "--draft-confidence", "0.5", "--json"});
+  ASSERT_TRUE(r["speculative"].is_array());
+  ASSERT_EQ(r["speculative"].size(), 3u);
+  for (const auto& g : r["speculative"]) {
+    EXPECT_DOUBLE_EQ(g["draft_confidence"].get<double>(), 0.5);
+    EXPECT_TRUE(g["theoretical_speedup"].is_null()) << g.dump();
+    EXPECT_TRUE(g["verify_priced_speedup"].is_null()) << g.dump();
+    const double drafts = g["drafts_per_round"]["median"].get<double>();
+    EXPECT_GT(drafts, 0.0);
+    EXPECT_LE(drafts, g["gamma"].get<double>());
+    EXPECT_GT(g["mean_accepted_length"]["median"].get<double>(), 0.0);
+    EXPECT_GT(g["measured_speedup"]["median"].get<double>(), 0.0);
+  }
+  // Without the stop only the last round drafts fewer than gamma (it may not
+  // draft past the tokens asked for); with it, gamma 4 drafts fewer per round.
+  const auto plain = runJson({"bench", "--quick", "--json"});
+  ASSERT_EQ(plain["speculative"].size(), 3u);
+  EXPECT_EQ(plain["speculative"][2]["gamma"], 4);
+  EXPECT_GT(plain["speculative"][2]["drafts_per_round"]["median"].get<double>(), 3.0);
+  EXPECT_LT(r["speculative"][2]["drafts_per_round"]["median"].get<double>(),
+            plain["speculative"][2]["drafts_per_round"]["median"].get<double>());
+  const CliResult human = runCli({"bench", "--quick", "--draft-confidence", "0.5"});
+  EXPECT_EQ(human.exit_code, 0) << human.describe();
+  EXPECT_NE(human.out.find("drafting stops after a draft below p = 0.500"), std::string::npos) << human.out;
+}
+
 TEST(CliBench, BadOptionsAreNamed) {
   const CliResult zero = runCli({"bench", "--quick", "--trials", "0"});
   EXPECT_EQ(zero.exit_code, 2) << zero.describe();
@@ -104,6 +133,12 @@ TEST(CliBench, BadOptionsAreNamed) {
   const CliResult gamma = runCli({"bench", "--quick", "--gammas", "0"});
   EXPECT_EQ(gamma.exit_code, 2) << gamma.describe();
   EXPECT_NE(gamma.err.find("gamma"), std::string::npos) << gamma.err;
+  const CliResult stop = runCli({"bench", "--quick", "--draft-confidence", "1.5"});
+  EXPECT_EQ(stop.exit_code, 2) << stop.describe();
+  EXPECT_NE(stop.err.find("draft confidence must be a probability"), std::string::npos) << stop.err;
+  const CliResult run = runCli({"run", "--prompt", "x", "--draft-confidence", "-1", "--no-baseline"});
+  EXPECT_EQ(run.exit_code, 2) << run.describe();
+  EXPECT_NE(run.err.find("draft confidence must be a probability"), std::string::npos) << run.err;
 }
 
 TEST(CliMakeModel, UnknownShapeIsNamed) {

@@ -22,7 +22,7 @@
 namespace kvscope {
 namespace {
 
-const std::string kFixtures = KVSCOPE_FIXTURES;
+const std::string kPagedFixtureRoot = KVSCOPE_FIXTURES;
 
 std::shared_ptr<BlockPool> smallPool(int64_t block_size, int64_t initial_blocks = 1, size_t log_capacity = 4096) {
   return std::make_shared<BlockPool>(BlockPoolShape{2, 2, 4, block_size}, torch::kFloat32, initial_blocks,
@@ -136,10 +136,10 @@ TEST_P(PagedLogits, BundledDrafterEqualsContiguous) {
   expectPagedLogitsEqual(bundledModelDirectory("drafter"), GetParam());
 }
 
-TEST_P(PagedLogits, Gpt2FixtureEqualsContiguous) { expectPagedLogitsEqual(kFixtures + "/models/gpt2-tiny", GetParam()); }
+TEST_P(PagedLogits, Gpt2FixtureEqualsContiguous) { expectPagedLogitsEqual(kPagedFixtureRoot + "/models/gpt2-tiny", GetParam()); }
 
 TEST_P(PagedLogits, Qwen3FixtureEqualsContiguous) {
-  expectPagedLogitsEqual(kFixtures + "/models/qwen3-tiny", GetParam());
+  expectPagedLogitsEqual(kPagedFixtureRoot + "/models/qwen3-tiny", GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(BlockSizes, PagedLogits, ::testing::Values(1, 3, 16));

@@ -116,6 +116,16 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   gamma_layout->setContentsMargins(0, 0, 0, 0);
   gamma_layout->addWidget(gamma_);
   gamma_layout->addWidget(adaptive_);
+  draft_confidence_ = new QDoubleSpinBox;
+  draft_confidence_->setObjectName(QStringLiteral("draftConfidence"));
+  draft_confidence_->setRange(0.0, 1.0);
+  draft_confidence_->setDecimals(3);
+  draft_confidence_->setSingleStep(0.05);
+  draft_confidence_->setSpecialValueText(tr("off (always gamma drafts)"));
+  draft_confidence_->setToolTip(tr("A round's drafting stops after a draft the drafter gave a probability below this, "
+                                   "that draft still proposed (Hugging Face's assistant_confidence_threshold, 0.4 "
+                                   "there). Unlikely drafts cost a drafter step and a verify row each and are seldom "
+                                   "accepted. Off: every round drafts gamma tokens."));
   max_new_ = new QSpinBox;
   max_new_->setRange(1, static_cast<int>(SessionLimits::kMaxNewTokens));
   sampling_ = new QComboBox;
@@ -177,6 +187,7 @@ SessionPanel::SessionPanel(DebuggerContext& context, QWidget* parent) : ViewerPa
   form->addRow(tr("Prompt"), prompt_);
   form->addRow(QString(), batch_lines_);
   form->addRow(tr("Gamma"), gamma_row);
+  form->addRow(tr("Stop drafting below"), draft_confidence_);
   form->addRow(tr("Max new tokens"), max_new_);
   form->addRow(tr("Sampling"), sampling_);
   form->addRow(tr("Temperature"), temperature_);
@@ -366,6 +377,7 @@ std::optional<SessionSpec> SessionPanel::sessionSpec(QString* error) const {
   o = options_;
   o.gamma = gamma_->value();
   o.adaptive_gamma = adaptive_->isChecked();
+  o.draft_confidence = draft_confidence_->value();
   o.max_new_tokens = max_new_->value();
   o.sampling.greedy = sampling_->currentIndex() == 0;
   o.sampling.temperature = temperature_->value();
@@ -399,6 +411,7 @@ void SessionPanel::setOptions(const SessionOptions& o) {
   options_ = o;
   gamma_->setValue(static_cast<int>(o.gamma));
   adaptive_->setChecked(o.adaptive_gamma);
+  draft_confidence_->setValue(o.draft_confidence);
   max_new_->setValue(static_cast<int>(o.max_new_tokens));
   sampling_->setCurrentIndex(o.sampling.greedy ? 0 : 1);
   temperature_->setValue(o.sampling.temperature);

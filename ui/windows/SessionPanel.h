@@ -92,6 +92,7 @@ class SessionPanel : public ViewerPanel {
   QString full_prompt_;  // set while prompt_ shows an elided prompt (ui/widgets/LongText.h)
   QSpinBox* gamma_;
   QCheckBox* adaptive_;
+  QDoubleSpinBox* draft_confidence_;
   QSpinBox* max_new_;
   QComboBox* sampling_;
   QDoubleSpinBox* temperature_;

@@ -28,7 +28,7 @@ std::string refusal(const json& object) {
 TEST(SessionOptionsJson, CarriesEveryFieldAndReadsBackTheSameOptions) {
   const json unusual = sessionOptionsJson(unusualOptions());
   const json defaults = sessionOptionsJson(SessionOptions{});
-  ASSERT_EQ(unusual.size(), 20u);
+  ASSERT_EQ(unusual.size(), 21u);
   // A field the JSON left out would show here as a key equal to its default
   // (use_cache stays on and the layouts contiguous and ragged: the eviction
   // needs them; the cache off and the paged and padded layouts are read below).
@@ -85,6 +85,11 @@ TEST(SessionOptionsJson, WrongTypesAndRangesAreNamed) {
   EXPECT_NE(refusal({{"use_cache", 1}}).find("'use_cache': must be true or false"), std::string::npos);
   EXPECT_NE(refusal({{"temperature", "hot"}}).find("'temperature': must be a number"), std::string::npos);
   EXPECT_NE(refusal({{"bookkeeping", "lazy"}}).find("'bookkeeping'"), std::string::npos);
+  EXPECT_NE(refusal({{"draft_confidence", 1.5}}).find("'draft_confidence': must be a probability in 0..1, got 1.5"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"draft_confidence", -0.1}}).find("'draft_confidence'"), std::string::npos);
+  EXPECT_NE(refusal({{"draft_confidence", "high"}}).find("'draft_confidence'"), std::string::npos);
+  EXPECT_DOUBLE_EQ(readSessionOptions({{"draft_confidence", 0.4}}).draft_confidence, 0.4);
   // A long text is refused by its length, and cut in the message.
   const std::string long_name = refusal({{"fault", std::string(5000, 'x')}});
   EXPECT_NE(long_name.find("'fault': must be a string of at most 256 bytes"), std::string::npos) << long_name;

@@ -12,6 +12,7 @@ inline SessionOptions unusualOptions() {
   o.adaptive_gamma = true;
   o.gamma_min = 2;
   o.gamma_max = 9;
+  o.draft_confidence = 0.375;
   o.max_new_tokens = 33;
   o.sampling.greedy = false;
   o.sampling.temperature = 0.75;
