@@ -63,14 +63,8 @@ __attribute__((target("avx512f"))) double sumOfExpAvx512(const float* x, int64_t
   return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
 }
 
-}  // namespace
-
-int64_t argmaxOf(const at::Tensor& scores) {
-  if (scores.dim() != 1 || scores.scalar_type() != at::kFloat || !scores.is_contiguous() || scores.numel() == 0) {
-    return scores.argmax().item<int64_t>();
-  }
-  const float* x = scores.data_ptr<float>();
-  const int64_t n = scores.numel();
+// argmaxOf of a float32 row of n > 0 values read in place.
+int64_t argmaxOfFloats(const float* x, int64_t n) {
   if (cpuHasAvx512()) {
     const float max = rowMaxAvx512(x, n);
     if (!std::isnan(max)) return firstEqualAvx512(x, n, max);
@@ -81,6 +75,23 @@ int64_t argmaxOf(const at::Tensor& scores) {
     if (x[i] > x[best]) best = i;
   }
   return best;
+}
+
+}  // namespace
+
+int64_t argmaxOf(const at::Tensor& scores) {
+  if (scores.dim() != 1 || scores.scalar_type() != at::kFloat || !scores.is_contiguous() || scores.numel() == 0) {
+    return scores.argmax().item<int64_t>();
+  }
+  return argmaxOfFloats(scores.data_ptr<float>(), scores.numel());
+}
+
+int64_t argmaxOfRow(const at::Tensor& rows, int64_t row) {
+  require(rows.dim() == 2 && row >= 0 && row < rows.size(0),
+          "argmaxOfRow: row " + std::to_string(row) + " of a " + std::to_string(rows.dim()) + "-d tensor of " +
+              std::to_string(rows.dim() > 0 ? rows.size(0) : 0) + " rows");
+  if (rows.scalar_type() != at::kFloat || !rows.is_contiguous() || rows.size(1) == 0) return argmaxOf(rows[row]);
+  return argmaxOfFloats(rows.data_ptr<float>() + row * rows.size(1), rows.size(1));
 }
 
 at::Tensor processedProbRows(const at::Tensor& logits, const SamplingSettings& s) {

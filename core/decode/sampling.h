@@ -42,6 +42,9 @@ int64_t sampleFrom(const at::Tensor& probs, at::Generator& generator);
 // read directly (16 lanes at a time where the CPU has AVX-512): the ATen call
 // cost a drafter step of the bundled pair more than its attention.
 int64_t argmaxOf(const at::Tensor& scores);
+// argmaxOf(rows[row]) of a [rows, vocab] matrix, a float32 one read in place
+// (no view made: a greedy verify reads its rows' choices one by one).
+int64_t argmaxOfRow(const at::Tensor& rows, int64_t row);
 
 // A uniform draw in [0, 1) from the generator.
 double uniform(at::Generator& generator);

@@ -38,11 +38,11 @@ AcceptanceResult acceptGreedy(const std::vector<int64_t>& drafts, const at::Tens
   const int64_t k = static_cast<int64_t>(drafts.size());
   require(p.dim() == 2 && p.size(0) > k, "acceptGreedy: expected " + std::to_string(k + 1) + " target rows for " +
                                              std::to_string(k) + " drafts");
-  const auto target_choice = p.argmax(1).contiguous();  // [k + 1]
-  const int64_t* choice = target_choice.data_ptr<int64_t>();
-  while (result.accepted < k && drafts[result.accepted] == choice[result.accepted]) ++result.accepted;
+  // The target's choice row by row, up to the first draft it disagrees with.
+  int64_t choice = argmaxOfRow(p, 0);
+  while (result.accepted < k && drafts[result.accepted] == choice) choice = argmaxOfRow(p, ++result.accepted);
   result.bonus = k > 0 && result.accepted == k;  // no drafts: a plain target step
-  result.next_token = choice[result.accepted];
+  result.next_token = choice;
   return result;
 }
 

@@ -1,4 +1,5 @@
-// argmaxOf (core/decode/sampling.h), the drafter's greedy pick, against
+// argmaxOf (core/decode/sampling.h), the drafter's greedy pick, and
+// argmaxOfRow, the greedy verify's, against
 // torch's argmax: random rows, ties (the first wins), NaN (the first NaN
 // wins), and rows its plain loop does not read (a strided view, float64),
 // which go to torch. softmaxOfPicks, the greedy picks' probabilities,
@@ -34,6 +35,23 @@ TEST(ArgmaxOf, IsTorchsArgmax) {
   EXPECT_EQ(argmaxOf(wide.select(1, 3)), wide.select(1, 3).argmax().item<int64_t>());  // strided
   const auto doubles = torch::randn({300}, torch::kFloat64);
   EXPECT_EQ(argmaxOf(doubles), doubles.argmax().item<int64_t>());
+}
+
+// A row of a matrix read in place: a greedy verify's choices, row by row.
+TEST(ArgmaxOf, RowOfAMatrixIsTorchsArgmaxOfThatRow) {
+  torch::manual_seed(6);
+  auto rows = torch::randn({5, 2048});  // [rows, vocab]
+  rows[1] = rows[1].round();                                        // ties
+  rows[3][700] = std::numeric_limits<float>::quiet_NaN();           // NaN wins
+  const auto want = rows.argmax(1);
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(argmaxOfRow(rows, i), want[i].item<int64_t>()) << i;
+  const auto strided = torch::randn({64, 3}).t();  // [3, 64], not contiguous: torch's argmax
+  EXPECT_EQ(argmaxOfRow(strided, 2), strided[2].argmax().item<int64_t>());
+  const auto doubles = torch::randn({2, 40}, torch::kFloat64);
+  EXPECT_EQ(argmaxOfRow(doubles, 1), doubles[1].argmax().item<int64_t>());
+  EXPECT_THROW(argmaxOfRow(rows, 5), std::exception);   // past the last row
+  EXPECT_THROW(argmaxOfRow(rows, -1), std::exception);
+  EXPECT_THROW(argmaxOfRow(torch::randn({8}), 0), std::exception);  // not a matrix
 }
 
 TEST(SoftmaxOfPicks, IsTorchsSoftmaxAtThePicks) {
