@@ -68,12 +68,16 @@ void maskScores(at::Tensor& scores, int64_t n, int64_t total, const AttentionOpt
                 ProbeSink* probes) {
   auto hidden = sharedHiddenKeys(n, total, options);  // [n, T]
   if (probes != nullptr && probes->wants(Probe::AttentionMask, layer)) {
-    probe(probes, Probe::AttentionMask, layer, hidden.logical_not());
+    probe(probes, Probe::AttentionMask, layer, visibleKeys(n, total, options));
   }
   scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
 }
 
 }  // namespace
+
+at::Tensor visibleKeys(int64_t n, int64_t total, const AttentionOptions& options) {
+  return sharedHiddenKeys(n, total, options).logical_not();
+}
 
 at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                            const AttentionOptions& options, int64_t layer, ProbeSink* probes) {

@@ -44,6 +44,11 @@ struct AttentionOptions {
 // mask already keeps from them.
 int64_t padRowsHidden(const SequenceForward& sequence);
 
+// [n, T] bool: which keys each of n queries over T keys may see by the
+// causal, window and pad rules of `options` (not its keep mask): what the
+// AttentionMask probe records, built once per shape for short forwards.
+at::Tensor visibleKeys(int64_t n, int64_t total, const AttentionOptions& options);
+
 // q: [heads, n, head_dim]; keys, values: [kv_heads, T, head_dim] with heads a
 // multiple of kv_heads (GQA/MQA: query head h reads kv head h / group).
 // Query i sits at key index T - n + i and sees keys T - n + i - window < j <=

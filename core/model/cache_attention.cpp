@@ -30,6 +30,7 @@ struct HeadTask {
   int64_t pad_rows;       // keys [0, pad_rows) hidden from queries at key index >= pad_rows
   bool causal_among_new;
   float* scores;          // [T] scratch
+  float* weights;         // row i at weights + i * total ([rows, T]), or null
 };
 
 // Keys [first, last] query i may see before the keep mask: causal by row
@@ -73,9 +74,11 @@ __attribute__((always_inline)) inline void attendHeadBody(const HeadTask& t) {
     float* out = t.out + i * t.out_stride;
     const auto [first, last] = visibleRange(t, i);
     const float largest = scoreRow(t, t.q + i * t.q_stride, first, last);
+    float* weights = t.weights != nullptr ? t.weights + i * t.total : nullptr;
     if (largest == -std::numeric_limits<float>::infinity()) {
       // No key visible: softmax over nothing but -inf is NaN, as the tensor path gives.
       std::fill(out, out + t.head_dim, std::numeric_limits<float>::quiet_NaN());
+      if (weights != nullptr) std::fill(weights, weights + t.total, std::numeric_limits<float>::quiet_NaN());
       continue;
     }
     float total = 0;
@@ -85,6 +88,10 @@ __attribute__((always_inline)) inline void attendHeadBody(const HeadTask& t) {
       total += w;
     }
     const float inverse = 1.0f / total;  // softmax multiplies by the reciprocal of the sum
+    if (weights != nullptr) {
+      std::fill(weights, weights + t.total, 0.0f);
+      for (int64_t j = first; j <= last; ++j) weights[j] = t.scores[j] * inverse;
+    }
     std::fill(out, out + t.head_dim, 0.0f);
     for (int64_t j = first; j <= last; ++j) {
       const float w = t.scores[j] * inverse;  // 0 for a removed row: 0 * V, as the batched product adds it
@@ -118,6 +125,10 @@ void attendKvHeadByQueries(const HeadTask& base, const CacheAttentionRows& rows,
       a.q = rows.q + i * rows.q_stride + h * rows.head_dim;
       a.out = rows.out + i * rows.out_stride + h * rows.head_dim;
       a.scores = scores + (h * rows.rows + i) * base.total;
+      if (rows.weights != nullptr) {
+        a.weights = rows.weights + (h * rows.rows + i) * base.total;  // [heads, n, T]
+        a.weights_length = base.total;
+      }
       queries.push_back(a);
     }
   }
@@ -193,6 +204,7 @@ void attendCacheRowsInto(const CacheAttentionRows& rows, const CacheRowsView& ca
       task.v = cache.v + kv * cache.v_head_stride;
       task.keep = cache.keep != nullptr ? cache.keep + kv * cache.keep_head_stride : nullptr;
       task.scores = scratch.data() + h * total;
+      task.weights = rows.weights != nullptr ? rows.weights + h * rows.rows * total : nullptr;  // [heads, n, T]
       attend(task);
     }
   });

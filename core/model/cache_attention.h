@@ -7,8 +7,9 @@
 // of a query live in a scratch row, the grouped-query product reads each
 // kv head's keys in place (no copy per query head) and each head's output is
 // written into its columns of the merged [n, heads * head_dim] rows o_proj
-// reads. It records no probe: a forward that records attention's weights,
-// mask or output goes through causalAttention.
+// reads. It records no probe itself; it writes the softmax weights it used
+// where the caller asks (CacheAttentionRows::weights), so that a forward
+// recording attention need not take the tensor path.
 //
 // The sums are float32 in another order than BLAS's batched product and
 // ATen's softmax, so results agree with causalAttention to float32 rounding,
@@ -30,6 +31,10 @@ struct CacheAttentionRows {
   int64_t rows = 0;          // n: the queries sit at key indices T - n .. T - 1
   int64_t heads = 0;
   int64_t head_dim = 0;
+  // When set, [heads, n, T]: each query's softmax weights, 0 for the keys it
+  // does not see (NaN throughout when it sees none), as causalAttention
+  // records them under Probe::AttentionWeights.
+  float* weights = nullptr;
 };
 
 // One sequence's keys and values of one layer, float32, read in place: row

@@ -36,11 +36,12 @@ std::atomic<bool> lean_enabled{true};
 
 // The points the lean forward does not record. It records Key and Value
 // (the rows it hands the cache: every session's tracked cache keeps them to
-// check and copy what was stored); a forward that wants any other point goes
-// through the tensor path, whose tensors the probes are.
-constexpr Probe kTensorPathProbes[] = {Probe::Query,           Probe::AttentionWeights, Probe::AttentionOutput,
-                                       Probe::AttentionMask,   Probe::LayerInput,       Probe::QueryBeforeRope,
-                                       Probe::KeyBeforeRope,   Probe::AttentionProjected, Probe::LayerOutput};
+// check and copy what was stored) and attention's weights and mask (what a
+// traced session keeps of every verify); a forward that wants any other
+// point goes through the tensor path, whose tensors the probes are.
+constexpr Probe kTensorPathProbes[] = {Probe::Query,         Probe::AttentionOutput,   Probe::LayerInput,
+                                       Probe::QueryBeforeRope, Probe::KeyBeforeRope,   Probe::AttentionProjected,
+                                       Probe::LayerOutput};
 
 bool wantsTensorPathProbe(const ProbeSink* sink, int64_t layers) {
   if (sink == nullptr) return false;
@@ -86,6 +87,34 @@ CacheRowsView appendInPlace(KvCache& cache, int64_t layer, const NewRows& rows) 
   view.keep_row_stride = 1;
   return view;
 }
+
+// What a sink wants of one sequence's attention in one layer: the mask, and
+// the weights, which the kernel writes into a tensor made here and finish()
+// hands over, both as causalAttention records them.
+class AttentionRecording {
+ public:
+  AttentionRecording(ProbeSink* probes, int64_t layer, CacheAttentionRows& rows, int64_t total,
+                     const AttentionOptions& options)
+      : probes_(probes), layer_(layer) {
+    if (probes == nullptr) return;
+    if (probes->wants(Probe::AttentionMask, layer)) {
+      probes->record(Probe::AttentionMask, layer, visibleKeys(rows.rows, total, options));  // [n, T]
+    }
+    if (probes->wants(Probe::AttentionWeights, layer)) {
+      weights_ = torch::empty({rows.heads, rows.rows, total}, torch::kFloat32);  // [heads, n, T]
+      rows.weights = weights_.data_ptr<float>();
+    }
+  }
+  // After the attention: hands the weights it wrote to the sink.
+  void finish() const {
+    if (weights_.defined()) probes_->record(Probe::AttentionWeights, layer_, weights_);
+  }
+
+ private:
+  ProbeSink* probes_;
+  int64_t layer_;
+  at::Tensor weights_;
+};
 
 }  // namespace
 
@@ -234,13 +263,18 @@ void LlamaModel::leanAttention(int64_t index, const BatchRows& batch, ForwardWor
     rows.head_dim = D;
     if (cache != nullptr && cache->plainAppendApplies()) {
       const NewRows fed{b.qkv, width, QD, batch.offset(i), batch.count(i), Hkv, D};
-      attendCacheRowsInto(rows, appendInPlace(*cache, index, fed), options, ws.scores());
+      const CacheRowsView view = appendInPlace(*cache, index, fed);
+      const AttentionRecording recording(probes, index, rows, view.total, options);
+      attendCacheRowsInto(rows, view, options, ws.scores());
+      recording.finish();
       continue;
     }
     // Paged, another storage dtype, a fault's write order, or no cache: through the tensors.
     auto [keys, values] = keysAndValues(batch.rowsOf(b.k(), i, 1), batch.rowsOf(b.v(), i, 1), index, cache);  // [kv, T_i, D]
     if (cache != nullptr) options.keep = cache->keepMask(index);
+    const AttentionRecording recording(probes, index, rows, keys.size(1), options);
     attendCacheInto(rows, keys, values, options, ws.scores());
+    recording.finish();
   }
 }
 

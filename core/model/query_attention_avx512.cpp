@@ -204,6 +204,18 @@ float normalize(const QueryAttention& a) {
   return 1.0f / exponentiate(a, largest);  // softmax multiplies by the reciprocal of the sum
 }
 
+// The weights a query's output is summed with (scores[j] * inverse, the
+// factor addValue applies), written out over all its keys.
+void writeWeights(const QueryAttention& a, float inverse) {
+  if (std::isnan(inverse)) {
+    std::fill(a.weights, a.weights + a.weights_length, std::numeric_limits<float>::quiet_NaN());
+    return;
+  }
+  std::fill(a.weights, a.weights + a.first, 0.0f);
+  for (int64_t j = a.first; j <= a.last; ++j) a.weights[j] = a.scores[j] * inverse;
+  std::fill(a.weights + a.last + 1, a.weights + a.weights_length, 0.0f);
+}
+
 template <int C>
 void attendQueries(const QueryAttention* queries, int64_t count) {
   int64_t first = queries[0].first, last = queries[0].last;
@@ -222,7 +234,10 @@ void attendQueries(const QueryAttention* queries, int64_t count) {
   thread_local std::vector<float> inverses;
   sums.assign(static_cast<size_t>(count), ValueSums<C>{});
   inverses.resize(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) inverses[i] = normalize(queries[i]);
+  for (int64_t i = 0; i < count; ++i) {
+    inverses[i] = normalize(queries[i]);
+    if (queries[i].weights != nullptr) writeWeights(queries[i], inverses[i]);
+  }
   for (int64_t b0 = start; b0 <= last; b0 += kBlock) {
     for (int64_t i = 0; i < count; ++i) {
       int64_t lo, hi;

@@ -33,6 +33,11 @@ struct QueryAttention {
   float scale = 1, softcap = 0;
   float* scores = nullptr;         // [last + 1] scratch, the query's own
   float* out = nullptr;            // [head_dim]
+  // When set, the softmax weights the output was summed with, over all
+  // weights_length keys: 0 for a key the query does not see, NaN everywhere
+  // when it sees none (what causalAttention records as AttentionWeights).
+  float* weights = nullptr;        // [weights_length]
+  int64_t weights_length = 0;
 };
 
 // Whether attendQueryAvx512 runs here for this head_dim: the CPU has

@@ -7,8 +7,9 @@
 // 2e-6 of the largest magnitude. That is float32's own rounding through the
 // layers, not a loss of accuracy: against a float64 forward of the same
 // weights the tensor path itself is up to 1.8e-6 off and the lean one no
-// further (AsCloseToFloat64AsTheTensorPath). A forward that records a probe
-// other than Key and Value takes the tensor path: bit for bit today's.
+// further (AsCloseToFloat64AsTheTensorPath). The lean forward records Key,
+// Value and attention's weights and mask itself; a forward that records any
+// other probe takes the tensor path: bit for bit today's.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -130,17 +131,90 @@ TEST(LeanForward, AsCloseToFloat64AsTheTensorPath) {
   }
 }
 
-// A sink that wants attention's weights: the forward takes the tensor path,
-// so its logits are bit for bit those of the lean forward switched off.
-TEST(LeanForward, AForwardThatRecordsTakesTheTensorPath) {
+// A sink that wants a point the lean forward does not record (here the
+// attention's output): the forward takes the tensor path, so its logits are
+// bit for bit those of the lean forward switched off.
+TEST(LeanForward, AForwardThatRecordsOtherPointsTakesTheTensorPath) {
   c10::InferenceMode guard;
   const auto model = fixtureModel("llama-tiny");
   const auto tokens = torch::tensor(std::vector<int64_t>{3, 17, 5, 29, 11}, torch::kInt64);
-  AttentionRecorder recorder(model->config().num_layers);
-  const at::Tensor recorded = model->forward(tokens, 0, nullptr, &recorder);
-  ASSERT_TRUE(recorder.weights.front().defined());
+  struct Outputs : ProbeSink {
+    bool wants(Probe p, int64_t) const override { return p == Probe::AttentionOutput; }
+    void record(Probe, int64_t, const at::Tensor&) override { ++recorded; }
+    int recorded = 0;
+  } sink;
+  const at::Tensor recorded = model->forward(tokens, 0, nullptr, &sink);
+  EXPECT_EQ(sink.recorded, model->config().num_layers);
   const at::Tensor tensor_path = withLean(false, [&] { return model->forward(tokens, 0, nullptr); });
   EXPECT_TRUE(torch::equal(recorded, tensor_path));
+}
+
+// A traced session records every verify's attention weights and mask: the
+// lean forward writes them itself. The mask is the tensor path's exactly;
+// the weights are the ones the lean forward summed the values with, within
+// float32 rounding of the tensor path's (0 where a key is hidden: the causal
+// rule, a sliding window, soft-capped Gemma 2 scores, rows an eviction
+// removed); and recording changes no logit.
+// The two paths' q and k already differ by float32 rounding (kLeanRelative
+// of their largest), and a weight moves with its scores: on the bundled
+// target, whose attention is peaked, up to 2.7e-6 (2026-11-29). A weight
+// computed wrongly (unnormalized, from the wrong key) is off by far more.
+constexpr double kWeightsAbsolute = 1e-5;
+
+void expectRecordedAttentionMatchesTensorPath(const CausalLM& model, const std::string& what) {
+  c10::InferenceMode guard;
+  const int64_t layers = model.config().num_layers, vocab = model.config().vocab_size;
+  const auto ids = testing_support::randomPrompts(1, vocab, 40, 40, 7).front();
+  struct Run {
+    std::vector<at::Tensor> logits;
+    std::vector<AttentionRecorder> recorders;
+  };
+  auto run = [&](bool lean, bool record) {
+    return withLean(lean, [&] {
+      Run out;
+      auto cache = model.makeCache();
+      int64_t at = 0;
+      for (int64_t n : {12, 1, 3, 5, 2, 1}) {
+        if (at == 13) {  // an eviction: every other row of the first 12 removed from kv head 0
+          for (int64_t layer = 0; layer < layers; ++layer) {
+            auto keep = torch::ones({model.config().num_kv_heads, cache->length(layer)}, torch::kBool);
+            for (int64_t r = 1; r < 12; r += 2) keep[0][r] = false;
+            cache->evictRows(layer, keep);
+          }
+        }
+        out.recorders.emplace_back(layers);
+        const auto tokens = torch::tensor(std::vector<int64_t>(ids.begin() + at, ids.begin() + at + n), torch::kInt64);
+        out.logits.push_back(model.forward(tokens, at, cache.get(), record ? &out.recorders.back() : nullptr));
+        at += n;
+      }
+      return out;
+    });
+  };
+  const Run lean = run(true, true), tensor = run(false, true), unrecorded = run(true, false);
+  for (size_t f = 0; f < lean.logits.size(); ++f) {
+    SCOPED_TRACE(what + ", forward " + std::to_string(f));
+    EXPECT_TRUE(torch::equal(lean.logits[f], unrecorded.logits[f]));  // recording changes nothing
+    for (int64_t layer = 0; layer < layers; ++layer) {
+      const at::Tensor& weights = lean.recorders[f].weights[static_cast<size_t>(layer)];
+      const at::Tensor& expected = tensor.recorders[f].weights[static_cast<size_t>(layer)];
+      ASSERT_TRUE(weights.defined()) << layer;
+      ASSERT_EQ(weights.sizes(), expected.sizes()) << layer;
+      EXPECT_LE((weights - expected).abs().max().item<double>(), kWeightsAbsolute) << layer;
+      EXPECT_TRUE(torch::equal(weights == 0, expected == 0)) << layer;  // the same keys hidden
+      EXPECT_TRUE(torch::equal(lean.recorders[f].masks[static_cast<size_t>(layer)],
+                               tensor.recorders[f].masks[static_cast<size_t>(layer)]))
+          << layer;
+    }
+  }
+}
+
+TEST_P(LeanForwardFamilies, RecordedAttentionIsTheTensorPaths) {
+  expectRecordedAttentionMatchesTensorPath(*fixtureModel(GetParam()), GetParam());
+}
+
+TEST(LeanForward, RecordedAttentionOfTheBundledTargetIsTheTensorPaths) {
+  expectRecordedAttentionMatchesTensorPath(
+      *loadCausalLM(bundledModelDirectory("target"), torch::TensorOptions().dtype(torch::kFloat32)), "bundled target");
 }
 
 // The tracked cache's sink (Key and Value only) keeps the lean forward: the
