@@ -346,7 +346,10 @@ void Session::runVerify() {
   if (options_.record_logits) verify.logits = verify_logits_.clone();
   if (options_.record_attention) {
     for (const auto& w : attention.weights) {  // [heads, fed, keys] -> the verified query rows
-      verify.attention.push_back(w.narrow(1, w.size(1) - queries, queries).to(torch::kFloat32).clone());
+      // The forward made w for this recorder alone: kept as it is when it
+      // holds just the verified rows, else those rows copied out of it.
+      const bool whole = w.size(1) == queries && w.scalar_type() == torch::kFloat32 && w.is_contiguous();
+      verify.attention.push_back(whole ? w : w.narrow(1, w.size(1) - queries, queries).to(torch::kFloat32).clone());
     }
     for (const auto& m : attention.masks) {  // [fed, keys] -> the verified query rows
       if (m.defined()) verify.masks.push_back(m.narrow(0, m.size(0) - queries, queries).clone());

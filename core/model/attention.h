@@ -46,7 +46,8 @@ int64_t padRowsHidden(const SequenceForward& sequence);
 
 // [n, T] bool: which keys each of n queries over T keys may see by the
 // causal, window and pad rules of `options` (not its keep mask): what the
-// AttentionMask probe records, built once per shape for short forwards.
+// AttentionMask probe records. Short forwards share one tensor while the
+// shape and options repeat (every layer of a verify): read it, never write it.
 at::Tensor visibleKeys(int64_t n, int64_t total, const AttentionOptions& options);
 
 // q: [heads, n, head_dim]; keys, values: [kv_heads, T, head_dim] with heads a
