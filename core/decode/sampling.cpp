@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/model/vector_exp.h"
+#include "core/runtime/cpu_features.h"
 
 // GCC 12 reports the intrinsics' own _mm512_undefined_ps() as uninitialized.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -17,11 +18,6 @@
 
 namespace kvscope {
 namespace {
-
-bool cpuHasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
 
 // A row's largest value (NaN when the row holds one: the caller falls back
 // to torch's softmax, which propagates it).

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "core/model/query_attention_avx512.h"
+#include "core/runtime/cpu_features.h"
 
 namespace kvscope {
 namespace {
@@ -141,11 +142,7 @@ void attendHeadPortable(const HeadTask& t) { attendHeadBody(t); }
 using HeadFunction = void (*)(const HeadTask&);
 
 HeadFunction headFunction() {
-  static const bool avx2 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return avx2 ? &attendHeadAvx2 : &attendHeadPortable;
+  return cpuHasAvx2Fma() ? &attendHeadAvx2 : &attendHeadPortable;
 }
 
 // Float32 with unit inner stride: read in place; otherwise a float32 copy

@@ -10,6 +10,8 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Half.h>
 
+#include "core/runtime/cpu_features.h"
+
 // GCC 12 reports the intrinsics' own _mm512_undefined_epi32() (inside
 // _mm512_cvtepu16_epi32 and _mm512_slli_epi32) as maybe uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -28,16 +30,7 @@ constexpr int64_t kInputsPerStep = 256;
 
 std::atomic<bool> kernel_enabled{true};
 
-bool cpuHasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-  return has;
-}
-
-bool cpuHasAvx2() {
-  static const bool has =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  return has;
-}
+bool cpuHasAvx2() { return cpuHasAvx2FmaF16c(); }  // the 16-bit weights need F16C
 
 // The element types of a weight, as distinct C++ types for the templates.
 struct Bf16 {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/model/vector_exp.h"
+#include "core/runtime/cpu_features.h"
 
 // GCC 12 reports the intrinsics' own _mm512_undefined_ps() (inside the
 // reductions and _mm512_mask_loadu_ps's helpers) as uninitialized.
@@ -254,11 +255,6 @@ void attendQueries(const QueryAttention* queries, int64_t count) {
       finishValues<C>(a, sums[i]);
     }
   }
-}
-
-bool cpuHasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-  return has;
 }
 
 }  // namespace

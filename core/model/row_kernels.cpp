@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/model/vector_exp.h"
+#include "core/runtime/cpu_features.h"
 
 // GCC 12 reports the intrinsics' own _mm512_undefined_ps() as uninitialized.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -12,11 +13,6 @@
 
 namespace kvscope {
 namespace {
-
-bool cpuHasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
 
 // SiLU(gate) * up, 16 at a time, the last vector masked, so every element
 // takes the same path whatever count is (a verify row gives what a decode
