@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/model/json_limits.h"
+#include "core/runtime/allocator_tuning.h"
 
 namespace kvscope {
 namespace fs = std::filesystem;
@@ -98,10 +99,6 @@ void releaseRows(const SafetensorsFile& file, const StTensorInfo& info, int64_t 
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
-// Asks for 2 MB pages under a large tensor about to be written (the kernel's
-// transparent huge pages in "madvise" mode, Debian's default): each 4 KB
-// page's first write is a page fault, and under a paravirtualised VM those
-// faults were a quarter of loading the 0.5 B shape (perf, 2026-11-29).
 // Releases a tensor's mapped rows as they are copied, 1024 rows at a time:
 // each madvise flushes the TLB of every core, and per 64-row block they were
 // a tenth of a load.
@@ -122,17 +119,6 @@ class MappedRowRelease {
   int64_t cols_;
   int64_t released_ = 0;
 };
-
-void adviseHugePages(const at::Tensor& tensor) {
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  const size_t bytes = tensor.nbytes();
-  if (bytes < 4 * kHuge) return;
-  const auto begin = reinterpret_cast<uintptr_t>(tensor.data_ptr());
-  const uintptr_t first = (begin + kHuge - 1) / kHuge * kHuge;
-  const uintptr_t last = (begin + bytes) / kHuge * kHuge;
-  // Advice only: where the kernel declines, the tensor has 4 KB pages as before.
-  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
-}
 
 }  // namespace
 
@@ -214,7 +200,7 @@ at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const
   constexpr int64_t kBlockRows = 64;  // a multiple of the panel width
   if (packsIntoPanels(rows, cols, target.dtype().toScalarType())) {
     at::Tensor panels = at::empty({rows / kPanelWidth, cols, kPanelWidth}, target);  // [P, in, 16]
-    adviseHugePages(panels);
+    adviseHugePages(panels.data_ptr(), panels.nbytes());
     MappedRowRelease release(file, info, cols);
     for (int64_t r = 0; r < rows; r += kBlockRows) {
       const int64_t n = std::min(kBlockRows, rows - r);  // a multiple of 16: rows is
@@ -226,7 +212,7 @@ at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const
   }
   // [rows, cols] with strides (1, rows): the transpose is the contiguous block.
   at::Tensor out = at::empty_strided(view.sizes(), {1, rows}, target);
-  adviseHugePages(out);
+  adviseHugePages(out.data_ptr(), out.nbytes());
   MappedRowRelease release(file, info, cols);
   at::Tensor out_t = out.t();  // [cols, rows], contiguous
   for (int64_t r = 0; r < rows; r += kBlockRows) {

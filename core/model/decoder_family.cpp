@@ -6,6 +6,7 @@
 
 #include "core/model/dense.h"
 #include "core/model/few_rows.h"
+#include "core/runtime/allocator_tuning.h"
 
 namespace kvscope {
 
@@ -38,7 +39,11 @@ bool fusePanels(const std::vector<at::Tensor*>& parts, const std::vector<at::Ten
     panels.push_back(*parts[i]);
     if (with_bias) bias_parts.push_back(*biases[i]);
   }
-  fused = at::cat(panels, 0);  // [sum P_i, in, 16]
+  int64_t fused_panels = 0;
+  for (const at::Tensor& part : panels) fused_panels += part.size(0);
+  fused = at::empty({fused_panels, panels[0].size(1), panels[0].size(2)}, panels[0].options());  // [sum P_i, in, 16]
+  adviseHugePages(fused.data_ptr(), fused.nbytes());
+  at::cat_out(fused, panels, 0);
   if (with_bias) fused_bias = at::cat(bias_parts, 0);  // [sum P_i * 16]
   int64_t first = 0;
   for (size_t i = 0; i < parts.size(); ++i) {

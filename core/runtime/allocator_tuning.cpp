@@ -1,5 +1,8 @@
 #include "core/runtime/allocator_tuning.h"
 
+#include <sys/mman.h>
+
+#include <cstdint>
 #include <cstdlib>
 
 #ifdef __GLIBC__
@@ -17,6 +20,15 @@ bool keepTensorMemoryForReuse() {
 #else
   return false;
 #endif
+}
+
+void adviseHugePages(void* data, size_t bytes) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  if (data == nullptr || bytes < 4 * kHuge) return;
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + kHuge - 1) / kHuge * kHuge;  // whole 2 MB pages inside the range
+  const uintptr_t last = (begin + bytes) / kHuge * kHuge;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
 }
 
 }  // namespace kvscope
