@@ -51,8 +51,12 @@ std::optional<at::Tensor> inputEmbedding(const CausalLM& model) {
 
 // Elements widened to float64 at a time. The whole embedding widened at once,
 // and squared, held 2.2 GB for the 0.5 B shape's 152k x 896 matrix, twice the
-// bf16 model `check` had loaded; the sums need one block at a time.
-constexpr int64_t kFingerprintBlockElements = int64_t{1} << 22;
+// bf16 model `check` had loaded; the sums need one block at a time. A block
+// of 2^20 (8 MB in float64, its square as much) stays in malloc's heap and is
+// reused: at 2^22 each temporary was 32 MB, at glibc's mmap threshold, and
+// every one a fresh mapping faulted in page by page (a quarter of `check` of
+// a 0.5 B capture, perf, 2026-11-29).
+constexpr int64_t kFingerprintBlockElements = int64_t{1} << 20;
 
 // The inference layout may store the embedding as panels [vocab / 16,
 // hidden, 16] (core/model/dense.h): the same values, so the same sums; the
