@@ -104,11 +104,11 @@ void releaseRows(const SafetensorsFile& file, const StTensorInfo& info, int64_t 
 // a tenth of a load.
 class MappedRowRelease {
  public:
-  MappedRowRelease(const SafetensorsFile& file, const StTensorInfo& info, int64_t cols)
-      : file_(file), info_(info), cols_(cols) {}
-  void copiedUpTo(int64_t row, bool last) {
+  MappedRowRelease(const SafetensorsFile& file, const StTensorInfo& info, int64_t rows, int64_t cols)
+      : file_(file), info_(info), rows_(rows), cols_(cols) {}
+  void copiedUpTo(int64_t row) {
     constexpr int64_t kRowsPerRelease = 1024;
-    if (row - released_ < kRowsPerRelease && !last) return;
+    if (row - released_ < kRowsPerRelease && row != rows_) return;
     releaseRows(file_, info_, released_, row - released_, cols_);
     released_ = row;
   }
@@ -116,7 +116,7 @@ class MappedRowRelease {
  private:
   const SafetensorsFile& file_;
   const StTensorInfo& info_;
-  int64_t cols_;
+  int64_t rows_, cols_;
   int64_t released_ = 0;
 };
 
@@ -201,25 +201,25 @@ at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const
   if (packsIntoPanels(rows, cols, target.dtype().toScalarType())) {
     at::Tensor panels = at::empty({rows / kPanelWidth, cols, kPanelWidth}, target);  // [P, in, 16]
     adviseHugePages(panels.data_ptr(), panels.nbytes());
-    MappedRowRelease release(file, info, cols);
+    MappedRowRelease release(file, info, rows, cols);
     for (int64_t r = 0; r < rows; r += kBlockRows) {
       const int64_t n = std::min(kBlockRows, rows - r);  // a multiple of 16: rows is
       const at::Tensor block = view.narrow(0, r, n).to(target);  // [n, cols]
       panels.narrow(0, r / kPanelWidth, n / kPanelWidth).copy_(block.view({n / kPanelWidth, kPanelWidth, cols}).transpose(1, 2));
-      release.copiedUpTo(r + n, r + n == rows);
+      release.copiedUpTo(r + n);
     }
     return panels;
   }
   // [rows, cols] with strides (1, rows): the transpose is the contiguous block.
   at::Tensor out = at::empty_strided(view.sizes(), {1, rows}, target);
   adviseHugePages(out.data_ptr(), out.nbytes());
-  MappedRowRelease release(file, info, cols);
+  MappedRowRelease release(file, info, rows, cols);
   at::Tensor out_t = out.t();  // [cols, rows], contiguous
   for (int64_t r = 0; r < rows; r += kBlockRows) {
     const int64_t n = std::min(kBlockRows, rows - r);
     const at::Tensor block = view.narrow(0, r, n).to(target);  // [n, cols]
     out_t.narrow(1, r, n).copy_(block.t());
-    release.copiedUpTo(r + n, r + n == rows);
+    release.copiedUpTo(r + n);
   }
   return out;
 }

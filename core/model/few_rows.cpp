@@ -30,7 +30,6 @@ constexpr int64_t kInputsPerStep = 256;
 
 std::atomic<bool> kernel_enabled{true};
 
-bool cpuHasAvx2() { return cpuHasAvx2FmaF16c(); }  // the 16-bit weights need F16C
 
 // The element types of a weight, as distinct C++ types for the templates.
 struct Bf16 {
@@ -326,7 +325,7 @@ void widenRows(const FewRowsWeight& w, int64_t first, int64_t count, float* out)
 
 void setFewRowsKernelEnabled(bool enabled) { kernel_enabled = enabled; }
 
-bool fewRowsCpuSupported() { return cpuHasAvx512() || cpuHasAvx2(); }
+bool fewRowsCpuSupported() { return cpuHasAvx512() || cpuHasAvx2FmaF16c(); }
 
 bool fewRowsSupported() { return kernel_enabled && fewRowsCpuSupported(); }
 
@@ -339,7 +338,7 @@ namespace {
 // Whether the kernel runs with `isa` on this weight here (rows aside).
 bool kernelRuns(FewRowsIsa isa, const FewRowsWeight& weight) {
   const bool avx512 = isa == FewRowsIsa::Avx512;
-  if (!kernel_enabled || !(avx512 ? cpuHasAvx512() : cpuHasAvx2())) return false;
+  if (!kernel_enabled || !(avx512 ? cpuHasAvx512() : cpuHasAvx2FmaF16c())) return false;
   return weight.type == FewRowsType::F32 || weight.out % kPanelWidth == 0;
 }
 

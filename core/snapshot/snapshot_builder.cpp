@@ -17,6 +17,11 @@ namespace kvscope {
 
 namespace {
 
+// The options line's words for a confidence stop (SessionOptions::draft_confidence), none when off.
+void describeDraftStop(std::ostringstream& summary, double draft_confidence) {
+  if (draft_confidence > 0) summary << ", drafting stops below p " << draft_confidence;
+}
+
 std::vector<float> toFloats(const at::Tensor& tensor) {
   const at::Tensor flat = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous().reshape({-1});
   const float* data = flat.data_ptr<float>();
@@ -171,7 +176,7 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const Session& session) 
   const SessionOptions& options = session.options();
   std::ostringstream summary;
   summary << "gamma " << options.gamma << (options.adaptive_gamma ? " (adaptive)" : "");
-  if (options.draft_confidence > 0) summary << ", drafting stops below p " << options.draft_confidence;
+  describeDraftStop(summary, options.draft_confidence);
   summary << ", " << options.sampling.describe() << ", seed " << options.seed << ", cache "
           << (options.use_cache ? "on" : "off") << ", " << bookkeepingName(options.bookkeeping) << " bookkeeping";
   if (options.eviction) summary << ", evict " << options.eviction->describe();
@@ -236,9 +241,7 @@ std::shared_ptr<SessionSnapshot> SnapshotBuilder::build(const TraceData& trace, 
     std::ostringstream summary;
     summary << "gamma " << o.value("gamma", 0) << (o.value("adaptive_gamma", false) ? " (adaptive)" : "");
     const auto stop = o.find("draft_confidence");  // absent from traces before the option
-    if (stop != o.end() && stop->is_number() && stop->get<double>() > 0) {
-      summary << ", drafting stops below p " << stop->get<double>();
-    }
+    if (stop != o.end() && stop->is_number()) describeDraftStop(summary, stop->get<double>());
     summary << ", " << o.value("sampling", std::string("?")) << ", seed " << o.value("seed", 0) << ", cache "
             << (o.value("use_cache", true) ? "on" : "off") << ", " << o.value("bookkeeping", std::string("?"))
             << " bookkeeping";
