@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <set>
 
+#include "core/runtime/allocator_tuning.h"
 #include "core/runtime/threads.h"
 #include "core/error.h"
 #include "core/model/checkpoint.h"
@@ -281,6 +284,60 @@ static bool packedForInference(const ModelConfig& config, const TensorSpec& spec
 
 namespace {
 
+// The options one group member loads with when it can share a fused panel
+// tensor: stored as its spec says and packed into panels. Else none.
+std::optional<c10::TensorOptions> panelOptions(const Checkpoint& ckpt, const ModelConfig& config, const TensorSpec& spec,
+                                               const c10::TensorOptions& options, WeightResidency weights) {
+  const std::string stored = storedName(ckpt, spec.name);
+  if (!ckpt.has(stored) || ckpt.info(stored).shape != spec.shape || !packedForInference(config, spec)) return {};
+  const c10::TensorOptions resident = residentOptions(ckpt.info(stored), spec, /*packed=*/true, options, weights);
+  if (!packsIntoPanels(spec.shape[0], spec.shape[1], resident.dtype().toScalarType())) return {};
+  return resident;
+}
+
+// One tensor [sum P_i, in, 16] for each group of weights fuseProjections
+// joins (LlamaModel::fusedTensorGroups) whose parts all load as panels of one
+// dtype and width; returned as each part's slice of it, by name. Read
+// straight into their slices, the parts are adopted as the fused tensor
+// instead of being copied into one: half of a 16-bit model, a seventh of the
+// 0.5 B shape's load. Other groups (a stored shape that is wrong, mixed
+// dtypes, float32 weights) load part by part, and the shape check names them.
+std::map<std::string, at::Tensor> fusedDestinations(const ModelConfig& config, const Checkpoint& ckpt,
+                                                    const c10::TensorOptions& options, WeightResidency weights) {
+  std::map<std::string, at::Tensor> slices;
+  if (config.arch == Architecture::Gpt2) return slices;
+  std::map<std::string, TensorSpec> specs;
+  for (const TensorSpec& spec : expectedTensors(config)) specs.emplace(spec.name, spec);
+  for (const std::vector<std::string>& group : LlamaModel::fusedTensorGroups(config)) {
+    std::optional<c10::TensorOptions> common;
+    int64_t panels = 0;
+    bool fits = true;
+    for (const std::string& name : group) {
+      const TensorSpec& spec = specs.at(name);
+      const std::optional<c10::TensorOptions> part = panelOptions(ckpt, config, spec, options, weights);
+      fits = part && (!common || part->dtype() == common->dtype()) && spec.shape[1] == specs.at(group[0]).shape[1];
+      if (!fits) break;
+      common = part;
+      panels += spec.shape[0] / kPanelWidth;
+    }
+    if (!fits) continue;
+    const int64_t in = specs.at(group[0]).shape[1];
+    at::Tensor fused = at::empty({panels, in, kPanelWidth}, *common);  // [sum P_i, in, 16]
+    adviseHugePages(fused.data_ptr(), fused.nbytes());
+    int64_t first = 0;
+    for (const std::string& name : group) {
+      const int64_t count = specs.at(name).shape[0] / kPanelWidth;
+      slices.emplace(name, fused.narrow(0, first, count));
+      first += count;
+    }
+  }
+  return slices;
+}
+
+}  // namespace
+
+namespace {
+
 // buildCausalLM on tensors it owns: the model takes each one over, so a part
 // it re-stores (fused projections) is freed at once instead of being held
 // by the caller until the whole model is built (a 0.5 B model in bfloat16,
@@ -324,14 +381,22 @@ std::unique_ptr<CausalLM> loadCausalLM(const std::string& dir, const c10::Tensor
 
   NamedTensors tensors;
   std::set<std::string> used;
+  std::map<std::string, at::Tensor> fused_slices = fusedDestinations(config, ckpt, options, weights);
   for (const TensorSpec& spec : expectedTensors(config)) {
     const std::string stored = storedName(ckpt, spec.name);
     if (!ckpt.has(stored)) fail(dir, "missing tensor '" + spec.name + "'");
     const bool packed = packedForInference(config, spec);
-    tensors.emplace_back(spec.name,
-                         ckpt.load(stored, residentOptions(ckpt.info(stored), spec, packed, options, weights), packed));
+    auto slice = fused_slices.find(spec.name);
+    if (slice != fused_slices.end()) {
+      ckpt.loadInto(stored, slice->second);
+      tensors.emplace_back(spec.name, std::move(slice->second));
+    } else {
+      tensors.emplace_back(spec.name,
+                           ckpt.load(stored, residentOptions(ckpt.info(stored), spec, packed, options, weights), packed));
+    }
     used.insert(stored);
   }
+  fused_slices.clear();  // the model holds the fused tensors through its parts
   refuseUnusedTensors(ckpt, used, config, dir);
   // Loaded in the layout layOutForInference would give (InferenceLayoutTest
   // checks they agree), so no weight is re-stored and none exists twice.

@@ -163,7 +163,7 @@ const std::string& Checkpoint::fileOf(const std::string& name) const {
   return files_[it->second]->path();
 }
 
-at::Tensor Checkpoint::load(const std::string& name, const c10::TensorOptions& options, bool inference_layout) const {
+const SafetensorsFile& Checkpoint::floatingTensor(const std::string& name, const c10::TensorOptions& options) const {
   auto it = where_.find(name);
   if (it == where_.end()) fail(dir_, "missing tensor '" + name + "'");
   const SafetensorsFile& file = *files_[it->second];
@@ -176,9 +176,26 @@ at::Tensor Checkpoint::load(const std::string& name, const c10::TensorOptions& o
   if (c10::isFloatingType(options.dtype().toScalarType()) && !stored_floating)
     fail(file.path(), "tensor '" + name + "' is stored as " + stDTypeName(stored) +
                           ", but weights must be F32, F16, BF16 or F64");
+  return file;
+}
+
+at::Tensor Checkpoint::load(const std::string& name, const c10::TensorOptions& options, bool inference_layout) const {
+  const SafetensorsFile& file = floatingTensor(name, options);
+  const StTensorInfo& info = *file.find(name);
   at::Tensor tensor = toTensor(file, info, options, inference_layout);
   file.release(info);
   return tensor;
+}
+
+void Checkpoint::loadInto(const std::string& name, at::Tensor& panels) const {
+  const SafetensorsFile& file = floatingTensor(name, panels.options());
+  const StTensorInfo& info = *file.find(name);
+  const std::vector<int64_t> fits{panels.size(0) * panels.size(2), panels.size(1)};
+  if (panels.dim() != 3 || panels.size(2) != kPanelWidth || info.shape != fits)
+    fail(file.path(), "tensor '" + name + "' does not fit the " + std::to_string(fits[0]) + " x " +
+                          std::to_string(fits[1]) + " weight it is loaded as");
+  toPanels(file, info, panels);
+  file.release(info);
 }
 
 at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const c10::TensorOptions& options,
@@ -201,13 +218,7 @@ at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const
   if (packsIntoPanels(rows, cols, target.dtype().toScalarType())) {
     at::Tensor panels = at::empty({rows / kPanelWidth, cols, kPanelWidth}, target);  // [P, in, 16]
     adviseHugePages(panels.data_ptr(), panels.nbytes());
-    MappedRowRelease release(file, info, rows, cols);
-    for (int64_t r = 0; r < rows; r += kBlockRows) {
-      const int64_t n = std::min(kBlockRows, rows - r);  // a multiple of 16: rows is
-      const at::Tensor block = view.narrow(0, r, n).to(target);  // [n, cols]
-      panels.narrow(0, r / kPanelWidth, n / kPanelWidth).copy_(block.view({n / kPanelWidth, kPanelWidth, cols}).transpose(1, 2));
-      release.copiedUpTo(r + n);
-    }
+    toPanels(file, info, panels);
     return panels;
   }
   // [rows, cols] with strides (1, rows): the transpose is the contiguous block.
@@ -222,6 +233,20 @@ at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const
     release.copiedUpTo(r + n);
   }
   return out;
+}
+
+void toPanels(const SafetensorsFile& file, const StTensorInfo& info, at::Tensor& panels) {
+  auto* bytes = const_cast<uint8_t*>(file.data(info));  // read only, as in toTensor
+  auto view = torch::from_blob(bytes, info.shape, torch::TensorOptions().dtype(torchDtype(info.dtype, file.path())));
+  const int64_t rows = view.size(0), cols = view.size(1);
+  constexpr int64_t kBlockRows = 64;  // a multiple of the panel width
+  MappedRowRelease release(file, info, rows, cols);
+  for (int64_t r = 0; r < rows; r += kBlockRows) {
+    const int64_t n = std::min(kBlockRows, rows - r);  // a multiple of 16: rows is
+    const at::Tensor block = view.narrow(0, r, n).to(panels.scalar_type());  // [n, cols]
+    panels.narrow(0, r / kPanelWidth, n / kPanelWidth).copy_(block.view({n / kPanelWidth, kPanelWidth, cols}).transpose(1, 2));
+    release.copiedUpTo(r + n);
+  }
 }
 
 void saveTensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,

@@ -31,8 +31,16 @@ class Checkpoint {
   // [out, in] is stored as packForInference (core/model/dense.h) would store
   // it, converted and laid out in one pass, so no second full-size copy exists.
   at::Tensor load(const std::string& name, const c10::TensorOptions& options, bool inference_layout = false) const;
+  // The same 2-D weight converted into `panels` ([out / 16, in, 16], its
+  // dtype the compute dtype), a slice of a larger tensor the caller owns.
+  // Throws Error naming the tensor when its stored shape does not fit.
+  void loadInto(const std::string& name, at::Tensor& panels) const;
 
  private:
+  // The file holding `name`, after refusing a non-floating tensor where
+  // `options` asks for floating weights.
+  const SafetensorsFile& floatingTensor(const std::string& name, const c10::TensorOptions& options) const;
+
   std::string dir_;
   std::vector<std::shared_ptr<const SafetensorsFile>> files_;
   std::map<std::string, size_t> where_;  // tensor name -> index into files_
@@ -41,6 +49,8 @@ class Checkpoint {
 // Converts one stored tensor to a torch tensor (copied, owning its memory).
 at::Tensor toTensor(const SafetensorsFile& file, const StTensorInfo& info, const c10::TensorOptions& options,
                     bool inference_layout = false);
+// Converts one stored 2-D tensor [out, in] into `panels` [out / 16, in, 16].
+void toPanels(const SafetensorsFile& file, const StTensorInfo& info, at::Tensor& panels);
 
 // Writes torch tensors as a safetensors file (atomically), storing each in
 // `storage` dtype (F32, F16 or BF16 for floating tensors; integer tensors

@@ -42,6 +42,11 @@ struct LayerWeightSpec {
 
 const std::vector<LayerWeightSpec>& layerWeightSpecs(DecoderFamily family);
 
+// The weights fuseProjections joins, each group in its fused row order:
+// {wq, wk, wv} and {w_gate, w_up}.
+using WeightSlot = at::Tensor DecoderLayerWeights::*;
+const std::vector<std::vector<WeightSlot>>& fusedWeightGroups();
+
 // For inference: q | k | v into w_qkv (+ b_qkv) and gate | up into w_gate_up
 // (+ b_gate_up), when each part is stored as panels (core/model/dense.h).
 // The parts become views of the fused matrix, so nothing is stored twice and
@@ -50,7 +55,9 @@ const std::vector<LayerWeightSpec>& layerWeightSpecs(DecoderFamily family);
 // columns; with the bundled target's 64-column k and v, each product alone is
 // too small to split. Each output column sums in the same order, so the
 // values are bit-identical. Does nothing to layers already fused (Phi-3) or
-// not in panels (large weights, training).
+// not in panels (large weights, training). Parts that already lie one after
+// the other in one tensor (read straight into it by loadCausalLM) are adopted
+// as they are: no copy.
 void fuseProjections(DecoderLayerWeights& layer);
 
 // The family tables (one file each).

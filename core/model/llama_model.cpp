@@ -47,6 +47,22 @@ LlamaModel::LlamaModel(const ModelConfig& config, std::map<std::string, at::Tens
   lm_head_ = config.tie_word_embeddings ? embed_ : w.at("lm_head.weight");
 }
 
+std::vector<std::vector<std::string>> LlamaModel::fusedTensorGroups(const ModelConfig& config) {
+  std::vector<std::vector<std::string>> groups;
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    for (const std::vector<WeightSlot>& slots : fusedWeightGroups()) {
+      std::vector<std::string> names;
+      for (WeightSlot slot : slots) {
+        for (const LayerWeightSpec& spec : layerWeightSpecs(config.family)) {
+          if (spec.slot == slot && presentIn(spec, config)) names.push_back(layerName(i, spec.leaf));
+        }
+      }
+      if (names.size() == slots.size()) groups.push_back(names);  // Phi-3 stores them fused: no parts
+    }
+  }
+  return groups;
+}
+
 NamedTensors LlamaModel::namedParameters() const {
   NamedTensors out{{"model.embed_tokens.weight", embed_}};
   for (size_t i = 0; i < layers_.size(); ++i) {

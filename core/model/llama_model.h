@@ -29,6 +29,10 @@ class LlamaModel : public CausalLM {
   // Whether layOutForInference keeps this checkpoint tensor column-major, so
   // the loader can lay it out so while converting it.
   static bool packedForInference(const ModelConfig& config, const TensorSpec& spec);
+  // The checkpoint names of every layer's weights that fuseProjections joins
+  // (core/model/decoder_family.h), group by group in fused order, so the
+  // loader can read each part straight into its slice of one tensor.
+  static std::vector<std::vector<std::string>> fusedTensorGroups(const ModelConfig& config);
   NamedTensors namedParameters() const override;
   void layOutForInference() override;
 

@@ -205,6 +205,36 @@ TEST(FusedProjections, OneProductEqualsThePartsAndStoresThemOnce) {
   EXPECT_EQ(layer.bv.data_ptr<float>(), layer.b_qkv.data_ptr<float>() + 96);
 }
 
+// Parts the loader read straight into one tensor, one after another, are
+// adopted as the fused matrix: no copy. Parts of one tensor out of order are
+// copied, and either way each part reads as its own weight.
+TEST(FusedProjections, AdoptsPartsThatAlreadyLieInOneTensor) {
+  if (!fewRowsSupported()) GTEST_SKIP() << "CPU without AVX2/FMA: no panels";
+  torch::manual_seed(8);
+  const auto gate = torch::randn({64, 48}), up = torch::randn({32, 48});  // [out, in]
+  const auto whole = torch::cat({packForInference(gate), packForInference(up)}, 0);  // [6, 48, 16]
+
+  DecoderLayerWeights in_order;
+  in_order.w_gate = whole.narrow(0, 0, 4);
+  in_order.w_up = whole.narrow(0, 4, 2);
+  fuseProjections(in_order);
+  ASSERT_TRUE(in_order.w_gate_up.defined());
+  EXPECT_EQ(in_order.w_gate_up.data_ptr(), whole.data_ptr());  // adopted
+  EXPECT_EQ(in_order.w_gate_up.sizes(), whole.sizes());
+  EXPECT_TRUE(torch::equal(denseMatrix(in_order.w_gate), gate));
+  EXPECT_TRUE(torch::equal(denseMatrix(in_order.w_up), up));
+
+  DecoderLayerWeights swapped;  // up's panels first in the tensor, gate's second
+  const auto backwards = torch::cat({packForInference(up), packForInference(gate)}, 0);
+  swapped.w_gate = backwards.narrow(0, 2, 4);
+  swapped.w_up = backwards.narrow(0, 0, 2);
+  fuseProjections(swapped);
+  ASSERT_TRUE(swapped.w_gate_up.defined());
+  EXPECT_NE(swapped.w_gate_up.data_ptr(), backwards.data_ptr());  // copied in fused order
+  EXPECT_TRUE(torch::equal(denseMatrix(swapped.w_gate_up), torch::cat({gate, up}, 0)));
+  EXPECT_TRUE(torch::equal(denseMatrix(swapped.w_gate), gate));
+}
+
 TEST(FusedProjections, LeavesLayersItCannotFuse) {
   if (!fewRowsSupported()) GTEST_SKIP() << "CPU without AVX2/FMA: no panels";
   DecoderLayerWeights some_biases;  // a bias on q only: no fused bias could stand for it
