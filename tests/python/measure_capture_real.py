@@ -14,13 +14,15 @@ Two runs, each a 100-token prompt and 16 new tokens, greedy, `--threads` threads
   plain        the target alone, the prompt in one call, then one token per call
   speculative  spec_loops' correct speculative loop with the drafter, gamma 4
 
-In interleaved trials (plain alone, plain recorded, check, speculative alone,
-speculative recorded, check), each timed: the run alone inside this process; the
+In interleaved trials (plain alone, plain recorded, check, plain as a process, speculative
+alone, speculative recorded, check, speculative as a process), each timed: the run alone inside this process; the
 run under kvscope_capture's Recorder with top-20 logits (watch() to the file
 written, the models' embedding fingerprints included, as a process recording
 one run pays them; `fingerprints` times them alone); `kvscope-cli check` of that capture as a process of its own (its wall
-time, the `seconds` it reports, its peak RSS from /usr/bin/time). Prints medians and
-ratios as one JSON line."""
+time, the `seconds` it reports, its peak RSS from /usr/bin/time); and the engine as a
+process of its own (`engine_process`: Python started, torch imported, the models
+loaded, the run), the like of `check` as a process. Prints medians and ratios as one
+JSON line."""
 import argparse
 import json
 import os
@@ -81,6 +83,20 @@ def check_capture(cli, capture, scratch, threads):
     return wall, report["seconds"], int(peak_file.read_text().split()[-1]) / 1024.0, report
 
 
+def engine_process_seconds(args, name):
+    """Wall seconds of this script as the engine alone (`--just-run NAME`): a
+    process that starts, imports torch, loads its models and runs once, as
+    `check` starts, loads and checks."""
+    argv = [sys.executable, os.path.abspath(__file__), "--cli", args.cli, "--target", args.target,
+            "--drafter", args.drafter, "--threads", str(args.threads), "--new-tokens", str(args.new_tokens),
+            "--just-run", name]
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, timeout=600)
+    if done.returncode != 0:
+        sys.exit(f"the engine alone ({name}) failed: {done.stderr.decode()}")
+    return time.perf_counter() - started
+
+
 def embedding_fingerprint_seconds(model):
     """What watch() pays for a model whose embedding it has not fingerprinted in this process."""
     return timed(lambda: model_info.fingerprint_sums(model.get_input_embeddings().weight))[0]
@@ -95,9 +111,14 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--runs", default="plain,speculative")
+    parser.add_argument("--just-run", help="load the models, run this once and exit (timed by the parent)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    target, drafter = LlamaRef(args.target), LlamaRef(args.drafter)
+    target = LlamaRef(args.target)
+    if args.just_run == "plain":  # the engine alone loads only what its run uses
+        spec_loops.greedy(target, prompt_ids(target.config.vocab_size, PROMPT_TOKENS), args.new_tokens)
+        return
+    drafter = LlamaRef(args.drafter)
     if target.config.vocab_size != drafter.config.vocab_size:
         sys.exit(f"the drafter's vocabulary ({drafter.config.vocab_size}) is not the target's "
                  f"({target.config.vocab_size})")
@@ -107,9 +128,12 @@ def main():
         "speculative": lambda: spec_loops.speculative(target, drafter, ids, args.new_tokens, GAMMA, "dynamic"),
     }
     runs = args.runs.split(",")
-    for name in runs:
+    for name in runs + ([args.just_run] if args.just_run else []):
         if name not in loops:
-            sys.exit(f"--runs: unknown run {name!r}; plain, speculative")
+            sys.exit(f"unknown run {name!r}; plain, speculative")
+    if args.just_run:
+        loops[args.just_run]()
+        return
 
     def recorded(name, path):
         # Each recording pays the fingerprint of every model it watches, as a
@@ -123,7 +147,7 @@ def main():
             rec.commit(loops[name]())
         return rec
 
-    measures = ("run", "recorded", "fingerprints", "check_wall", "check_inside", "check_peak_mb")
+    measures = ("run", "engine_process", "recorded", "fingerprints", "check_wall", "check_inside", "check_peak_mb")
     samples = {name: {measure: [] for measure in measures} for name in runs}
     facts = {}
     with tempfile.TemporaryDirectory() as directory:
@@ -143,6 +167,8 @@ def main():
                 s["check_wall"].append(wall)
                 s["check_inside"].append(inside)
                 s["check_peak_mb"].append(peak)
+                # Last: its 2 GB of float32 weights would leave the runs above a colder machine.
+                s["engine_process"].append(engine_process_seconds(args, name))
                 facts[name] = {"calls": {role: watched.calls for role, watched in rec.roles.items()},
                                "bytes": os.path.getsize(capture), "verdict": report.get("verdict"),
                                "exit": 0}
@@ -158,6 +184,7 @@ def main():
         out[name] = dict(facts[name], median=median, raw=samples[name],
                          recorder_overhead=median["recorded"] / median["run"],
                          check_wall_over_run=median["check_wall"] / median["run"],
+                         check_wall_over_engine_process=median["check_wall"] / median["engine_process"],
                          check_inside_over_run=median["check_inside"] / median["run"])
     print(json.dumps(out))
 
