@@ -73,6 +73,13 @@ void printDecoding(std::ostream& out, const nlohmann::json& r) {
     out << " " << g["rows"] << " rows " << g["forward_over_step"]["median"].get<double>();
   }
   out << "\n";
+  if (v.value("multiply_add_peak_per_s", nlohmann::json()).is_number()) {
+    out << "  their matrix products alone at this machine's multiply-add peak ("
+        << v["multiply_add_peak_per_s"].get<double>() / 1e9 << " G/s on the forward's threads, "
+        << v["multiply_adds_per_row"] << " per row), in decode steps:";
+    for (const auto& g : v["gammas"]) out << " " << g["rows"] << " rows " << g["products_at_peak_over_step"].get<double>();
+    out << "\n";
+  }
   out << "forward of " << b["prefill_rows"] << " tokens: " << timing(b["prefill_forward"]) << "; bare mm "
       << timing(b["bare_matmul_pass"]) << "; ratio " << b["prefill_over_bare"].get<double>() << "\n";
 }

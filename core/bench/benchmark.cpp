@@ -7,6 +7,7 @@
 #include <torch/version.h>
 
 #include "core/bench/matmul_baseline.h"
+#include "core/bench/multiply_add_peak.h"
 #include "core/bench/read_bound.h"
 #include "core/bench/speculative_bench.h"
 #include "core/bench/verify_forward_bench.h"
@@ -190,7 +191,20 @@ nlohmann::json verifyForwards(const CausalLM& model, const BenchOptions& o) {
   const int64_t most_rows = *std::max_element(o.gammas.begin(), o.gammas.end()) + 1;
   const int64_t context = std::max<int64_t>(1, std::min(o.bound_context, model.config().contextLength() - most_rows));
   const auto ids = cycledIds(o.prompt, context + most_rows);
-  return {{"context", context}, {"gammas", benchVerifyForwards(model, ids, context, o.gammas, 10 * o.plan.trials)}};
+  nlohmann::json gammas = benchVerifyForwards(model, ids, context, o.gammas, 10 * o.plan.trials);
+  // The floor under each forward: its matrix products alone at the machine's
+  // multiply-add peak, on every thread the forward may use.
+  const double peak = multiplyAddPeakPerSecond() * torch::get_num_threads();
+  const double row_ms = peak > 0 ? 1e3 * static_cast<double>(matrixMultiplyAddsPerRow(model)) / peak : 0.0;
+  for (auto& g : gammas) {
+    const double at_peak = row_ms * g["rows"].get<double>();
+    g["products_at_peak_ms"] = peak > 0 ? nlohmann::json(at_peak) : nlohmann::json();
+    g["products_at_peak_over_step"] = peak > 0 ? nlohmann::json(at_peak / g["step_ms"].get<double>()) : nlohmann::json();
+  }
+  return {{"context", context},
+          {"multiply_adds_per_row", matrixMultiplyAddsPerRow(model)},
+          {"multiply_add_peak_per_s", peak > 0 ? nlohmann::json(peak) : nlohmann::json()},
+          {"gammas", gammas}};
 }
 
 std::shared_ptr<const CausalLM> modelOf(const std::shared_ptr<ModelBundle>& bundle) {

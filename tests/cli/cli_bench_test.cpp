@@ -88,7 +88,14 @@ TEST(CliBench, QuickRunOnTheBundledPairHasASaneReport) {
     EXPECT_GT(ratio["min"].get<double>(), 0.0);
     EXPECT_LE(ratio["min"].get<double>(), ratio["median"].get<double>());
     EXPECT_LE(ratio["median"].get<double>(), ratio["max"].get<double>());
+    // The products' floor grows with the rows: the same time per row.
+    if (v["multiply_add_peak_per_s"].is_number()) {
+      EXPECT_NEAR(g["products_at_peak_ms"].get<double>() / g["rows"].get<double>(),
+                  v["gammas"][0]["products_at_peak_ms"].get<double>() / v["gammas"][0]["rows"].get<double>(), 1e-9);
+      EXPECT_GT(g["products_at_peak_over_step"].get<double>(), 0.0);
+    }
   }
+  EXPECT_GT(v["multiply_adds_per_row"].get<int64_t>(), 0);
 
   expectSpeculative(r["speculative"]);
   expectTiming(r["tracing"]["tracing_on"], "tracing on");
