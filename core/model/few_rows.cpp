@@ -163,8 +163,9 @@ __attribute__((target("avx2,fma,f16c"))) void block256(const FewRowsWeight& w, c
 // More vectors per block means fewer broadcasts of x per multiply-add; the
 // bundled target's matrices, 1 thread, hot in cache: 5 rows 626 -> 600 us
 // per forward with 5 vectors instead of 3, 4 rows 565 -> 494 us with 6
-// instead of 4 (medians of 200; a 5-row forward is then near the machine's
-// multiply-add bound, one 512-bit FMA per cycle).
+// instead of 4 (medians of 200). On 2026-11-29's machine the 4-row, 6-vector
+// block alone runs at 90-96% of the multiply-add peak bench measures
+// (core/bench/multiply_add_peak.h).
 template <int M>
 constexpr int kVectors512 = M <= 4 ? 6 : M == 5 ? 5 : M == 6 ? 4 : 3;
 template <int M>
