@@ -6,17 +6,10 @@
 #include "core/cache/block_table.h"
 #include "core/cache/kv_cache.h"
 #include "core/decode/session.h"
+#include "core/snapshot/pooled_sequences.h"
 
 namespace kvscope {
 namespace {
-
-const KvCache* cacheOf(const Session& session, CacheRole cache) {
-  return cache == CacheRole::Target ? session.targetCache() : session.drafterCache();
-}
-
-const std::shared_ptr<BlockPool>& poolOf(const Session& session, CacheRole cache) {
-  return cache == CacheRole::Target ? session.batchPlace().target_pool : session.batchPlace().drafter_pool;
-}
 
 // The event as far as replaying layer 0 reads it: the rest (every other
 // layer's counts, the fault's words, masks, dangling blocks) is dropped, so
@@ -80,21 +73,17 @@ bool happenedBy(const BlockMoment& when, const std::optional<Moment>& moment) {
 }  // namespace
 
 std::optional<PoolHistory> poolHistoryOf(const std::vector<const Session*>& sequences, CacheRole cache) {
-  if (sequences.empty() || !sequences.front()) return std::nullopt;
-  const std::shared_ptr<BlockPool>& shared = poolOf(*sequences.front(), cache);
-  const KvCache* first = cacheOf(*sequences.front(), cache);
-  if (!shared || !first || !first->paged()) return std::nullopt;
-  const BlockPool& pool = *shared;
+  const std::optional<PooledSequences> pooled = pooledSequences(sequences, cache);
+  if (!pooled) return std::nullopt;
+  const BlockPool& pool = *pooled->pool;
   PoolHistory history;
   history.cache = cache;
   history.block_size = pool.blockSize();
   history.start = pool.logStart();
   history.dropped_log = pool.droppedLogEntries();
   history.log.assign(pool.log().begin(), pool.log().end());
-  for (const Session* session : sequences) {
-    const KvCache* storage = session ? cacheOf(*session, cache) : nullptr;
-    if (!storage || !storage->paged() || storage->blockTable()->pool() != shared) continue;
-    history.sequences.push_back(booksOf(*session, storage->blockTable()->sequence(), cache));
+  for (const PooledSequence& member : pooled->members) {
+    history.sequences.push_back(booksOf(*member.session, member.storage->blockTable()->sequence(), cache));
   }
   std::sort(history.sequences.begin(), history.sequences.end(),
             [](const PoolSequenceBooks& a, const PoolSequenceBooks& b) { return a.sequence < b.sequence; });

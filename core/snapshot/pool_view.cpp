@@ -7,17 +7,10 @@
 #include "core/cache/block_table.h"
 #include "core/cache/kv_cache.h"
 #include "core/decode/session.h"
+#include "core/snapshot/pooled_sequences.h"
 
 namespace kvscope {
 namespace {
-
-const KvCache* cacheOf(const Session& session, CacheRole cache) {
-  return cache == CacheRole::Target ? session.targetCache() : session.drafterCache();
-}
-
-const std::shared_ptr<BlockPool>& poolOf(const Session& session, CacheRole cache) {
-  return cache == CacheRole::Target ? session.batchPlace().target_pool : session.batchPlace().drafter_pool;
-}
 
 std::vector<PoolLogEntry> logOf(const BlockPool& pool) {
   std::vector<PoolLogEntry> log;
@@ -55,9 +48,10 @@ PoolSequenceTable tableOf(const KvCache& cache, const BlockPool& pool,
 }
 
 // The ledger entry each physical row of the session's cache holds (layer 0).
-std::vector<int64_t> heldEntries(const Session& session, CacheRole cache) {
-  const KvCache& storage = *cacheOf(session, cache);
-  const CacheLayout layout = session.events().layoutAfterEvents(cache, storage.numLayers(), session.events().events().size());
+std::vector<int64_t> heldEntries(const PooledSequence& member, CacheRole cache) {
+  const Session& session = *member.session;
+  const CacheLayout layout =
+      session.events().layoutAfterEvents(cache, member.storage->numLayers(), session.events().events().size());
   return layout.empty() ? std::vector<int64_t>{} : layout.layers.front();
 }
 
@@ -106,11 +100,9 @@ std::optional<PoolPlace> PoolView::placeOfRow(int64_t sequence, int64_t row) con
 }
 
 std::optional<PoolView> poolViewOf(const std::vector<const Session*>& sequences, CacheRole cache) {
-  if (sequences.empty() || !sequences.front()) return std::nullopt;
-  const std::shared_ptr<BlockPool>& shared = poolOf(*sequences.front(), cache);
-  const KvCache* first = cacheOf(*sequences.front(), cache);
-  if (!shared || !first || !first->paged()) return std::nullopt;
-  const BlockPool& pool = *shared;
+  const std::optional<PooledSequences> pooled = pooledSequences(sequences, cache);
+  if (!pooled) return std::nullopt;
+  const BlockPool& pool = *pooled->pool;
   PoolView view;
   view.cache = cache;
   view.block_size = pool.blockSize();
@@ -125,23 +117,21 @@ std::optional<PoolView> poolViewOf(const std::vector<const Session*>& sequences,
     const int64_t b = view.log[i].block;
     if (b >= 0 && b < pool.capacity()) view.blocks[static_cast<size_t>(b)].last_log = static_cast<int64_t>(i);
   }
-  std::map<int64_t, const Session*> by_sequence;
-  for (const Session* session : sequences) {
-    const KvCache* storage = session ? cacheOf(*session, cache) : nullptr;
-    if (!storage || !storage->paged() || storage->blockTable()->pool() != shared) continue;
-    view.tables.push_back(tableOf(*storage, pool, view.log));
-    by_sequence[view.tables.back().sequence] = session;
+  std::map<int64_t, PooledSequence> by_sequence;
+  for (const PooledSequence& member : pooled->members) {
+    view.tables.push_back(tableOf(*member.storage, pool, view.log));
+    by_sequence.emplace(view.tables.back().sequence, member);
   }
   // Each owned block's rows come from its owner's books: the owner's table
   // entry that maps it and is not dangling names the logical block.
   for (const PoolSequenceTable& table : view.tables) {
-    const Session& owner = *by_sequence.at(table.sequence);
+    const PooledSequence& owner = by_sequence.at(table.sequence);
     const std::vector<int64_t> held = heldEntries(owner, cache);
     for (const PoolTableEntry& entry : table.entries) {
       PoolBlock& block = view.blocks[static_cast<size_t>(entry.block)];
       if (entry.dangling || block.owner != table.sequence) continue;
       block.logical = entry.logical;
-      block.rows = rowsOf(owner, held, entry.logical, view.block_size);
+      block.rows = rowsOf(*owner.session, held, entry.logical, view.block_size);
     }
   }
   return view;
