@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -392,17 +393,20 @@ void TrackedCache::logWrite(const PlannedWrite& write, int64_t round, const std:
   const auto m = static_cast<int64_t>(write.order.size()) + pads.before + pads.after;  // rows in the storage
   if (m > 0) {
     const std::vector<RowIdentity> identities = writtenIdentities(write, pads);
-    // A padded forward computed its pads too, in row order (no fault that
-    // reorders a write runs padded: SessionOptions::validate).
-    std::vector<int64_t> store_order(static_cast<size_t>(m));
-    for (int64_t i = 0; i < m; ++i) store_order[static_cast<size_t>(i)] = i;
     // Without an injected fault the cache stores a plain copy of what the
     // forward computed, in the same dtype and order: comparing them would
     // cost more than a small drafter's forward and could only find equality.
-    const int64_t first = faults_.active() || !storage_->plainAppendApplies()
-                              ? recordBirthsChecked(write, identities, computed_k, computed_v,
-                                                    padded ? store_order : write.order, round, event)
-                              : recordPlainBirths(write, identities, m, round);
+    const bool checked = faults_.active() || !storage_->plainAppendApplies();
+    // A padded forward computed its pads too, in row order (no fault that
+    // reorders a write runs padded: SessionOptions::validate).
+    std::vector<int64_t> row_order;
+    if (checked && padded) {
+      row_order.resize(static_cast<size_t>(m));
+      std::iota(row_order.begin(), row_order.end(), int64_t{0});
+    }
+    const int64_t first = checked ? recordBirthsChecked(write, identities, computed_k, computed_v,
+                                                        padded ? row_order : write.order, round, event)
+                                  : recordPlainBirths(write, identities, m, round);
     for (int64_t i = 0; i < m; ++i) event.written.push_back(first + i);
   }
   for (int64_t i = 0; i < static_cast<int64_t>(write.tokens.size()); ++i) {
