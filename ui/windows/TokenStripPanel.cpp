@@ -119,19 +119,31 @@ void TokenStripPanel::resizeEvent(QResizeEvent* event) {
   showDraftsTable();
 }
 
+void TokenStripPanel::showEvent(QShowEvent* event) {
+  ViewerPanel::showEvent(event);
+  showDraftsTable();
+}
+
 void TokenStripPanel::showDraftsTable() {
   // Room for the strip's lines at their own size and the table under them:
   // a Debug dock a few lines tall keeps the strip alone (its tooltips say the same).
   const int line = fontMetrics().height();
-  const bool room = height() >= 18 * line;
-  drafts_caption_->setVisible(round_has_drafts_ && room);
-  drafts_->setVisible(round_has_drafts_ && room);
+  const bool shown = round_has_drafts_ && isVisible() && height() >= 18 * line;
+  if (shown && !drafts_filled_) {
+    const SessionSnapshot& snapshot = *context().snapshot();  // round_has_drafts_: there is one
+    const Cursor& cursor = context().cursor();
+    drafts_->showRound(snapshot, *snapshot.round(cursor.round), cursor.phase);
+    drafts_filled_ = true;
+  }
+  drafts_caption_->setVisible(shown);
+  drafts_->setVisible(shown);
 }
 
 void TokenStripPanel::refresh() {
   QVector<TokenItem> items;
   const SessionSnapshot* snapshot = context().snapshot();
   round_has_drafts_ = false;
+  drafts_filled_ = false;
   if (!snapshot || !context().cursor().valid()) {
     strip_->setItems(items);
     showDraftsTable();
@@ -145,7 +157,6 @@ void TokenStripPanel::refresh() {
                                  .arg(round->index)
                                  .arg(round->gamma)
                                  .arg(QString::fromUtf8(phaseName(cursor.phase))));
-    drafts_->showRound(*snapshot, *round, cursor.phase);
   }
   showDraftsTable();
   const bool judged = round && phaseOrder(cursor.phase) >= phaseOrder(Phase::Accept) && round->next_token >= 0;

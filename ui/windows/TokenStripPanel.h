@@ -30,8 +30,12 @@ class TokenStripPanel : public ViewerPanel {
  protected:
   void refresh() override;
   void resizeEvent(QResizeEvent* event) override;
+  void showEvent(QShowEvent* event) override;
 
  private:
+  // Shows the table when the round has drafts and the panel has room,
+  // filling it then: a panel too short for it (or a hidden one) does not
+  // build a table nobody sees at every step of the cursor.
   void showDraftsTable();
 
   TokenStripWidget* strip_;
@@ -39,6 +43,7 @@ class TokenStripPanel : public ViewerPanel {
   QLabel* drafts_caption_;
   RoundDraftsTable* drafts_;
   bool round_has_drafts_ = false;
+  bool drafts_filled_ = false;  // the table holds the cursor's round
 };
 
 // Tooltip text for draft i of a round as of `phase` (q after draft, p after
