@@ -46,12 +46,14 @@ bool cuts(const CacheEvent& e) {
          e.kind == CacheEventKind::DropPadding;
 }
 
-// An append that wrote another row for the entry's position.
+// An append that wrote another row for the entry's position. Pad rows have
+// no position (-1 in the books), so they rival nothing and nothing rivals them.
 bool rivals(const std::vector<LedgerEntry>& entries, const CacheEvent& e, int64_t entry) {
-  const int64_t position = entries[static_cast<size_t>(entry)].position;
+  const LedgerEntry& held = entries[static_cast<size_t>(entry)];
+  if (held.padding) return false;
   return std::any_of(e.written.begin(), e.written.end(), [&](int64_t w) {
     return w != entry && w >= 0 && w < static_cast<int64_t>(entries.size()) &&
-           entries[static_cast<size_t>(w)].position == position;
+           !entries[static_cast<size_t>(w)].padding && entries[static_cast<size_t>(w)].position == held.position;
   });
 }
 

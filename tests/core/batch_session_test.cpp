@@ -15,6 +15,7 @@
 #include "core/audit/batch_diff.h"
 #include "core/cache/block_table.h"
 #include "core/audit/root_cause.h"
+#include "core/audit/row_history.h"
 #include "core/control/session_controller.h"
 #include "core/control/trace_capture.h"
 #include "core/decode/batch_session.h"
@@ -723,6 +724,33 @@ TEST(PaddedBatch, GreedyRowsEqualEachRowDecodedAloneOnTheFixturePair) {
 
 TEST(PaddedBatch, GreedyRowsEqualEachRowDecodedAloneOnTheBundledPair) {
   for (int count : {1, 2, 3, 8}) expectPaddedBatchEqualsAlone(bundledPair(), count, 3, 2000 + static_cast<uint64_t>(count));
+}
+
+// A pad row has no position: no later write "rivals" it, although every
+// forward that pads after a shorter sequence's inputs writes pad rows too
+// (the books give them all position -1).
+TEST(PaddedBatch, APadRowsHistoryNamesNoRivalForItsPosition) {
+  const Pair pair = fixturePair();
+  const auto prompts = randomPrompts(8, pair.target->config().vocab_size, 1, 30, 1008);
+  BatchSession batch(pair.target, pair.drafter, prompts, paddedOptions(4, 14), {});
+  batch.runToEnd();
+  int64_t later_pad_writes = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Session& s = batch.sequence(i);
+    const std::vector<LedgerEntry>& entries = s.ledger().entries();
+    const auto& events = s.events().events();
+    for (const CacheEvent& event : events) {
+      if (event.round == 0) continue;  // the prefill's left padding
+      for (int64_t w : event.written) later_pad_writes += entries[static_cast<size_t>(w)].padding ? 1 : 0;
+    }
+    for (size_t entry = 0; entry < entries.size(); ++entry) {
+      if (!entries[entry].padding || entries[entry].cache != CacheRole::Target) continue;
+      for (const RowHistoryItem& item : rowHistory(entries, s.events(), static_cast<int64_t>(entry), 0)) {
+        EXPECT_NE(item.effect, RowEffect::Rivalled) << "sequence " << i << ", pad entry " << entry << ": " << item.what;
+      }
+    }
+  }
+  ASSERT_GT(later_pad_writes, 0) << "no forward after the prefill wrote pad rows: nothing could rival a pad row";
 }
 
 TEST(PaddedBatch, EveryJoinedForwardIsAsWideAsItsWidestSequence) {

@@ -96,13 +96,26 @@ QString RowHistoryPanel::identityHtml(const SessionSnapshot& s, const Cursor& cu
                      .arg(cursor.row >= 0 ? tr("row %1").arg(cursor.row) : tr("not held at this moment"))
                      .arg(cursor.round)
                      .arg(QString::fromUtf8(phaseName(cursor.phase)));
-  html += tr("holds %1 (id %2) written for position %3, rotary position %4%5; verdict here: %6<br>")
-              .arg(quotedToken(s, e.token))
-              .arg(e.token)
-              .arg(e.position)
-              .arg(e.rope_position)
-              .arg(e.rope_position != e.position ? tr(" <b style='color:#c00'>(rotated for the wrong position)</b>") : QString())
-              .arg(cursor.row >= 0 ? stateHtml(now) : QStringLiteral("-"));
+  if (e.padding) {
+    // A pad row is no token of the text: it has no position, and its rotary
+    // position is whatever the padded layout gives it (docs/batching.md).
+    html += tr("holds %1 (id %2), a pad row: padding before the prompt or after a shorter sequence's inputs, "
+               "no position of the text (rotary position %3), which every forward's attention mask must hide; "
+               "verdict here: %4<br>")
+                .arg(quotedToken(s, e.token))
+                .arg(e.token)
+                .arg(e.rope_position)
+                .arg(cursor.row >= 0 ? stateHtml(now) : QStringLiteral("-"));
+  } else {
+    html += tr("holds %1 (id %2) written for position %3, rotary position %4%5; verdict here: %6<br>")
+                .arg(quotedToken(s, e.token))
+                .arg(e.token)
+                .arg(e.position)
+                .arg(e.rope_position)
+                .arg(e.rope_position != e.position ? tr(" <b style='color:#c00'>(rotated for the wrong position)</b>")
+                                                   : QString())
+                .arg(cursor.row >= 0 ? stateHtml(now) : QStringLiteral("-"));
+  }
   html += tr("born %1").arg(momentLink(e.born_round, e.born_phase));
   html += e.died_round >= 0 ? tr(" &middot; removed %1 (%2)")
                                   .arg(momentLink(e.died_round, e.died_phase), QString::fromUtf8(deathReasonName(e.reason)))
