@@ -334,10 +334,6 @@ std::map<std::string, at::Tensor> fusedDestinations(const ModelConfig& config, c
   return slices;
 }
 
-}  // namespace
-
-namespace {
-
 // buildCausalLM on tensors it owns: the model takes each one over, so a part
 // it re-stores (fused projections) is freed at once instead of being held
 // by the caller until the whole model is built (a 0.5 B model in bfloat16,
