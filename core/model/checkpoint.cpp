@@ -190,8 +190,10 @@ at::Tensor Checkpoint::load(const std::string& name, const c10::TensorOptions& o
 void Checkpoint::loadInto(const std::string& name, at::Tensor& panels) const {
   const SafetensorsFile& file = floatingTensor(name, panels.options());
   const StTensorInfo& info = *file.find(name);
-  const std::vector<int64_t> fits{panels.size(0) * panels.size(2), panels.size(1)};
-  if (panels.dim() != 3 || panels.size(2) != kPanelWidth || info.shape != fits)
+  if (panels.dim() != 3 || panels.size(2) != kPanelWidth)
+    fail(file.path(), "tensor '" + name + "' is loaded into a destination that is not panels [P, in, 16]");
+  const std::vector<int64_t> fits{panels.size(0) * kPanelWidth, panels.size(1)};
+  if (info.shape != fits)
     fail(file.path(), "tensor '" + name + "' does not fit the " + std::to_string(fits[0]) + " x " +
                           std::to_string(fits[1]) + " weight it is loaded as");
   toPanels(file, info, panels);
