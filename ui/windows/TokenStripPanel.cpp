@@ -128,12 +128,17 @@ void TokenStripPanel::showDraftsTable() {
   // Room for the strip's lines at their own size and the table under them:
   // a Debug dock a few lines tall keeps the strip alone (its tooltips say the same).
   const int line = fontMetrics().height();
-  const bool shown = round_has_drafts_ && isVisible() && height() >= 18 * line;
+  bool shown = round_has_drafts_ && isVisible() && height() >= 18 * line;
   if (shown && !drafts_filled_) {
-    const SessionSnapshot& snapshot = *context().snapshot();  // round_has_drafts_: there is one
+    // The context as it is now: a new snapshot or cursor whose refresh is
+    // still pending (ViewerPanel::scheduleRefresh) may have no such round.
+    const SessionSnapshot* snapshot = context().snapshot();
     const Cursor& cursor = context().cursor();
-    drafts_->showRound(snapshot, *snapshot.round(cursor.round), cursor.phase);
-    drafts_filled_ = true;
+    const RoundRecord* round =
+        snapshot && cursor.valid() && cursor.round >= 1 ? snapshot->round(cursor.round) : nullptr;
+    shown = round && !round->drafts.empty();
+    if (shown) drafts_->showRound(*snapshot, *round, cursor.phase);
+    drafts_filled_ = shown;
   }
   drafts_caption_->setVisible(shown);
   drafts_->setVisible(shown);
