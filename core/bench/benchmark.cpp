@@ -195,14 +195,15 @@ nlohmann::json verifyForwards(const CausalLM& model, const BenchOptions& o) {
   // The floor under each forward: its matrix products alone at the machine's
   // multiply-add peak, on every thread the forward may use.
   const double peak = multiplyAddPeakPerSecond() * torch::get_num_threads();
-  const double row_ms = peak > 0 ? 1e3 * static_cast<double>(matrixMultiplyAddsPerRow(model)) / peak : 0.0;
+  const int64_t per_row = matrixMultiplyAddsPerRow(model);
+  const double row_ms = peak > 0 ? 1e3 * static_cast<double>(per_row) / peak : 0.0;
   for (auto& g : gammas) {
     const double at_peak = row_ms * g["rows"].get<double>();
     g["products_at_peak_ms"] = peak > 0 ? nlohmann::json(at_peak) : nlohmann::json();
     g["products_at_peak_over_step"] = peak > 0 ? nlohmann::json(at_peak / g["step_ms"].get<double>()) : nlohmann::json();
   }
   return {{"context", context},
-          {"multiply_adds_per_row", matrixMultiplyAddsPerRow(model)},
+          {"multiply_adds_per_row", per_row},
           {"multiply_add_peak_per_s", peak > 0 ? nlohmann::json(peak) : nlohmann::json()},
           {"gammas", gammas}};
 }
