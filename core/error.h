@@ -4,6 +4,7 @@
 // done and the problem ("loading model.safetensors: tensor 'x' ...").
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace kvscope {
 
@@ -22,6 +23,14 @@ std::string formatNumber(double value);
 // Throws Error(message) unless the condition holds.
 inline void require(bool condition, const std::string& message) {
   if (!condition) throw Error(message);
+}
+
+// The same with the message built only when the condition fails: for checks
+// on every forward, where building "layer 3 holds ..." each time would cost
+// more than the check.
+template <typename MakeMessage, typename = std::enable_if_t<std::is_invocable_r_v<std::string, MakeMessage>>>
+inline void require(bool condition, MakeMessage&& make_message) {
+  if (!condition) throw Error(make_message());
 }
 
 }  // namespace kvscope

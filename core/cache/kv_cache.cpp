@@ -112,9 +112,10 @@ void KvCache::growKeepMask(Layer& layer, int64_t capacity) {
 void KvCache::append(int64_t layer_index, const at::Tensor& k, const at::Tensor& v) {
   layerAt(layer_index);
   Layer& layer = layers_[layer_index];
-  require(k.dim() == 3 && k.size(0) == kv_heads_ && k.size(2) == head_dim_ && v.sizes() == k.sizes(),
-          "KvCache::append: expected k and v of shape [" + std::to_string(kv_heads_) + ", n, " +
-              std::to_string(head_dim_) + "]");
+  require(k.dim() == 3 && k.size(0) == kv_heads_ && k.size(2) == head_dim_ && v.sizes() == k.sizes(), [&] {
+    return "KvCache::append: expected k and v of shape [" + std::to_string(kv_heads_) + ", n, " +
+           std::to_string(head_dim_) + "]";
+  });
   at::Tensor k_written = k, v_written = v;  // [kv_heads, n, head_dim]
   if (write_order_) {
     for (int64_t i : *write_order_) require(i >= 0 && i < k.size(1), "KvCache::append: write order out of range");
@@ -183,8 +184,10 @@ std::pair<at::Tensor, at::Tensor> KvCache::copyRows(const std::vector<int64_t>& 
     const int64_t row = first[static_cast<size_t>(l)];
     require(row >= 0 && row + n <= layer.length && layer.k.size(0) == kv_heads && layer.k.size(2) == head_dim &&
                 layer.k.stride(2) == 1 && layer.k.stride(1) == head_dim && layer.v.strides() == layer.k.strides(),
-            "KvCache::copyRows: rows " + std::to_string(row) + ".." + std::to_string(row + n) + " of layer " +
-                std::to_string(l) + " are not stored plainly");
+            [&] {
+              return "KvCache::copyRows: rows " + std::to_string(row) + ".." + std::to_string(row + n) + " of layer " +
+                     std::to_string(l) + " are not stored plainly";
+            });
     const float* k_in = layer.k.data_ptr<float>();
     const float* v_in = layer.v.data_ptr<float>();
     for (int64_t h = 0; h < kv_heads; ++h) {

@@ -25,6 +25,11 @@ int64_t KvLedger::recordBirths(CacheRole cache, const std::vector<RowIdentity>& 
               v32.scalar_type() == torch::kFloat32,
           "KvLedger: expected K/V rows [kv_heads, n, head_dim] per layer for " + std::to_string(n) + " rows");
   const int64_t first = static_cast<int64_t>(entries_.size());
+  const int64_t write = static_cast<int64_t>(k_writes_.size());
+  if (n > 0) {
+    k_writes_.push_back(k32);
+    v_writes_.push_back(v32);
+  }
   for (int64_t i = 0; i < n; ++i) {
     LedgerEntry entry;
     entry.cache = cache;
@@ -34,9 +39,8 @@ int64_t KvLedger::recordBirths(CacheRole cache, const std::vector<RowIdentity>& 
     entry.padding = rows[i].padding;
     entry.born_round = round;
     entry.born_phase = phase;
-    entry.row = static_cast<int64_t>(k_rows_.size());
-    k_rows_.push_back(k32.select(2, i));  // [layers, kv_heads, head_dim]
-    v_rows_.push_back(v32.select(2, i));
+    entry.row = static_cast<int64_t>(rows_.size());
+    rows_.push_back({write, i});
     entries_.push_back(entry);
   }
   return first;
@@ -65,23 +69,44 @@ int64_t KvLedger::liveCount(CacheRole cache) const {
                        [&](const LedgerEntry& e) { return e.cache == cache && e.died_round < 0; });
 }
 
-namespace {
-at::Tensor stackRows(const std::vector<at::Tensor>& rows, const std::vector<LedgerEntry>& entries,
-                     const std::vector<int64_t>& indices) {
-  require(!indices.empty(), "KvLedger: no entries to stack");
-  std::vector<at::Tensor> picked;
-  picked.reserve(indices.size());
-  for (int64_t i : indices) picked.push_back(rows.at(entries.at(i).row));
-  return torch::stack(picked, 2);  // [layers, kv_heads, entries, head_dim]
+at::Tensor KvLedger::rowOf(const std::vector<at::Tensor>& writes, int64_t row) const {
+  const RowPlace& place = rows_.at(static_cast<size_t>(row));
+  const at::Tensor& write = writes[static_cast<size_t>(place.write)];
+  return place.index < 0 ? write : write.select(2, place.index);  // [layers, kv_heads, head_dim]
 }
-}  // namespace
+
+at::Tensor KvLedger::keys(int64_t row) const { return rowOf(k_writes_, row); }
+
+at::Tensor KvLedger::values(int64_t row) const { return rowOf(v_writes_, row); }
+
+std::vector<at::Tensor> KvLedger::keyRows() const {
+  std::vector<at::Tensor> rows;
+  rows.reserve(rows_.size());
+  for (int64_t row = 0; row < rowCount(); ++row) rows.push_back(keys(row));
+  return rows;
+}
+
+std::vector<at::Tensor> KvLedger::valueRows() const {
+  std::vector<at::Tensor> rows;
+  rows.reserve(rows_.size());
+  for (int64_t row = 0; row < rowCount(); ++row) rows.push_back(values(row));
+  return rows;
+}
 
 at::Tensor KvLedger::stackKeys(const std::vector<int64_t>& entry_indices) const {
-  return stackRows(k_rows_, entries_, entry_indices);
+  require(!entry_indices.empty(), "KvLedger: no entries to stack");
+  std::vector<at::Tensor> picked;
+  picked.reserve(entry_indices.size());
+  for (int64_t i : entry_indices) picked.push_back(keys(entries_.at(static_cast<size_t>(i)).row));
+  return torch::stack(picked, 2);  // [layers, kv_heads, entries, head_dim]
 }
 
 at::Tensor KvLedger::stackValues(const std::vector<int64_t>& entry_indices) const {
-  return stackRows(v_rows_, entries_, entry_indices);
+  require(!entry_indices.empty(), "KvLedger: no entries to stack");
+  std::vector<at::Tensor> picked;
+  picked.reserve(entry_indices.size());
+  for (int64_t i : entry_indices) picked.push_back(values(entries_.at(static_cast<size_t>(i)).row));
+  return torch::stack(picked, 2);  // [layers, kv_heads, entries, head_dim]
 }
 
 void KvLedger::restore(std::vector<LedgerEntry> entries, std::vector<at::Tensor> k_rows,
@@ -92,8 +117,10 @@ void KvLedger::restore(std::vector<LedgerEntry> entries, std::vector<at::Tensor>
             "KvLedger::restore: entry row " + std::to_string(e.row) + " out of range");
   }
   entries_ = std::move(entries);
-  k_rows_ = std::move(k_rows);
-  v_rows_ = std::move(v_rows);
+  k_writes_ = std::move(k_rows);
+  v_writes_ = std::move(v_rows);
+  rows_.assign(k_writes_.size(), RowPlace{});
+  for (size_t row = 0; row < rows_.size(); ++row) rows_[row].write = static_cast<int64_t>(row);
 }
 
 }  // namespace kvscope

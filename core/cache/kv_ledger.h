@@ -45,21 +45,33 @@ class KvLedger {
   const LedgerEntry& entry(int64_t index) const { return entries_.at(static_cast<size_t>(index)); }
   int64_t size() const { return static_cast<int64_t>(entries_.size()); }
 
-  at::Tensor keys(int64_t row) const { return k_rows_.at(row); }    // [layers, kv_heads, head_dim]
-  at::Tensor values(int64_t row) const { return v_rows_.at(row); }  // [layers, kv_heads, head_dim]
+  at::Tensor keys(int64_t row) const;    // [layers, kv_heads, head_dim]
+  at::Tensor values(int64_t row) const;  // [layers, kv_heads, head_dim]
+  int64_t rowCount() const { return static_cast<int64_t>(rows_.size()); }
   // Rows of the given entries stacked: [layers, kv_heads, entries, head_dim].
   at::Tensor stackKeys(const std::vector<int64_t>& entry_indices) const;
   at::Tensor stackValues(const std::vector<int64_t>& entry_indices) const;
 
   // For the trace file: all rows of one cache, in entry order, and restore.
-  const std::vector<at::Tensor>& keyRows() const { return k_rows_; }
-  const std::vector<at::Tensor>& valueRows() const { return v_rows_; }
+  std::vector<at::Tensor> keyRows() const;
+  std::vector<at::Tensor> valueRows() const;
   void restore(std::vector<LedgerEntry> entries, std::vector<at::Tensor> k_rows, std::vector<at::Tensor> v_rows);
 
  private:
+  // Where a row's K/V lie: row `index` (dim 2) of one write's copy, or,
+  // with index -1, a whole row tensor (restored from a trace). The views are
+  // made when asked for: two ATen selects per row at birth cost a small
+  // drafter's step more than its attention.
+  struct RowPlace {
+    int64_t write = 0;
+    int64_t index = -1;
+  };
+  at::Tensor rowOf(const std::vector<at::Tensor>& writes, int64_t row) const;
+
   std::vector<LedgerEntry> entries_;
-  std::vector<at::Tensor> k_rows_;
-  std::vector<at::Tensor> v_rows_;
+  std::vector<at::Tensor> k_writes_;  // [layers, kv_heads, n, head_dim] per write, or one restored row
+  std::vector<at::Tensor> v_writes_;
+  std::vector<RowPlace> rows_;
 };
 
 }  // namespace kvscope

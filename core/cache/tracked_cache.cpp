@@ -216,13 +216,32 @@ void TrackedCache::logEvent(CacheEvent event) {
 }
 
 std::vector<int64_t> TrackedCache::entriesLost(const CacheLayout& before, const CacheLayout& after) {
-  std::set<int64_t> still_held;
-  for (const auto& rows : after.layers) still_held.insert(rows.begin(), rows.end());
+  // Entries are ledger indices, dense from 0: one flag per index in the
+  // layouts' range, not a tree node per row (a prune of the bundled
+  // target's 6 x 200 rows spent 2% of a speculative session in std::set).
+  bool any = false;
+  int64_t lowest = 0, highest = 0;
+  for (const CacheLayout* layout : {&before, &after}) {
+    for (const auto& rows : layout->layers) {
+      for (int64_t entry : rows) {
+        lowest = any ? std::min(lowest, entry) : entry;
+        highest = any ? std::max(highest, entry) : entry;
+        any = true;
+      }
+    }
+  }
+  if (!any) return {};
+  enum Flag : uint8_t { kAbsent, kHeld, kListed };
+  std::vector<uint8_t> flags(static_cast<size_t>(highest - lowest + 1), kAbsent);
+  for (const auto& rows : after.layers) {
+    for (int64_t entry : rows) flags[static_cast<size_t>(entry - lowest)] = kHeld;
+  }
   std::vector<int64_t> lost;
-  std::set<int64_t> seen;
   for (const auto& rows : before.layers) {
     for (int64_t entry : rows) {
-      if (still_held.count(entry) > 0 || !seen.insert(entry).second) continue;
+      uint8_t& flag = flags[static_cast<size_t>(entry - lowest)];
+      if (flag != kAbsent) continue;
+      flag = kListed;
       lost.push_back(entry);
     }
   }

@@ -83,9 +83,10 @@ int64_t argmaxOf(const at::Tensor& scores) {
 }
 
 int64_t argmaxOfRow(const at::Tensor& rows, int64_t row) {
-  require(rows.dim() == 2 && row >= 0 && row < rows.size(0),
-          "argmaxOfRow: row " + std::to_string(row) + " of a " + std::to_string(rows.dim()) + "-d tensor of " +
-              std::to_string(rows.dim() > 0 ? rows.size(0) : 0) + " rows");
+  require(rows.dim() == 2 && row >= 0 && row < rows.size(0), [&] {
+    return "argmaxOfRow: row " + std::to_string(row) + " of a " + std::to_string(rows.dim()) + "-d tensor of " +
+           std::to_string(rows.dim() > 0 ? rows.size(0) : 0) + " rows";
+  });
   if (rows.scalar_type() != at::kFloat || !rows.is_contiguous() || rows.size(1) == 0) return argmaxOf(rows[row]);
   return argmaxOfFloats(rows.data_ptr<float>() + row * rows.size(1), rows.size(1));
 }
@@ -145,7 +146,8 @@ std::vector<double> softmaxOfPicks(const at::Tensor& logits, const std::vector<i
   std::vector<double> out(static_cast<size_t>(k));
   for (int64_t i = 0; i < k; ++i) {
     const int64_t pick = picks[static_cast<size_t>(i)];
-    require(pick >= 0 && pick < vocab, "softmaxOfPicks: pick " + std::to_string(pick) + " outside the vocabulary");
+    require(pick >= 0 && pick < vocab,
+            [&] { return "softmaxOfPicks: pick " + std::to_string(pick) + " outside the vocabulary"; });
     const float* row = rows + i * vocab;
     const float max = rowMaxAvx512(row, vocab);
     if (!std::isfinite(max)) return byTorch();  // NaN or infinite logits: torch's own rules

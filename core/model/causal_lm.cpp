@@ -122,18 +122,22 @@ void CausalLM::checkForwardArguments(const SequenceForward& sequence) const {
   const int64_t n = tokens.size(0);
   require(n > 0, "forward: no tokens to feed");
   if (cache == nullptr) {
-    require(start_pos == 0, "forward without a cache recomputes the whole sequence: start_pos must be 0, got " +
-                                std::to_string(start_pos));
+    require(start_pos == 0, [&] {
+      return "forward without a cache recomputes the whole sequence: start_pos must be 0, got " +
+             std::to_string(start_pos);
+    });
   } else if (!sequence.unchecked) {
     for (int64_t layer = 0; layer < cache->numLayers(); ++layer) {
-      require(cache->endPosition(layer) == start_pos,
-              "forward: layer " + std::to_string(layer) + " of the cache holds positions up to " +
-                  std::to_string(cache->endPosition(layer)) + " but the tokens start at position " +
-                  std::to_string(start_pos));
+      require(cache->endPosition(layer) == start_pos, [&] {
+        return "forward: layer " + std::to_string(layer) + " of the cache holds positions up to " +
+               std::to_string(cache->endPosition(layer)) + " but the tokens start at position " +
+               std::to_string(start_pos);
+      });
     }
   }
-  require(sequence.pads.before >= 0 && sequence.pads.after >= 0 && sequence.realCount() > 0,
-          "forward: the pads of a padded forward must leave at least one real token among its " + std::to_string(n));
+  require(sequence.pads.before >= 0 && sequence.pads.after >= 0 && sequence.realCount() > 0, [&] {
+    return "forward: the pads of a padded forward must leave at least one real token among its " + std::to_string(n);
+  });
   const int64_t end = start_pos + sequence.realCount();  // pads hold no position
   if (end > config_.contextLength()) {
     throw Error("forward: a sequence of " + std::to_string(end) + " tokens exceeds the context length " +

@@ -140,14 +140,13 @@ void SnapshotBuilder::fillRecord(SessionSnapshot& snapshot, const SessionRecord&
   }
 
   snapshot.entries = record.ledger.entries();
-  const auto& k_rows = record.ledger.keyRows();
-  const auto& v_rows = record.ledger.valueRows();
-  const size_t row_count = std::min(k_rows.size(), v_rows.size());
+  const auto row_count = static_cast<size_t>(record.ledger.rowCount());
   if (rows_.size() > row_count) rows_.clear();  // the ledger was restored or replaced
   while (rows_.size() < row_count) {
+    const auto row_index = static_cast<int64_t>(rows_.size());
     auto row = std::make_shared<KvRowData>();
-    row->k = toFloats(k_rows[rows_.size()]);
-    row->v = toFloats(v_rows[rows_.size()]);
+    row->k = toFloats(record.ledger.keys(row_index));
+    row->v = toFloats(record.ledger.values(row_index));
     rows_.push_back(std::move(row));
   }
   snapshot.rows = rows_;

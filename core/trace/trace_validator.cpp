@@ -181,7 +181,7 @@ class TraceValidator {
         inRange(e.position, 0, position_limit, where + " position");
       }
       inRange(e.rope_position, 0, position_limit, where + " rope_position");
-      inRange(e.row, 0, static_cast<int64_t>(t_.ledger.keyRows().size()) - 1, where + " K/V row");
+      inRange(e.row, 0, t_.ledger.rowCount() - 1, where + " K/V row");
       const at::Tensor k = t_.ledger.keys(e.row);
       floatTensor(k, 3, where + " K/V rows");
       std::vector<int64_t>& known = shape[e.cache == CacheRole::Target ? 0 : 1];
