@@ -113,7 +113,10 @@ struct Step {
 // 16-column vectors of the weight down its inputs. The small loops are
 // unrolled by pragma: rolled, GCC -O2 keeps the accumulator array in memory
 // and stores all of it every iteration (3.5x slower).
-template <typename W, int M, int NB>
+// Prefetch: the weight is a plain [in, out] matrix out of cache
+// (prefetchDistance > 0); a template parameter, so the panels' loop is
+// exactly what it was without it.
+template <typename W, int M, int NB, bool Prefetch>
 __attribute__((target("avx512f,fma"))) void block512(const FewRowsWeight& w, const Step& s, int64_t j0) {
   const W* vectors[NB];
   __mmask16 mask[NB];
@@ -129,10 +132,10 @@ __attribute__((target("avx512f,fma"))) void block512(const FewRowsWeight& w, con
     #pragma GCC unroll 16
     for (int b = 0; b < NB; ++b)
       acc[r][b] = s.resume ? _mm512_maskz_loadu_ps(mask[b], s.y + r * w.out + j0 + kPanelWidth * b) : _mm512_setzero_ps();
-  const int64_t ahead = prefetchDistance(w);
+  [[maybe_unused]] const int64_t ahead = Prefetch ? prefetchDistance(w) : 0;
   for (int64_t i = s.k0, offset = s.k0 * w.row_stride; i < s.k1; ++i, offset += w.row_stride) {
     __m512 wv[NB];
-    if (ahead > 0) {
+    if constexpr (Prefetch) {
       #pragma GCC unroll 16
       for (int b = 0; b < NB; ++b) prefetchAhead(vectors[b] + offset, ahead);
     }
@@ -152,7 +155,7 @@ __attribute__((target("avx512f,fma"))) void block512(const FewRowsWeight& w, con
 }
 
 // The AVX2 twin: each 16-column vector is two 8-wide halves.
-template <typename W, int M, int NB>
+template <typename W, int M, int NB, bool Prefetch>
 __attribute__((target("avx2,fma,f16c"))) void block256(const FewRowsWeight& w, const Step& s, int64_t j0) {
   constexpr int V = 2 * NB;  // 8-wide vectors per row
   const W* vectors[V];
@@ -171,10 +174,10 @@ __attribute__((target("avx2,fma,f16c"))) void block256(const FewRowsWeight& w, c
     #pragma GCC unroll 16
     for (int v = 0; v < V; ++v)
       acc[r][v] = s.resume ? _mm256_maskload_ps(s.y + r * w.out + j0 + 8 * v, mask[v]) : _mm256_setzero_ps();
-  const int64_t ahead = prefetchDistance(w);
+  [[maybe_unused]] const int64_t ahead = Prefetch ? prefetchDistance(w) : 0;
   for (int64_t i = s.k0, offset = s.k0 * w.row_stride; i < s.k1; ++i, offset += w.row_stride) {
     __m256 wv[V];
-    if (ahead > 0) {
+    if constexpr (Prefetch) {
       #pragma GCC unroll 16
       for (int v = 0; v < V; v += 2) prefetchAhead(vectors[v] + offset, ahead);  // one per 16-column vector
     }
@@ -215,10 +218,11 @@ void narrowBlock(const FewRowsWeight& w, const Step& s, int64_t v, int64_t vecto
   if constexpr (NB > 1) {
     if (vectors < NB) return narrowBlock<Avx512, W, M, NB - 1>(w, s, v, vectors);
   }
+  const bool prefetch = prefetchDistance(w) > 0;
   if constexpr (Avx512) {
-    block512<W, M, NB>(w, s, v * kPanelWidth);
+    prefetch ? block512<W, M, NB, true>(w, s, v * kPanelWidth) : block512<W, M, NB, false>(w, s, v * kPanelWidth);
   } else {
-    block256<W, M, NB>(w, s, v * kPanelWidth);
+    prefetch ? block256<W, M, NB, true>(w, s, v * kPanelWidth) : block256<W, M, NB, false>(w, s, v * kPanelWidth);
   }
 }
 
