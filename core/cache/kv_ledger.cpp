@@ -79,34 +79,31 @@ at::Tensor KvLedger::keys(int64_t row) const { return rowOf(k_writes_, row); }
 
 at::Tensor KvLedger::values(int64_t row) const { return rowOf(v_writes_, row); }
 
-std::vector<at::Tensor> KvLedger::keyRows() const {
+std::vector<at::Tensor> KvLedger::allRows(const std::vector<at::Tensor>& writes) const {
   std::vector<at::Tensor> rows;
   rows.reserve(rows_.size());
-  for (int64_t row = 0; row < rowCount(); ++row) rows.push_back(keys(row));
+  for (int64_t row = 0; row < rowCount(); ++row) rows.push_back(rowOf(writes, row));
   return rows;
 }
 
-std::vector<at::Tensor> KvLedger::valueRows() const {
-  std::vector<at::Tensor> rows;
-  rows.reserve(rows_.size());
-  for (int64_t row = 0; row < rowCount(); ++row) rows.push_back(values(row));
-  return rows;
-}
-
-at::Tensor KvLedger::stackKeys(const std::vector<int64_t>& entry_indices) const {
+at::Tensor KvLedger::stackRows(const std::vector<at::Tensor>& writes, const std::vector<int64_t>& entry_indices) const {
   require(!entry_indices.empty(), "KvLedger: no entries to stack");
   std::vector<at::Tensor> picked;
   picked.reserve(entry_indices.size());
-  for (int64_t i : entry_indices) picked.push_back(keys(entries_.at(static_cast<size_t>(i)).row));
+  for (int64_t i : entry_indices) picked.push_back(rowOf(writes, entries_.at(static_cast<size_t>(i)).row));
   return torch::stack(picked, 2);  // [layers, kv_heads, entries, head_dim]
+}
+
+std::vector<at::Tensor> KvLedger::keyRows() const { return allRows(k_writes_); }
+
+std::vector<at::Tensor> KvLedger::valueRows() const { return allRows(v_writes_); }
+
+at::Tensor KvLedger::stackKeys(const std::vector<int64_t>& entry_indices) const {
+  return stackRows(k_writes_, entry_indices);
 }
 
 at::Tensor KvLedger::stackValues(const std::vector<int64_t>& entry_indices) const {
-  require(!entry_indices.empty(), "KvLedger: no entries to stack");
-  std::vector<at::Tensor> picked;
-  picked.reserve(entry_indices.size());
-  for (int64_t i : entry_indices) picked.push_back(values(entries_.at(static_cast<size_t>(i)).row));
-  return torch::stack(picked, 2);  // [layers, kv_heads, entries, head_dim]
+  return stackRows(v_writes_, entry_indices);
 }
 
 void KvLedger::restore(std::vector<LedgerEntry> entries, std::vector<at::Tensor> k_rows,

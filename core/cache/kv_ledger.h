@@ -66,7 +66,9 @@ class KvLedger {
     int64_t write = 0;
     int64_t index = -1;
   };
-  at::Tensor rowOf(const std::vector<at::Tensor>& writes, int64_t row) const;
+  at::Tensor rowOf(const std::vector<at::Tensor>& writes, int64_t row) const;  // [layers, kv_heads, head_dim]
+  std::vector<at::Tensor> allRows(const std::vector<at::Tensor>& writes) const;
+  at::Tensor stackRows(const std::vector<at::Tensor>& writes, const std::vector<int64_t>& entry_indices) const;
 
   std::vector<LedgerEntry> entries_;
   std::vector<at::Tensor> k_writes_;  // [layers, kv_heads, n, head_dim] per write, or one restored row
